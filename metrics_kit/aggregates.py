@@ -1,0 +1,173 @@
+"""Aggregates: every metric value of a data set, built once, persisted, looked up in O(1).
+
+``build`` runs the engine over a validated event store in one batch and fills the sparse result
+into a dense grid: for every project, every metric that applies to it and every period that
+overlaps coverage, a value. No activity is a 0; an ending balance carries forward. The result is
+saved as one Parquet file in the cache folder under a key made of the data folder's fingerprint
+and the catalogue's, so the next start with unchanged data skips the build.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import paths, store
+from .catalogue import GRANULARITIES, Catalogue
+from .periods import period_bounds, period_index, period_start, period_starts
+
+# Bump when the engine's results change for the same data and catalogue.
+ENGINE_VERSION = 1
+_DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run to run
+
+
+@dataclass(frozen=True)
+class Lookup:
+    value: int | float
+    period_start: dt.date
+    period_end: dt.date
+    complete: bool
+
+
+class Aggregates:
+    def __init__(self, meta: dict, values: dict[tuple[str, str, str], list]):
+        self.meta = meta
+        self.values = values
+        self.projects: dict[str, dict] = meta["projects"]
+        coverage = meta["coverage"]
+        self.coverage = None if coverage is None else tuple(dt.date.fromisoformat(d) for d in coverage)
+        self._origin = {} if self.coverage is None else {
+            g: period_start(self.coverage[0], g) for g in GRANULARITIES}
+
+    def lookup(self, metric: str, project: str, granularity: str, day: dt.date) -> Lookup | None:
+        """The value of the period containing ``day``; None when that period is outside coverage."""
+        series = self.values.get((metric, project, granularity))
+        if series is None or self.coverage is None:
+            return None
+        i = period_index(day, self.coverage[0], granularity)
+        if not 0 <= i < len(series):
+            return None
+        start, end = period_bounds(day, granularity)
+        return Lookup(series[i], start, end, start >= self.coverage[0] and end <= self.coverage[1])
+
+    # -- persistence ---------------------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        keys = list(self.values)
+        lengths = [len(self.values[k]) for k in keys]
+        table = pa.table({
+            "metric": pa.array([k[0] for k in keys]).dictionary_encode(),
+            "project": pa.array([k[1] for k in keys]).dictionary_encode(),
+            "granularity": pa.array([k[2] for k in keys]).dictionary_encode(),
+            "values": pa.array([np.asarray(self.values[k], dtype="float64") for k in keys],
+                               type=pa.list_(pa.float64())),
+            "length": pa.array(lengths, pa.int32()),
+        }).replace_schema_metadata({"metrics_kit": json.dumps(self.meta)})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)  # readers see the old file or the whole new one, never a part
+
+    @classmethod
+    def read(cls, path: Path) -> Aggregates:
+        table = pq.read_table(path)
+        meta = json.loads(table.schema.metadata[b"metrics_kit"])
+        counts = set(meta["count_metrics"])
+        values = {}
+        for metric, project, granularity, series in zip(
+                table["metric"].to_pylist(), table["project"].to_pylist(),
+                table["granularity"].to_pylist(), table["values"].to_pylist()):
+            values[metric, project, granularity] = [int(v) for v in series] if metric in counts else series
+        return cls(meta, values)
+
+
+def catalogue_key(catalogue: Catalogue) -> str:
+    text = repr(sorted(repr(m) for m in catalogue)) + f"|engine {ENGINE_VERSION}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cache_path(fingerprint: str, catalogue: Catalogue) -> Path:
+    return paths.cache_dir() / "aggregates" / f"{fingerprint}-{catalogue_key(catalogue)}.parquet"
+
+
+def build(event_store: store.EventStore, catalogue: Catalogue) -> Aggregates:
+    """Run the engine over the whole data set and densify its result."""
+    import ibis  # only building needs Ibis; serving from a saved file does not
+
+    started = time.perf_counter()
+    backend = ibis.duckdb.from_connection(event_store.con)
+    projects = event_store.projects
+    coverage = event_store.coverage
+    values: dict[tuple[str, str, str], list] = {}
+    if coverage is not None:
+        from . import engine
+
+        for granularity, sparse in engine.compute(backend, catalogue):
+            values.update(_densify(sparse, granularity, coverage, projects, catalogue))
+    meta = {
+        "coverage": None if coverage is None else [coverage[0].isoformat(), coverage[1].isoformat()],
+        "projects": {p.project: {"kinds": sorted(p.kinds), "regular_pools": p.regular_pools,
+                                 "initial_circulating_supply": p.initial_circulating_supply}
+                     for p in projects.values()},
+        "chain_unit": catalogue.chain_unit,
+        "count_metrics": [m.name for m in catalogue if m.is_count],
+        "fingerprint": event_store.fingerprint,
+        "data_dir": str(event_store.directory),
+        "built_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "build_seconds": round(time.perf_counter() - started, 3),
+    }
+    return Aggregates(meta, values)
+
+
+def _densify(sparse: pd.DataFrame, granularity: str, coverage: tuple[dt.date, dt.date],
+             projects: dict[str, store.Project], catalogue: Catalogue) -> dict:
+    grid = {start: i for i, start in enumerate(period_starts(coverage[0], coverage[1], granularity))}
+    sparse = sparse.dropna(subset=["value"])
+    sparse = sparse.assign(i=sparse["period_start"].map(lambda d: grid[pd.Timestamp(d).date()]))
+    groups = {key: frame for key, frame in sparse.groupby(["metric", "project"], sort=False)}
+    out = {}
+    for project in projects.values():
+        for metric in catalogue.applicable(project.kinds, project.regular_pools):
+            dense = np.zeros(len(grid))
+            frame = groups.get((metric.name, project.project))
+            if frame is not None:
+                dense[frame["i"].to_numpy()] = frame["value"].to_numpy(dtype="float64")
+            if metric.aggregation == "ending_balance":
+                dense = (project.initial_circulating_supply or 0.0) + np.cumsum(dense)
+            if metric.is_count:
+                series = [int(v) for v in dense]
+            else:
+                # + 0.0 turns a -0.0 (an empty negative sum) into 0.0.
+                series = [round(float(v), _DECIMALS) + 0.0 for v in dense]
+            out[metric.name, project.project, granularity] = series
+    return out
+
+
+def load_or_build(data_dir: str | os.PathLike, catalogue: Catalogue, *, rebuild: bool = False,
+                  log=print) -> Aggregates:
+    """The aggregates of ``data_dir``: from the cache while the data is unchanged, else built."""
+    # The fingerprint needs only file names, sizes and times: unchanged data is neither validated
+    # nor scanned again.
+    path = cache_path(store.fingerprint(store.find_sources(Path(data_dir))), catalogue)
+    if path.exists() and not rebuild:
+        try:
+            aggregates = Aggregates.read(path)
+            log(f"Using aggregates built {aggregates.meta['built_at']} ({path.name})")
+            return aggregates
+        except Exception as exc:  # a damaged cache file is rebuilt, never fatal
+            log(f"Rebuilding unreadable aggregates {path.name}: {exc}")
+    event_store = store.load(data_dir)
+    aggregates = build(event_store, catalogue)
+    aggregates.save(cache_path(event_store.fingerprint, catalogue))
+    log(f"Built aggregates in {aggregates.meta['build_seconds']} s ({path.name})")
+    return aggregates

@@ -1,0 +1,1 @@
+"""The reference metrics service over HTTP: an ASGI app (``app``) and its runner (``run``)."""

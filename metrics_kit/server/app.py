@@ -1,0 +1,209 @@
+"""The HTTP shell: a plain ASGI application around MetricService.
+
+A bare ASGI callable rather than a framework route, because ``/metrics`` is the hot path and a
+framework's request and response objects cost more than the lookup itself (see
+docs/performance.md). Every response, errors included, is JSON in one shape, and nothing the
+client sends can raise out of here: an unexpected exception becomes a logged 500 body, never a
+dropped connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+import json
+import logging
+import math
+import time
+from collections.abc import Iterable
+from urllib.parse import parse_qsl
+
+from ..catalogue import GRANULARITIES, Catalogue
+from ..service import MetricService, QueryError
+from . import openapi
+
+log = logging.getLogger("metrics_kit.server")
+_JSON = [(b"content-type", b"application/json")]
+_METHODS = (b"GET", b"HEAD")
+
+
+@functools.lru_cache(maxsize=256)
+def accepts_json(accept: str) -> bool:
+    """Whether an Accept header allows application/json (the most specific matching range wins)."""
+    best: tuple[int, float] | None = None
+    for item in accept.split(","):
+        media, *params = (part.strip() for part in item.split(";"))
+        media = media.lower()
+        specificity = {"application/json": 3, "application/*": 2, "*/*": 1}.get(media)
+        if specificity is None:
+            continue
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if best is None or specificity > best[0]:
+            best = (specificity, q)
+    return best is not None and best[1] > 0
+
+
+class RateLimiter:
+    """A token bucket per key: ``rate`` requests a second, bursts of up to ``rate``."""
+
+    def __init__(self, rate: float):
+        self.rate = rate
+        self.capacity = max(1.0, rate)
+        self.buckets: dict[bytes, tuple[float, float]] = {}
+
+    def retry_after(self, key: bytes) -> int:
+        """0 when the request may go ahead, else whole seconds to wait."""
+        now = time.monotonic()
+        tokens, then = self.buckets.get(key, (self.capacity, now))
+        tokens = min(self.capacity, tokens + (now - then) * self.rate)
+        if tokens >= 1:
+            self.buckets[key] = (tokens - 1, now)
+            return 0
+        self.buckets[key] = (tokens, now)
+        return max(1, math.ceil((1 - tokens) / self.rate))
+
+
+class App:
+    def __init__(self, service: MetricService, keys: Iterable[str], *, rate_limit: float | None = None,
+                 latency_ms: float = 0.0):
+        self.service = service
+        self.keys = [k.encode() for k in keys]
+        if not self.keys:
+            raise ValueError("the server needs at least one API key")
+        self.limiter = RateLimiter(rate_limit) if rate_limit else None
+        self.latency = latency_ms / 1000.0
+        aggregates, catalogue = service.aggregates, service.catalogue
+        projects = sorted(aggregates.projects)
+        coverage = aggregates.meta["coverage"]
+        self.openapi = json.dumps(openapi.build(catalogue, projects, coverage)).encode()
+        self.projects = json.dumps(_projects_body(aggregates, catalogue)).encode()
+        self.catalogue = json.dumps(_catalogue_body(catalogue)).encode()
+        self.routes = {"/metrics": self._metrics, "/projects": self._static(self.projects),
+                       "/catalogue": self._static(self.catalogue)}
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        try:
+            await self._dispatch(scope, send)
+        except Exception:  # the last line of defence: a JSON 500, never a traceback to the client
+            log.exception("unexpected error on %s", scope.get("path"))
+            error = QueryError(500, "internal_error", "the server failed unexpectedly; this is a bug")
+            await _send(send, 500, error.body(), scope["method"] == "HEAD")
+
+    async def _dispatch(self, scope, send) -> None:
+        path, method = scope["path"], scope["method"].encode()
+        head = method == b"HEAD"
+        if path == "/openapi.json":
+            handler = None
+        else:
+            handler = self.routes.get(path)
+            if handler is None:
+                error = QueryError(404, "not_found", f"no such path {path[:80]!r}; the API serves /metrics "
+                                   "(and /projects, /catalogue, /openapi.json)")
+                await _send(send, 404, error.body(), head)
+                return
+        if method not in _METHODS:
+            error = QueryError(405, "method_not_allowed",
+                               f"method {scope['method'][:20]} is not allowed; use GET")
+            await _send(send, 405, error.body(), False, [(b"allow", b"GET, HEAD")])
+            return
+        if handler is None:
+            await _send(send, 200, self.openapi, head)
+            return
+        key, accept = None, None
+        for name, value in scope["headers"]:
+            if name == b"x-api-key":
+                key = value
+            elif name == b"accept":
+                accept = value
+        status, body, extra = self._gate(key, accept)
+        if status:
+            await _send(send, status, body, head, extra)
+            return
+        status, body = await handler(scope)
+        await _send(send, status, body, head)
+
+    def _gate(self, key: bytes | None, accept: bytes | None) -> tuple[int, bytes, list]:
+        """Authentication, rate limit and content negotiation, in that order."""
+        if not key:
+            return 401, QueryError(401, "missing_api_key", "send your API key in the x-api-key header").body(), []
+        matched = None
+        for known in self.keys:  # compare with every key, in constant time each
+            if hmac.compare_digest(known, key):
+                matched = known
+        if matched is None:
+            return 401, QueryError(401, "invalid_api_key", "the API key in x-api-key is not valid").body(), []
+        if self.limiter is not None:
+            wait = self.limiter.retry_after(matched)
+            if wait:
+                body = QueryError(429, "rate_limited", f"rate limit of {self.limiter.rate:g} requests per "
+                                  f"second exceeded; retry after {wait} s").body()
+                return 429, body, [(b"retry-after", str(wait).encode())]
+        if accept is not None and not accepts_json(accept.decode("latin-1")):
+            return 406, QueryError(406, "not_acceptable", "this service answers only application/json; "
+                                   "send Accept: application/json").body(), []
+        return 0, b"", []
+
+    async def _metrics(self, scope) -> tuple[int, bytes]:
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        pairs = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+        try:
+            return 200, self.service.answer(pairs)
+        except QueryError as error:
+            return error.status, error.body()
+
+    @staticmethod
+    def _static(body: bytes):
+        async def handler(scope) -> tuple[int, bytes]:
+            return 200, body
+        return handler
+
+
+async def _send(send, status: int, body: bytes, head: bool, extra: list | None = None) -> None:
+    headers = [*_JSON, (b"content-length", str(len(body)).encode()), *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else body})
+
+
+async def _lifespan(receive, send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def _projects_body(aggregates, catalogue: Catalogue) -> dict:
+    coverage = aggregates.meta["coverage"]
+    out = []
+    for name, info in sorted(aggregates.projects.items()):
+        metrics = [m.name for m in catalogue.applicable(info["kinds"], info["regular_pools"])]
+        out.append({"project": name, "kinds": info["kinds"], "regular_pools": info["regular_pools"],
+                    "coverage": None if coverage is None else {"start": coverage[0], "end": coverage[1]},
+                    "metrics": metrics})
+    return {"projects": out, "coverage": None if coverage is None else
+            {"start": coverage[0], "end": coverage[1]}}
+
+
+def _catalogue_body(catalogue: Catalogue) -> dict:
+    return {"chain_unit": catalogue.chain_unit, "granularities": list(GRANULARITIES),
+            "metrics": [{"name": m.name, "families": list(m.families), "unit": m.unit,
+                         "aggregation": m.aggregation, "description": m.description,
+                         "aliases": list(m.aliases), "kinds": sorted(m.kinds),
+                         "regular_pools_only": m.regular_pools_only, "applies_to": m.restriction}
+                        for m in catalogue]}

@@ -1,0 +1,116 @@
+"""The service: turns the query parameters of ``GET /metrics`` into an answer or a QueryError.
+
+It knows nothing of HTTP beyond status codes; the server module is a thin shell around it.
+Parameters are checked in the order a person would fix them: missing or repeated, then metric,
+granularity, date and project format (400), then existence (404).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable
+
+from .aggregates import Aggregates
+from .catalogue import GRANULARITIES, Catalogue
+from .store import PROJECT_PATTERN
+
+PARAMETERS = ("metric_name", "project", "granularity", "date")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_PROJECT = re.compile(PROJECT_PATTERN)
+_MAX_PROJECT = 200
+
+
+class QueryError(Exception):
+    def __init__(self, status: int, code: str, message: str, param: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.param = param
+
+    def body(self) -> bytes:
+        return json.dumps({"error": {"code": self.code, "message": self.message,
+                                     "param": self.param}}).encode()
+
+
+def _clip(value: str, limit: int = 60) -> str:
+    return repr(value if len(value) <= limit else value[:limit] + "...")
+
+
+class MetricService:
+    def __init__(self, aggregates: Aggregates, catalogue: Catalogue):
+        self.aggregates = aggregates
+        self.catalogue = catalogue
+        self.coverage = aggregates.coverage
+
+    def answer(self, pairs: Iterable[tuple[str, str]]) -> bytes:
+        """The JSON body for one ``/metrics`` query, given its (name, value) pairs."""
+        params: dict[str, str] = {}
+        for name, value in pairs:
+            if name in PARAMETERS:
+                if name in params:
+                    raise QueryError(400, "duplicate_parameter",
+                                     f"parameter {name!r} is given more than once; give it once", name)
+                params[name] = value
+        missing = [p for p in PARAMETERS if not params.get(p)]
+        if missing:
+            raise QueryError(400, "missing_parameter",
+                             f"missing required parameter{'s' if len(missing) > 1 else ''} "
+                             f"{', '.join(missing)}; /metrics needs {', '.join(PARAMETERS)}", missing[0])
+        name, project = params["metric_name"], params["project"]
+        granularity, date_text = params["granularity"], params["date"]
+
+        metric = self.catalogue.get(name)
+        if metric is None:
+            close = self.catalogue.suggest(name)
+            hint = f"; did you mean {' or '.join(close)}?" if close else \
+                "; GET /catalogue lists every metric"
+            raise QueryError(400, "unknown_metric", f"unknown metric_name {_clip(name)}{hint}", "metric_name")
+        if granularity not in GRANULARITIES:
+            raise QueryError(400, "invalid_granularity",
+                             f"granularity {_clip(granularity)} is not one of {', '.join(GRANULARITIES)}",
+                             "granularity")
+        day = self._date(date_text)
+        if len(project) > _MAX_PROJECT or not _PROJECT.fullmatch(project):
+            raise QueryError(400, "invalid_project",
+                             f"project {_clip(project)} is not a valid project id: lowercase letters, "
+                             "digits, '-' and '_', in parts joined by single dots", "project")
+
+        info = self.aggregates.projects.get(project)
+        if info is None:
+            raise QueryError(404, "unknown_project",
+                             f"unknown project {_clip(project)}; GET /projects lists the projects", "project")
+        if not metric.applies_to(info["kinds"], info["regular_pools"]):
+            raise QueryError(404, "metric_not_applicable",
+                             f"{metric.name} applies to {metric.restriction}; {project} is of kind "
+                             f"{', '.join(info['kinds'])}"
+                             + (" with regular pools" if info["regular_pools"] else ""), "metric_name")
+        found = self.aggregates.lookup(metric.name, project, granularity, day)
+        if found is None:
+            raise QueryError(404, "date_out_of_coverage", self._coverage_message(day, granularity), "date")
+        return json.dumps({
+            "metric_name": metric.name, "project": project, "granularity": granularity,
+            "date": date_text, "period_start": found.period_start.isoformat(),
+            "period_end": found.period_end.isoformat(), "unit": metric.unit,
+            "value": found.value, "complete": found.complete,
+        }).encode()
+
+    @staticmethod
+    def _date(text: str) -> dt.date:
+        if not _DATE.fullmatch(text):
+            raise QueryError(400, "invalid_date", f"date {_clip(text)} is not a date in the form YYYY-MM-DD",
+                             "date")
+        try:
+            return dt.date.fromisoformat(text)
+        except ValueError:
+            raise QueryError(400, "invalid_date", f"date {_clip(text)} is not a real calendar date",
+                             "date") from None
+
+    def _coverage_message(self, day: dt.date, granularity: str) -> str:
+        if self.coverage is None:
+            return "this data set has no events, so no date is covered"
+        first, last = self.coverage
+        return (f"the {granularity} period containing {day.isoformat()} lies outside the data's "
+                f"coverage, {first.isoformat()} to {last.isoformat()}")

@@ -1,0 +1,355 @@
+"""The event store: find a data folder's tables, validate every row, expose clean views.
+
+The format is documented in ``docs/data-format.md``. Loading is all or nothing: every check runs
+before any view is created, and the first problem raises :class:`DataFormatError` naming the file,
+the column, what is allowed and the first offending rows.
+
+After :func:`load`, the DuckDB connection holds one view per table with normalised columns:
+``block_time`` as a naive UTC ``TIMESTAMP`` (microseconds, truncated, never rounded into the next
+day), strings as ``VARCHAR``, amounts as ``DOUBLE``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from .catalogue import KINDS
+from .errors import DataFormatError
+
+ACTIONS = ("swap", "lp_deposit", "lp_withdraw", "double_dip_deposit", "stake", "unstake",
+           "farm_deposit", "farm_withdraw", "lending_deposit", "lending_withdraw", "borrow", "repay")
+POOL_TYPES = ("regular", "concentrated")
+FEE_TYPES = ("transaction", "staking")
+RECIPIENTS = ("protocol", "supply_side")
+FLOWS = ("mint", "emission", "burn", "buyback")
+REWARD_TYPES = ("staking", "fee", "voting", "rent")
+PROJECT_PATTERN = r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$"
+EVENT_TABLES = ("transactions", "fees", "token_flows", "chain_rewards")
+TABLES = ("projects", *EVENT_TABLES)
+
+# Column types after normalisation; the order is the order of the views.
+COLUMNS: dict[str, dict[str, str]] = {
+    "projects": {"project": "str", "kinds": "str", "initial_circulating_supply": "float",
+                 "regular_pools": "bool"},
+    "transactions": {"block_time": "time", "tx_id": "str", "signer": "str", "project": "str",
+                     "action": "str", "pool_type": "str"},
+    "fees": {"block_time": "time", "project": "str", "fee_type": "str", "recipient": "str",
+             "amount_usd": "float"},
+    "token_flows": {"block_time": "time", "project": "str", "flow": "str", "amount": "float"},
+    "chain_rewards": {"block_time": "time", "project": "str", "account": "str",
+                      "reward_type": "str", "amount": "float"},
+}
+_SQL_TYPE = {"str": "VARCHAR", "float": "DOUBLE", "bool": "BOOLEAN", "time": "TIMESTAMP"}
+_TIMESTAMP_SOURCES = ("TIMESTAMP", "VARCHAR", "DATE")
+_NUMERIC_SOURCES = ("DOUBLE", "FLOAT", "REAL", "DECIMAL", "INTEGER", "BIGINT", "SMALLINT", "TINYINT",
+                    "HUGEINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT", "VARCHAR", "NULL")
+_SHOWN_ROWS = 5
+
+
+@dataclass(frozen=True)
+class Source:
+    table: str
+    files: tuple[Path, ...]
+    fmt: str  # "parquet" or "csv"
+
+    @property
+    def label(self) -> str:
+        if len(self.files) == 1:
+            return self.files[0].name
+        return f"{self.files[0].parent.name}/ ({len(self.files)} {self.fmt} files)"
+
+
+@dataclass(frozen=True)
+class Project:
+    project: str
+    kinds: frozenset[str]
+    initial_circulating_supply: float | None
+    regular_pools: bool
+
+
+@dataclass(frozen=True)
+class EventStore:
+    """A validated data set: its projects, its coverage and a connection holding its views."""
+
+    con: duckdb.DuckDBPyConnection
+    directory: Path
+    projects: dict[str, Project]
+    coverage: tuple[dt.date, dt.date] | None
+    fingerprint: str
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _sql_list(values) -> str:
+    return "[" + ", ".join(_quote(v) for v in values) + "]"
+
+
+def find_sources(directory: Path) -> dict[str, Source]:
+    """The files of each table in ``directory``; an unknown or doubled data file is an error."""
+    if not directory.is_dir():
+        raise DataFormatError(f"data folder {str(directory)!r} does not exist or is not a folder")
+    found: dict[str, list[Source]] = {}
+    for entry in sorted(directory.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            parts = sorted(p for p in entry.iterdir() if p.suffix in (".parquet", ".csv"))
+            fmts = {p.suffix[1:] for p in parts}
+            if not parts:
+                continue
+            if len(fmts) > 1:
+                raise DataFormatError(f"{entry.name}/ mixes Parquet and CSV parts; use one format per table")
+            source = Source(entry.name, tuple(parts), fmts.pop())
+        elif entry.suffix in (".parquet", ".csv"):
+            source = Source(entry.stem, (entry,), entry.suffix[1:])
+        else:
+            continue
+        if source.table not in TABLES:
+            raise DataFormatError(
+                f"{entry.name}: not a table of the data format; the tables are {', '.join(TABLES)} "
+                "(as NAME.parquet, NAME.csv or a folder NAME/)")
+        found.setdefault(source.table, []).append(source)
+    for table, sources in found.items():
+        if len(sources) > 1:
+            raise DataFormatError(f"table {table!r} is given more than once: "
+                                  + ", ".join(s.label for s in sources))
+    if "projects" not in found:
+        raise DataFormatError(f"data folder {str(directory)!r} has no projects table "
+                              "(projects.parquet or projects.csv); see docs/data-format.md")
+    return {table: sources[0] for table, sources in found.items()}
+
+
+def fingerprint(sources: dict[str, Source]) -> str:
+    """Changes whenever a file is added, removed, rewritten or touched."""
+    digest = hashlib.sha256()
+    for table in sorted(sources):
+        for path in sources[table].files:
+            stat = path.stat()
+            digest.update(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:32]
+
+
+def connect(threads: int | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    # Naive timestamps are UTC, and tz-aware ones are converted to UTC, whatever the machine's zone.
+    con.execute("SET TimeZone = 'UTC'")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    if memory_limit:
+        con.execute(f"SET memory_limit = {_quote(memory_limit)}")
+    return con
+
+
+def _scan(source: Source) -> str:
+    files = _sql_list(str(p) for p in source.files)
+    if source.fmt == "parquet":
+        return f"read_parquet({files}, union_by_name = true, filename = true, file_row_number = true)"
+    # Every CSV column is read as text so that a bad value is reported, not silently guessed.
+    return (f"read_csv({files}, header = true, all_varchar = true, union_by_name = true, "
+            f"filename = true, strict_mode = true)")
+
+
+def _row_expr(source: Source) -> str:
+    # Rows are numbered from 1 as a person counts data rows (CSV: the header is not a row).
+    if source.fmt == "parquet":
+        return "file_row_number + 1"
+    return "row_number() OVER (PARTITION BY filename)"
+
+
+def _column_types(con, source: Source) -> dict[str, str]:
+    try:
+        rows = con.execute(f"DESCRIBE SELECT * FROM {_scan(source)}").fetchall()
+    except duckdb.Error as exc:
+        raise DataFormatError(f"{source.label}: cannot be read as {source.fmt.upper()}: "
+                              f"{str(exc).splitlines()[0]}") from None
+    return {name: typ for name, typ, *_ in rows}
+
+
+def _normalised(column: str, kind: str, source_type: str) -> str:
+    col = f'"{column}"'
+    if kind == "time":
+        # Casting a nanosecond timestamp straight to microseconds rounds 23:59:59.9999999995 into
+        # the next day; truncate from nanoseconds instead (floor division, also before 1970).
+        ns = f"epoch_ns(TRY_CAST({col} AS TIMESTAMPTZ_NS))"
+        return f"make_timestamp(({ns} - ((({ns}) % 1000) + 1000) % 1000) // 1000)"
+    if kind == "str":
+        return f"NULLIF(TRIM(CAST({col} AS VARCHAR)), '')"
+    if kind == "float":
+        return f"TRY_CAST({col} AS DOUBLE)"
+    if source_type == "VARCHAR":
+        return f"TRY_CAST(NULLIF(TRIM(LOWER({col})), '') AS BOOLEAN)"
+    return f"CAST({col} AS BOOLEAN)"
+
+
+def _type_ok(kind: str, source_type: str) -> bool:
+    if kind == "time":
+        return source_type.startswith(_TIMESTAMP_SOURCES)
+    if kind == "float":
+        return source_type.startswith(_NUMERIC_SOURCES)
+    if kind == "bool":
+        return source_type in ("BOOLEAN", "VARCHAR", "NULL")
+    return not source_type.endswith("[]") and not source_type.startswith(("STRUCT", "MAP"))
+
+
+@dataclass(frozen=True)
+class _Check:
+    column: str
+    allowed: str  # what the rule allows, in words
+    bad: str  # SQL predicate over raw ("r_") and normalised columns that flags a bad row
+
+
+def _checks(table: str, projects: list[str]) -> list[_Check]:
+    def required(column: str, allowed: str) -> _Check:
+        return _Check(column, allowed, f'"{column}" IS NULL')
+
+    def one_of(column: str, values, nullable: bool = False) -> _Check:
+        allowed = "one of " + ", ".join(values) + (" or empty" if nullable else "")
+        test = f'NOT list_contains({_sql_list(values)}, "{column}")'
+        if nullable:
+            return _Check(column, allowed, f'"{column}" IS NOT NULL AND {test}')
+        return _Check(column, allowed, f'"{column}" IS NULL OR {test}')
+
+    def timestamp() -> _Check:
+        return _Check("block_time", "an ISO 8601 timestamp or a Parquet timestamp",
+                      'block_time IS NULL')
+
+    def project_ref() -> list[_Check]:
+        return [
+            _Check("project", "a lowercase project id (letters, digits, '-', '_', parts joined by dots)",
+                   f"project IS NULL OR NOT regexp_full_match(project, {_quote(PROJECT_PATTERN)})"),
+            _Check("project", "a project listed in the projects table: " + ", ".join(projects),
+                   f"NOT list_contains({_sql_list(projects)}, project)"),
+        ]
+
+    def number(column: str, allowed: str, extra: str = "") -> _Check:
+        return _Check(column, allowed, f'"{column}" IS NULL OR NOT isfinite("{column}"){extra}')
+
+    if table == "projects":
+        kinds_ok = (f"len(string_split(kinds, ',')) > 0 AND "
+                    f"list_bool_and(list_transform(string_split(kinds, ','), "
+                    f"lambda k: list_contains({_sql_list(KINDS)}, trim(k))))")
+        return [
+            _Check("project", "a lowercase project id (letters, digits, '-', '_', parts joined by dots)",
+                   f"project IS NULL OR NOT regexp_full_match(project, {_quote(PROJECT_PATTERN)})"),
+            _Check("project", "each project listed once",
+                   "count(*) OVER (PARTITION BY project) > 1"),
+            _Check("kinds", "a comma-separated, non-empty subset of " + ",".join(KINDS),
+                   f"kinds IS NULL OR NOT ({kinds_ok})"),
+            _Check("initial_circulating_supply", "a finite number >= 0 (required for tokenomics projects)",
+                   "(r_initial_circulating_supply IS NOT NULL AND initial_circulating_supply IS NULL) OR "
+                   "(initial_circulating_supply IS NOT NULL AND (NOT isfinite(initial_circulating_supply)"
+                   " OR initial_circulating_supply < 0)) OR "
+                   "(initial_circulating_supply IS NULL AND "
+                   "list_contains(list_transform(string_split(kinds, ','), lambda k: trim(k)), 'tokenomics'))"),
+            _Check("regular_pools", "true, false or empty; true only for a project of kind dex",
+                   "(r_regular_pools IS NOT NULL AND regular_pools IS NULL) OR (regular_pools AND NOT "
+                   "list_contains(list_transform(string_split(kinds, ','), lambda k: trim(k)), 'dex'))"),
+        ]
+    checks = [timestamp(), *project_ref()]
+    if table == "transactions":
+        checks += [required("tx_id", "a non-empty transaction id"),
+                   required("signer", "a non-empty signer address"),
+                   one_of("action", ACTIONS), one_of("pool_type", POOL_TYPES, nullable=True)]
+    elif table == "fees":
+        checks += [one_of("fee_type", FEE_TYPES), one_of("recipient", RECIPIENTS),
+                   number("amount_usd", "a finite number")]
+    elif table == "token_flows":
+        checks += [one_of("flow", FLOWS), number("amount", "a finite number >= 0", ' OR "amount" < 0')]
+    elif table == "chain_rewards":
+        checks += [required("account", "a non-empty account address"),
+                   one_of("reward_type", REWARD_TYPES), number("amount", "a finite signed number")]
+    return checks
+
+
+def _relation(con, source: Source) -> tuple[str, str]:
+    """SQL of the table with raw columns prefixed ``r_``, normalised columns, and ``_row``/``_file``."""
+    types = _column_types(con, source)
+    wanted = COLUMNS[source.table]
+    missing = [c for c in wanted if c not in types]
+    if missing:
+        raise DataFormatError(
+            f"{source.label}: missing column{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(map(repr, missing))}; the {source.table} table has columns "
+            f"{', '.join(wanted)} (found: {', '.join(c for c in types if c not in ('filename', 'file_row_number'))})")
+    for column, kind in wanted.items():
+        if not _type_ok(kind, types[column]):
+            raise DataFormatError(f"{source.label}, column {column!r}: has type {types[column]}; "
+                                  f"expected {'a timestamp' if kind == 'time' else _SQL_TYPE[kind].lower()}")
+    select = ", ".join(
+        [f'"{c}" AS "r_{c}"' for c in wanted]
+        + [f"{_normalised(c, k, types[c])} AS \"{c}\"" for c, k in wanted.items()]
+        + [f"{_row_expr(source)} AS _row", "filename AS _file"])
+    return f"SELECT {select} FROM {_scan(source)}", ", ".join(f'"{c}"' for c in wanted)
+
+
+def _validate(con, source: Source, relation: str, checks: list[_Check]) -> None:
+    try:
+        # Window checks (duplicates) can't live in a FILTER clause: flag them in a subquery first.
+        flags = ", ".join(f"({c.bad}) AS bad_{i}" for i, c in enumerate(checks))
+        counts_sql = ", ".join(f"count(*) FILTER (WHERE bad_{i})" for i in range(len(checks)))
+        counts = con.execute(f"SELECT {counts_sql} FROM (SELECT {flags} FROM ({relation}))").fetchone()
+    except duckdb.Error as exc:
+        raise DataFormatError(f"{source.label}: cannot be read: {str(exc).splitlines()[0]}") from None
+    for i, (check, count) in enumerate(zip(checks, counts)):
+        if not count:
+            continue
+        rows = con.execute(
+            f'SELECT _file, _row, "r_{check.column}" FROM (SELECT *, ({check.bad}) AS bad FROM ({relation})) '
+            f"WHERE bad ORDER BY _file, _row LIMIT {_SHOWN_ROWS}").fetchall()
+        shown = "\n".join(
+            f"  {Path(f).name + ' ' if len(source.files) > 1 else ''}row {row}: {value!r}"
+            for f, row, value in rows)
+        more = f"\n  ... and {count - len(rows)} more" if count > len(rows) else ""
+        noun = "row breaks" if count == 1 else "rows break"
+        raise DataFormatError(f"{source.label}, column {check.column!r}: {count} {noun} the rule; "
+                              f"allowed: {check.allowed}\n{shown}{more}")
+
+
+def _empty_view(table: str) -> str:
+    cols = ", ".join(f'CAST(NULL AS {_SQL_TYPE[k]}) AS "{c}"' for c, k in COLUMNS[table].items())
+    return f"SELECT {cols} WHERE false"
+
+
+def load(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | None = None) -> EventStore:
+    """Validate the data folder and create its views in ``con`` (a new connection if None)."""
+    directory = Path(directory)
+    sources = find_sources(directory)
+    con = con or connect()
+    relations: dict[str, str] = {}
+    projects: dict[str, Project] = {}
+    for table in TABLES:
+        source = sources.get(table)
+        if source is None:
+            relations[table] = _empty_view(table)
+            continue
+        relation, columns = _relation(con, source)
+        _validate(con, source, relation, _checks(table, list(projects)))
+        relations[table] = f"SELECT {columns} FROM ({relation})"
+        if table == "projects":
+            projects = _read_projects(con, relations[table])
+    # Only now that every table passed does anything become visible.
+    for table, relation in relations.items():
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS {relation}")
+    return EventStore(con, directory, projects, _coverage(con), fingerprint(sources))
+
+
+def _read_projects(con, relation: str) -> dict[str, Project]:
+    rows = con.execute(f"SELECT project, kinds, initial_circulating_supply, regular_pools "
+                       f"FROM ({relation}) ORDER BY project").fetchall()
+    return {p: Project(p, frozenset(k.strip() for k in kinds.split(",")), supply, bool(regular))
+            for p, kinds, supply, regular in rows}
+
+
+def _coverage(con) -> tuple[dt.date, dt.date] | None:
+    union = " UNION ALL ".join(f"SELECT min(block_time) AS lo, max(block_time) AS hi FROM {t}"
+                               for t in EVENT_TABLES)
+    lo, hi = con.execute(f"SELECT CAST(min(lo) AS DATE), CAST(max(hi) AS DATE) FROM ({union})").fetchone()
+    return None if lo is None else (lo, hi)

@@ -1,0 +1,93 @@
+"""Start the real `metrics-kit serve` on 127.0.0.1 with an ephemeral port, and stop it by PID."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+TEST_KEY = "test-key-0123456789abcdef"
+_READY = re.compile(r"Serving (http://127\.0\.0\.1:\d+)")
+
+
+class ServerProcess:
+    """A `metrics-kit serve` child process. Use as a context manager."""
+
+    def __init__(self, data_dir: Path | str | None, *args: str, key: str = TEST_KEY,
+                 cache_dir: Path | str | None = None, env: dict[str, str] | None = None):
+        self.key = key
+        cmd = [sys.executable, "-m", "metrics_kit", "serve", "--host", "127.0.0.1", "--port", "0", *args]
+        if data_dir is not None:
+            cmd += ["--data", str(data_dir)]
+        child_env = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+        child_env["METRICS_KIT_API_KEYS"] = key
+        if cache_dir is not None:
+            child_env["METRICS_KIT_CACHE_DIR"] = str(cache_dir)
+        child_env.update(env or {})
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=child_env)
+        self.output: list[str] = []
+        self.base_url = self._wait_ready(timeout=120)
+        self.session = requests.Session()
+        # Keep draining the child's output so it never blocks on a full pipe.
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _wait_ready(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.output.append(line)
+            match = _READY.search(line)
+            if match:
+                return match.group(1)
+        self.stop()
+        raise RuntimeError("server did not start:\n" + "".join(self.output))
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
+
+    def get(self, path: str = "/metrics", params: dict | None = None, *, key: str | None = "default",
+            headers: dict | None = None, method: str = "GET") -> requests.Response:
+        sent = {"Accept": "application/json"}
+        if key == "default":
+            key = self.key
+        if key is not None:
+            sent["x-api-key"] = key
+        sent.update(headers or {})
+        return self.session.request(method, self.base_url + path, params=params, headers=sent, timeout=30)
+
+    def metric(self, metric_name: str, project: str, granularity: str, date: str) -> requests.Response:
+        return self.get(params={"metric_name": metric_name, "project": project,
+                                "granularity": granularity, "date": date})
+
+    def value(self, metric_name: str, project: str, granularity: str, date: str):
+        response = self.metric(metric_name, project, granularity, date)
+        assert response.status_code == 200, response.text
+        return response.json()["value"]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
