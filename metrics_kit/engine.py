@@ -5,13 +5,14 @@ and, later, on a distributed backend such as Spark. Each function below reads on
 returns, for one granularity, a sparse long table ``(project, period_start, metric, value)``: only
 periods with events appear. Filling the gaps (zeros, carried balances) happens in ``aggregates``.
 
-One pass per table and granularity computes all of that table's metrics: transactions are grouped
-by (project, action, period) with one distinct count per measure the catalogue asks for, because
-distinct counts over long address strings dominate the cost.
+One pass per table and granularity computes all of that table's metrics. Distinct counts over long
+address strings dominate the cost, so transactions avoid grouped distinct counts altogether (see
+``transactions``).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping
 
 import ibis
@@ -52,21 +53,85 @@ def _long(wide: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame:
     return out
 
 
-def transactions(con, t: ir.Table, metrics: list[Metric], granularity: str) -> pd.DataFrame:
-    # Every transaction metric picks one action; what varies is the measure: distinct signers or
-    # distinct tx_ids, possibly restricted further (pool_type). One column per distinct measure.
+def repeated_transactions(t: ir.Table) -> ir.Table:
+    """A superset of the rows whose (project, action, tx_id) occurs more than once.
+
+    Grouping 10 million long tx_id strings is slow; grouping their 64-bit hashes is not. The rows
+    whose hash repeats within (project, action) include every truly repeated tx_id, all of its rows,
+    plus, rarely, distinct tx_ids whose hashes collide. Those extra rows are harmless: each adds
+    one row and one distinct tx_id to the correction below, so they cancel out exactly.
+    """
+    hashed = t.mutate(tx_hash=t.tx_id.hash())
+    keys = ["project", "action", "tx_hash"]
+    repeated = hashed.group_by(keys).aggregate(n=hashed.count()).filter(lambda r: r.n > 1).drop("n")
+    return hashed.semi_join(repeated, keys)
+
+
+def _measures(metrics: list[Metric]) -> dict[tuple, str]:
+    """One column per distinct (aggregation, restriction) among transaction metrics."""
     measures: dict[tuple, str] = {}
     for metric in metrics:
         actions = metric.select["action"]
         assert len(actions) == 1, f"{metric.name}: a distinct count cannot add up several actions"
         measures.setdefault(_measure_key(metric), f"m{len(measures)}")
+    return measures
+
+
+def signer_days(t: ir.Table, measures: dict[tuple, str]) -> ir.Table:
+    """One row per (project, action, day, signer): its rows per count measure, and whether it
+    acted under each restricted distinct-count measure. Weeks and months are built from this
+    table instead of the events, so the events are grouped by signer only once."""
     aggregations = {}
     for (aggregation, restriction), column in measures.items():
-        target = t.signer if aggregation == "distinct_count" else t.tx_id
-        aggregations[column] = target.nunique(where=_where(t, dict(restriction)))
-    expr = t.group_by(project=t.project, action=t.action,
-                      period_start=_period(t, granularity)).aggregate(**aggregations)
-    wide = con.execute(expr)
+        where = _where(t, dict(restriction))
+        if aggregation == "count":
+            aggregations[column] = t.count(where=where)
+        elif where is not None:
+            aggregations[column] = where.any()
+    return t.group_by(project=t.project, action=t.action, day=_period(t, "1_day"),
+                      signer=t.signer).aggregate(**aggregations, n=t.count())
+
+
+def transactions(con, days: ir.Table, repeated: ir.Table, measures: dict[tuple, str],
+                 metrics: list[Metric], granularity: str) -> pd.DataFrame:
+    """Active users and transaction counts for one granularity, exactly.
+
+    Grouped distinct counts over long strings are slow, so neither measure uses one. Active users
+    are a count of (project, action, period, signer) rows. Transaction counts add up rows, then
+    subtract, per group, what repeated tx_ids add beyond one each, computed on that small set.
+    """
+    if granularity == "1_day":
+        per_signer = days.rename(period_start="day")
+    else:
+        sums_or_flags = {column: days[column].sum() if aggregation == "count" else days[column].any()
+                         for (aggregation, _), column in measures.items() if column in days.columns}
+        per_signer = days.group_by(project=days.project, action=days.action,
+                                   period_start=days.day.truncate(_TRUNCATE[granularity]),
+                                   signer=days.signer).aggregate(**sums_or_flags)
+    totals = {}
+    for (aggregation, _), column in measures.items():
+        if aggregation == "count":
+            totals[column] = per_signer[column].sum()
+        elif column in days.columns:
+            totals[column] = per_signer.count(where=per_signer[column])
+        else:
+            totals[column] = per_signer.count()
+    wide = con.execute(per_signer.group_by("project", "action", "period_start").aggregate(**totals))
+
+    corrections = {}
+    for (aggregation, restriction), column in measures.items():
+        if aggregation == "count":
+            where = _where(repeated, dict(restriction))
+            corrections[column] = repeated.count(where=where) - repeated.tx_id.nunique(where=where)
+    if corrections:
+        extra = con.execute(repeated.group_by(project=repeated.project, action=repeated.action,
+                                              period_start=_period(repeated, granularity))
+                            .aggregate(**corrections))
+        wide = wide.merge(extra, on=["project", "action", "period_start"], how="left",
+                          suffixes=("", "_extra"))
+        for column in corrections:
+            wide[column] = wide[column] - wide[f"{column}_extra"].fillna(0).astype("int64")
+
     frames = []
     for metric in metrics:
         rows = wide[wide["action"] == metric.select["action"][0]]
@@ -106,6 +171,10 @@ def nets(con, t: ir.Table, metrics: list[Metric], granularity: str, key: str, am
     return pd.concat(frames, ignore_index=True)
 
 
+def _materialise(con, name: str, expr: ir.Table) -> ir.Table:
+    return con.create_table(f"{name}_{uuid.uuid4().hex}", expr, temp=True)
+
+
 _AMOUNT = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amount"}
 
 
@@ -114,12 +183,17 @@ def compute(con: ibis.BaseBackend, catalogue: Catalogue) -> Iterator[tuple[str, 
     by_source: dict[str, list[Metric]] = {}
     for metric in catalogue:
         by_source.setdefault(metric.source, []).append(metric)
+    # Built once, materialised, and reused by every granularity.
+    events = con.table("transactions")
+    measures = _measures(by_source.get("transactions", []))
+    repeated = _materialise(con, "repeated", repeated_transactions(events))
+    days = _materialise(con, "signer_days", signer_days(events, measures))
     for granularity in GRANULARITIES:
         frames = []
         for source, metrics in by_source.items():
             t = con.table(source)
             if source == "transactions":
-                frames.append(transactions(con, t, metrics, granularity))
+                frames.append(transactions(con, days, repeated, measures, metrics, granularity))
                 continue
             summed = [m for m in metrics if m.aggregation not in ("positive_net", "negative_net")]
             netted = [m for m in metrics if m not in summed]
