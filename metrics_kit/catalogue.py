@@ -209,7 +209,7 @@ class Catalogue:
     @property
     def names(self) -> tuple[str, ...]:
         """Every accepted name: canonical names, then aliases."""
-        return tuple(self._by_name)
+        return tuple(m.name for m in self.metrics) + tuple(a for m in self.metrics for a in m.aliases)
 
     def get(self, name: str) -> Metric | None:
         return self._by_name.get(name)

@@ -17,8 +17,8 @@ from .catalogue import GRANULARITIES, Catalogue
 from .store import PROJECT_PATTERN
 
 PARAMETERS = ("metric_name", "project", "granularity", "date")
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_PROJECT = re.compile(PROJECT_PATTERN)
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_PROJECT = re.compile(PROJECT_PATTERN, re.ASCII)
 _MAX_PROJECT = 200
 
 

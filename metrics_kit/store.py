@@ -57,12 +57,15 @@ class Source:
     table: str
     files: tuple[Path, ...]
     fmt: str  # "parquet" or "csv"
+    folder: bool = False  # a folder of parts rather than one file
 
     @property
     def label(self) -> str:
-        if len(self.files) == 1:
+        if not self.folder:
             return self.files[0].name
-        return f"{self.files[0].parent.name}/ ({len(self.files)} {self.fmt} files)"
+        if len(self.files) == 1:
+            return f"{self.table}/{self.files[0].name}"
+        return f"{self.table}/ ({len(self.files)} {self.fmt} files)"
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ def find_sources(directory: Path) -> dict[str, Source]:
                 continue
             if len(fmts) > 1:
                 raise DataFormatError(f"{entry.name}/ mixes Parquet and CSV parts; use one format per table")
-            source = Source(entry.name, tuple(parts), fmts.pop())
+            source = Source(entry.name, tuple(parts), fmts.pop(), folder=True)
         elif entry.suffix in (".parquet", ".csv"):
             source = Source(entry.stem, (entry,), entry.suffix[1:])
         else:
@@ -174,16 +177,22 @@ def _column_types(con, source: Source) -> dict[str, str]:
 
 
 def _normalised(column: str, kind: str, source_type: str) -> str:
+    # Kept as cheap as the type allows: the engine's passes re-read these expressions, and id
+    # columns hold long strings, so nothing is trimmed or copied that does not need to be.
     col = f'"{column}"'
     if kind == "time":
+        if source_type == "TIMESTAMP":
+            return col
+        if source_type in ("TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP WITH TIME ZONE", "DATE"):
+            return f"CAST({col} AS TIMESTAMP)"  # exact; the session zone is UTC
         # Casting a nanosecond timestamp straight to microseconds rounds 23:59:59.9999999995 into
         # the next day; truncate from nanoseconds instead (floor division, also before 1970).
         ns = f"epoch_ns(TRY_CAST({col} AS TIMESTAMPTZ_NS))"
         return f"make_timestamp(({ns} - ((({ns}) % 1000) + 1000) % 1000) // 1000)"
     if kind == "str":
-        return f"NULLIF(TRIM(CAST({col} AS VARCHAR)), '')"
+        return f"NULLIF({col if source_type == 'VARCHAR' else f'CAST({col} AS VARCHAR)'}, '')"
     if kind == "float":
-        return f"TRY_CAST({col} AS DOUBLE)"
+        return f"TRY_CAST(TRIM({col}) AS DOUBLE)" if source_type == "VARCHAR" else f"CAST({col} AS DOUBLE)"
     if source_type == "VARCHAR":
         return f"TRY_CAST(NULLIF(TRIM(LOWER({col})), '') AS BOOLEAN)"
     return f"CAST({col} AS BOOLEAN)"
@@ -204,6 +213,13 @@ class _Check:
     column: str
     allowed: str  # what the rule allows, in words
     bad: str  # SQL predicate over raw ("r_") and normalised columns that flags a bad row
+    per_row: bool = True  # False: it reads only _GROUPED columns, so it runs on distinct values
+
+
+# Low-cardinality columns: validation groups by them, so their checks (lowercase ids, known
+# projects, allowed values) run once per distinct combination instead of once per row.
+_GROUPED = {"transactions": ("project", "action", "pool_type"), "fees": ("project", "fee_type", "recipient"),
+            "token_flows": ("project", "flow"), "chain_rewards": ("project", "reward_type")}
 
 
 def _checks(table: str, projects: list[str]) -> list[_Check]:
@@ -214,8 +230,8 @@ def _checks(table: str, projects: list[str]) -> list[_Check]:
         allowed = "one of " + ", ".join(values) + (" or empty" if nullable else "")
         test = f'NOT list_contains({_sql_list(values)}, "{column}")'
         if nullable:
-            return _Check(column, allowed, f'"{column}" IS NOT NULL AND {test}')
-        return _Check(column, allowed, f'"{column}" IS NULL OR {test}')
+            return _Check(column, allowed, f'"{column}" IS NOT NULL AND {test}', per_row=False)
+        return _Check(column, allowed, f'"{column}" IS NULL OR {test}', per_row=False)
 
     def timestamp() -> _Check:
         return _Check("block_time", "an ISO 8601 timestamp or a Parquet timestamp",
@@ -224,9 +240,10 @@ def _checks(table: str, projects: list[str]) -> list[_Check]:
     def project_ref() -> list[_Check]:
         return [
             _Check("project", "a lowercase project id (letters, digits, '-', '_', parts joined by dots)",
-                   f"project IS NULL OR NOT regexp_full_match(project, {_quote(PROJECT_PATTERN)})"),
+                   f"project IS NULL OR NOT regexp_full_match(project, {_quote(PROJECT_PATTERN)})",
+                   per_row=False),
             _Check("project", "a project listed in the projects table: " + ", ".join(projects),
-                   f"NOT list_contains({_sql_list(projects)}, project)"),
+                   f"NOT list_contains({_sql_list(projects)}, project)", per_row=False),
         ]
 
     def number(column: str, allowed: str, extra: str = "") -> _Check:
@@ -269,8 +286,21 @@ def _checks(table: str, projects: list[str]) -> list[_Check]:
     return checks
 
 
-def _relation(con, source: Source) -> tuple[str, str]:
-    """SQL of the table with raw columns prefixed ``r_``, normalised columns, and ``_row``/``_file``."""
+@dataclass(frozen=True)
+class _Relation:
+    source: Source
+    raw: str  # the columns as found, prefixed r_
+    normalised: str  # the columns as the views show them
+
+    def sql(self, *, detail: bool = False) -> str:
+        """The normalised table; with ``detail``, also the raw columns, row numbers and file names."""
+        if not detail:
+            return f"SELECT {self.normalised} FROM {_scan(self.source)}"
+        numbered = f"(SELECT *, {_row_expr(self.source)} AS _row, filename AS _file FROM {_scan(self.source)})"
+        return f"SELECT {self.normalised}, {self.raw}, _row, _file FROM {numbered}"
+
+
+def _relation(con, source: Source) -> _Relation:
     types = _column_types(con, source)
     wanted = COLUMNS[source.table]
     missing = [c for c in wanted if c not in types]
@@ -283,29 +313,54 @@ def _relation(con, source: Source) -> tuple[str, str]:
         if not _type_ok(kind, types[column]):
             raise DataFormatError(f"{source.label}, column {column!r}: has type {types[column]}; "
                                   f"expected {'a timestamp' if kind == 'time' else _SQL_TYPE[kind].lower()}")
-    select = ", ".join(
-        [f'"{c}" AS "r_{c}"' for c in wanted]
-        + [f"{_normalised(c, k, types[c])} AS \"{c}\"" for c, k in wanted.items()]
-        + [f"{_row_expr(source)} AS _row", "filename AS _file"])
-    return f"SELECT {select} FROM {_scan(source)}", ", ".join(f'"{c}"' for c in wanted)
+    return _Relation(
+        source=source,
+        raw=", ".join(f'"{c}" AS "r_{c}"' for c in wanted),
+        normalised=", ".join(f'{_normalised(c, k, types[c])} AS "{c}"' for c, k in wanted.items()))
 
 
-def _validate(con, source: Source, relation: str, checks: list[_Check]) -> None:
-    try:
-        # Window checks (duplicates) can't live in a FILTER clause: flag them in a subquery first.
+def _profile_sql(table: str, relation: _Relation, checks: list[_Check]) -> str:
+    """One scan that counts the rows breaking each check."""
+    grouped = _GROUPED.get(table)
+    if not grouped:  # small tables (projects): flag every row, window checks included
         flags = ", ".join(f"({c.bad}) AS bad_{i}" for i, c in enumerate(checks))
-        counts_sql = ", ".join(f"count(*) FILTER (WHERE bad_{i})" for i in range(len(checks)))
-        counts = con.execute(f"SELECT {counts_sql} FROM (SELECT {flags} FROM ({relation}))").fetchone()
+        counts = ", ".join(f"count(*) FILTER (WHERE bad_{i})" for i in range(len(checks)))
+        return f"SELECT {counts} FROM (SELECT {flags} FROM ({relation.sql(detail=True)}))"
+    row_counts = "".join(f", count(*) FILTER (WHERE {c.bad}) AS bad_{i}"
+                         for i, c in enumerate(checks) if c.per_row)
+    inner = (f"SELECT {', '.join(grouped)}, count(*) AS n{row_counts} "
+             f"FROM ({relation.sql()}) GROUP BY ALL")
+    totals = ", ".join(f"coalesce(sum(bad_{i}), 0)" if c.per_row else
+                       f"coalesce(sum(n) FILTER (WHERE {c.bad}), 0)" for i, c in enumerate(checks))
+    return f"SELECT {totals} FROM ({inner})"
+
+
+def _first_bad_rows(con, source: Source, relation: _Relation, check: _Check) -> list[tuple]:
+    sql = (f'SELECT _file, _row, "r_{check.column}" FROM (SELECT *, ({check.bad}) AS bad '
+           f"FROM ({relation.sql(detail=True)})) WHERE bad ORDER BY _file, _row LIMIT {_SHOWN_ROWS}")
+    if source.fmt == "parquet":
+        return con.execute(sql).fetchall()
+    # CSV rows are numbered in scan order, which only a single thread keeps.
+    threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
+    con.execute("SET threads = 1")
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.execute(f"SET threads = {int(threads)}")
+
+
+def _validate(con, source: Source, relation: _Relation, checks: list[_Check]) -> None:
+    try:
+        counts = con.execute(_profile_sql(source.table, relation, checks)).fetchone()
     except duckdb.Error as exc:
         raise DataFormatError(f"{source.label}: cannot be read: {str(exc).splitlines()[0]}") from None
-    for i, (check, count) in enumerate(zip(checks, counts)):
+    for check, count in zip(checks, counts):
         if not count:
             continue
-        rows = con.execute(
-            f'SELECT _file, _row, "r_{check.column}" FROM (SELECT *, ({check.bad}) AS bad FROM ({relation})) '
-            f"WHERE bad ORDER BY _file, _row LIMIT {_SHOWN_ROWS}").fetchall()
+        # Only now, on the way to an error, is the slower numbered scan worth it.
+        rows = _first_bad_rows(con, source, relation, check)
         shown = "\n".join(
-            f"  {Path(f).name + ' ' if len(source.files) > 1 else ''}row {row}: {value!r}"
+            f"  {Path(f).name + ' ' if source.folder else ''}row {row}: {value!r}"
             for f, row, value in rows)
         more = f"\n  ... and {count - len(rows)} more" if count > len(rows) else ""
         noun = "row breaks" if count == 1 else "rows break"
@@ -330,9 +385,9 @@ def load(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | None = N
         if source is None:
             relations[table] = _empty_view(table)
             continue
-        relation, columns = _relation(con, source)
+        relation = _relation(con, source)
         _validate(con, source, relation, _checks(table, list(projects)))
-        relations[table] = f"SELECT {columns} FROM ({relation})"
+        relations[table] = relation.sql()
         if table == "projects":
             projects = _read_projects(con, relations[table])
     # Only now that every table passed does anything become visible.

@@ -26,7 +26,9 @@ class ServerProcess:
         cmd = [sys.executable, "-m", "metrics_kit", "serve", "--host", "127.0.0.1", "--port", "0", *args]
         if data_dir is not None:
             cmd += ["--data", str(data_dir)]
-        child_env = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+        # Only the test session's cache folder passes through (see conftest.py).
+        child_env = {k: v for k, v in os.environ.items()
+                     if not k.startswith("METRICS_KIT_") or k == "METRICS_KIT_CACHE_DIR"}
         child_env["METRICS_KIT_API_KEYS"] = key
         if cache_dir is not None:
             child_env["METRICS_KIT_CACHE_DIR"] = str(cache_dir)
@@ -85,6 +87,10 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
+        if hasattr(self, "session"):
+            self.session.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
     def __enter__(self) -> ServerProcess:
         return self

@@ -126,8 +126,8 @@ class App:
         for name, value in scope["headers"]:
             if name == b"x-api-key":
                 key = value
-            elif name == b"accept":
-                accept = value
+            elif name == b"accept":  # several Accept lines form one list (RFC 9110, 5.3)
+                accept = value if accept is None else accept + b", " + value
         status, body, extra = self._gate(key, accept)
         if status:
             await _send(send, status, body, head, extra)

@@ -38,9 +38,30 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _protocol():
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from ..service import QueryError
+
+    class JsonErrorsProtocol(HttpToolsProtocol):
+        """Requests the HTTP parser rejects (a 64 KiB request line, an unknown method token, a
+        control character in a header) get the service's JSON error shape, not uvicorn's text."""
+
+        def send_400_response(self, msg: str) -> None:
+            body = QueryError(400, "malformed_request", f"malformed HTTP request: {msg}").body()
+            self.transport.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                                 b"content-length: " + str(len(body)).encode() +
+                                 b"\r\nconnection: close\r\n\r\n" + body)
+            self.transport.close()
+
+    return JsonErrorsProtocol
+
+
 def serve(app, sock: socket.socket, *, access_log: bool = False) -> None:
     import uvicorn
 
-    config = uvicorn.Config(app, lifespan="off", access_log=access_log, log_level="warning",
-                            http="httptools", loop="uvloop", server_header=False, date_header=False)
+    # uvicorn's access lines are logged at INFO: a WARNING level would silence --access-log.
+    config = uvicorn.Config(app, lifespan="off", access_log=access_log,
+                            log_level="info" if access_log else "warning",
+                            http=_protocol(), loop="uvloop", server_header=False, date_header=False)
     uvicorn.Server(config).run(sockets=[sock])

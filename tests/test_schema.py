@@ -1,0 +1,139 @@
+"""Schemathesis against the live ``/openapi.json`` of a real server.
+
+Every operation the document describes is exercised with generated requests, valid ones and
+(schemathesis 4.x's negative mode) invalid ones: malformed dates, out-of-enum metric names and
+granularities, projects breaking the id pattern, missing and extra parameters. Each response must
+
+* never be a 5xx;
+* carry a status code the document lists for the operation;
+* be ``application/json`` and conform to the documented body schema (``MetricValue`` or ``Error``),
+  and carry the documented headers.
+
+The run is bounded: at most ``MAX_EXAMPLES`` fuzzed examples per operation, no deadline, no
+Hypothesis ``explain`` phase, and a fixed derandomised seed so a failure replays.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import hypothesis
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, Phase
+from support import ServerProcess
+
+DATA = Path(__file__).parent / "http_data"
+MAX_EXAMPLES = 60
+SEEN: list[tuple[str, str | None, int]] = []  # (operation, generation mode, status) of every call
+
+
+def _close(proc: ServerProcess) -> None:
+    """Stop the server by its PID, let its output drain to EOF, then release the pipe and session.
+
+    The child is ended here first so that the reader thread of ServerProcess reaches EOF before the
+    pipe is closed (closing it under a blocked reader raises in that thread).
+    """
+    child = proc.proc
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    for thread in threading.enumerate():
+        if getattr(getattr(thread, "_target", None), "__self__", None) is proc:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    proc.stop()
+    if child.stdout is not None and not child.stdout.closed:
+        child.stdout.close()
+    proc.session.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    proc = ServerProcess(DATA, cache_dir=tmp_path_factory.mktemp("schema-cache"))
+    try:
+        yield proc
+    finally:
+        _close(proc)
+
+
+@pytest.fixture(scope="module")
+def api_schema(server):
+    schema = schemathesis.openapi.from_url(server.base_url + "/openapi.json", timeout=30)
+    schema.config.update(base_url=server.base_url)
+    # Fuzz for real: positive and negative generation; the examples, coverage and fuzzing phases.
+    schema.config.generation.update(modes=list(schemathesis.GenerationMode), max_examples=MAX_EXAMPLES)
+    schema.config.phases.update(phases=["examples", "coverage", "fuzzing"])
+    return schema
+
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@pytest.fixture(autouse=True)
+def _schemathesis_pytest9_compat(request):
+    """schemathesis 4.32's lazy loader reads and writes ``item._nodeid``, which pytest 9 no longer
+    has (node ids live in ``item._id``); give it a plain attribute so it runs (ids stay pytest's)."""
+    if not hasattr(request.node, "_nodeid"):
+        request.node._nodeid = request.node.nodeid
+    yield
+
+
+def _validate_error_shape(response) -> None:
+    """Every non-200 is the one error shape (also asserted by the schema, spelt out here)."""
+    if response.status_code == 200:
+        return
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"code", "message", "param"}, body
+    assert isinstance(body["error"]["code"], str) and body["error"]["code"]
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+
+
+@schema.parametrize()
+@hypothesis.settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    suppress_health_check=list(HealthCheck),
+)
+def test_api_conforms_to_its_openapi_document(case, server):
+    response = case.call_and_validate(headers={"x-api-key": server.key}, timeout=30)
+    SEEN.append((case.operation.label, case.meta.generation.mode.value if case.meta else None,
+                 response.status_code))
+    assert response.status_code < 500, response.text
+    content_type = response.headers["content-type"]  # schemathesis keeps every value of a header
+    assert [value.split(";")[0].strip() for value in content_type] == ["application/json"]
+    _validate_error_shape(response)
+
+
+def test_openapi_document_is_served_without_a_key(server):
+    response = requests.get(server.base_url + "/openapi.json", timeout=30)
+    assert response.status_code == 200
+    document = json.loads(response.content)
+    assert document["openapi"].startswith("3.")
+    assert set(document["paths"]) == {"/metrics", "/projects", "/catalogue"}
+
+
+def test_fuzzing_reached_valid_and_invalid_inputs():
+    """The run above really exercised both sides: answered queries and rejected ones."""
+    if not SEEN:
+        pytest.skip("run together with test_api_conforms_to_its_openapi_document")
+    metrics = [(mode, status) for label, mode, status in SEEN if label == "GET /metrics"]
+    print(sorted(set(metrics)))
+    assert {"positive", "negative"} <= {mode for mode, _ in metrics}
+    statuses = {status for _, status in metrics}
+    assert {200, 400, 404} <= statuses, statuses
+    assert all(status < 500 for _, _, status in SEEN)
+    assert {"GET /metrics", "GET /projects", "GET /catalogue"} <= {label for label, _, _ in SEEN}

@@ -1,0 +1,545 @@
+"""Load-time validation of an event data folder (docs/data-format.md), against real DuckDB.
+
+Every test writes a small data folder under ``tmp_path`` and calls :func:`metrics_kit.store.load`
+directly. A broken folder must raise :class:`DataFormatError` naming the file, the column and the
+first offending rows (numbered as a person counts data rows); a good one must expose views whose
+``block_time`` is the right UTC instant, whatever the file format, timestamp unit or time zone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from metrics_kit import store
+from metrics_kit.errors import DataFormatError
+
+PROJECTS = """project,kinds,initial_circulating_supply,regular_pools
+tok,tokenomics,100,
+swp,dex,,true
+swp.clmm,dex,,
+farm,yield,,
+lend,lending,,
+sol,chain,,
+"""
+TRANSACTIONS = """block_time,tx_id,signer,project,action,pool_type
+2024-03-13T08:00:00Z,t1,alice,swp,swap,regular
+2024-03-14T08:00:00Z,t2,bob,swp.clmm,swap,concentrated
+2024-03-15T08:00:00Z,t3,carol,farm,stake,
+"""
+FEES = """block_time,project,fee_type,recipient,amount_usd
+2024-03-13T10:00:00Z,swp,transaction,protocol,1.5
+2024-03-14T10:00:00Z,farm,staking,supply_side,-0.25
+"""
+TOKEN_FLOWS = """block_time,project,flow,amount
+2024-03-13T00:00:00Z,tok,mint,10
+2024-03-14T00:00:00Z,tok,burn,0
+"""
+CHAIN_REWARDS = """block_time,project,account,reward_type,amount
+2024-03-13T00:00:00Z,sol,v1,rent,-1.5
+2024-03-14T00:00:00Z,sol,v2,staking,2
+"""
+BASE = {"projects": PROJECTS, "transactions": TRANSACTIONS, "fees": FEES, "token_flows": TOKEN_FLOWS,
+        "chain_rewards": CHAIN_REWARDS}
+TX_HEADER = "block_time,tx_id,signer,project,action,pool_type\n"
+
+
+def make(folder: Path, **tables: str | None) -> Path:
+    """A data folder of CSV tables: the valid BASE tables, with ``tables`` replacing (None: omitting) some."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in {**BASE, **tables}.items():
+        if text is not None:
+            (folder / f"{name}.csv").write_text(text, encoding="utf-8")
+    return folder
+
+
+def load_error(folder: Path, con=None) -> str:
+    with pytest.raises(DataFormatError) as info:
+        store.load(folder, con=con)
+    return str(info.value)
+
+
+def shown_rows(message: str) -> list[tuple[int, str]]:
+    """The ``row N: 'value'`` lines of a validation message, in order."""
+    return [(int(n), v) for n, v in re.findall(r"^  (?:\S+ )?row (\d+): (.*)$", message, re.M)]
+
+
+def user_views(con) -> list[str]:
+    return [row[0] for row in con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall()]
+
+
+# -- a valid folder ---------------------------------------------------------------------------------
+
+def test_valid_folder_loads_every_table(tmp_path):
+    loaded = store.load(make(tmp_path))
+    assert sorted(loaded.projects) == ["farm", "lend", "sol", "swp", "swp.clmm", "tok"]
+    assert loaded.projects["swp"].regular_pools is True
+    assert loaded.projects["swp.clmm"].regular_pools is False
+    assert loaded.projects["tok"].initial_circulating_supply == 100
+    assert loaded.projects["farm"].initial_circulating_supply is None
+    assert loaded.coverage == (dt.date(2024, 3, 13), dt.date(2024, 3, 15))
+    assert user_views(loaded.con) == sorted(store.TABLES)
+    assert loaded.con.execute("SELECT count(*) FROM transactions").fetchone() == (3,)
+
+
+def test_missing_event_tables_mean_no_events(tmp_path):
+    loaded = store.load(make(tmp_path, transactions=None, fees=None, token_flows=None, chain_rewards=None))
+    assert loaded.coverage is None
+    for table in store.EVENT_TABLES:
+        assert loaded.con.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,)
+
+
+# -- which files --------------------------------------------------------------------------------------
+
+def test_missing_projects_table(tmp_path):
+    message = load_error(make(tmp_path, projects=None))
+    assert "no projects table" in message
+    assert str(tmp_path) in message
+
+
+def test_missing_data_folder(tmp_path):
+    message = load_error(tmp_path / "nope")
+    assert "does not exist" in message and "nope" in message
+
+
+def test_unknown_data_file_is_an_error_not_zeros(tmp_path):
+    folder = make(tmp_path, transactions=None)
+    (folder / "transaction.csv").write_text(TRANSACTIONS)  # the typo
+    message = load_error(folder)
+    assert message.startswith("transaction.csv: not a table of the data format")
+    for table in store.TABLES:
+        assert table in message
+
+
+def test_unknown_data_folder_of_parts(tmp_path):
+    folder = make(tmp_path)
+    (folder / "fee").mkdir()
+    (folder / "fee" / "part-0.csv").write_text(FEES)
+    assert load_error(folder).startswith("fee: not a table of the data format")
+
+
+def test_same_table_twice(tmp_path):
+    folder = make(tmp_path)
+    empty = pa.table({"block_time": pa.array([], pa.timestamp("us")), "project": pa.array([], pa.string()),
+                      "fee_type": pa.array([], pa.string()), "recipient": pa.array([], pa.string()),
+                      "amount_usd": pa.array([], pa.float64())})
+    pq.write_table(empty, folder / "fees.parquet")
+    message = load_error(folder)
+    assert message.startswith("table 'fees' is given more than once")
+    assert "fees.csv" in message and "fees.parquet" in message
+
+
+def test_same_table_as_file_and_folder(tmp_path):
+    folder = make(tmp_path)
+    (folder / "fees").mkdir()
+    (folder / "fees" / "part-0.csv").write_text(FEES)
+    message = load_error(folder)
+    assert "table 'fees' is given more than once" in message
+    assert "fees.csv" in message
+
+
+def test_a_one_part_folder_is_named_in_messages(tmp_path):
+    folder = make(tmp_path)
+    (folder / "fees").mkdir()
+    (folder / "fees" / "part-0.csv").write_text(FEES)
+    assert "fees/" in load_error(folder)
+    folder = make(tmp_path / "other", transactions=None)
+    (folder / "transactions").mkdir()
+    (folder / "transactions" / "part-0.csv").write_text(TX_HEADER + "2024-03-13T08:00:00Z,x,a,swp,bridge,\n")
+    message = load_error(folder)
+    assert message.startswith("transactions/"), message
+
+
+def test_folder_mixing_parquet_and_csv_parts(tmp_path):
+    folder = make(tmp_path, transactions=None)
+    (folder / "transactions").mkdir()
+    (folder / "transactions" / "part-0.csv").write_text(TRANSACTIONS)
+    pq.write_table(pa.Table.from_pylist([]), folder / "transactions" / "part-1.parquet")
+    message = load_error(folder)
+    assert "transactions/" in message and "mixes Parquet and CSV" in message
+
+
+def test_other_files_and_hidden_files_are_ignored(tmp_path):
+    folder = make(tmp_path)
+    (folder / "README.md").write_text("notes")
+    (folder / ".fees.csv").write_text("garbage")
+    assert store.load(folder).coverage == (dt.date(2024, 3, 13), dt.date(2024, 3, 15))
+
+
+# -- columns ---------------------------------------------------------------------------------------------
+
+def test_missing_column(tmp_path):
+    text = "block_time,tx_id,signer,project,pool_type\n2024-03-13T08:00:00Z,t1,alice,swp,regular\n"
+    message = load_error(make(tmp_path, transactions=text))
+    assert message.startswith("transactions.csv: missing column 'action'")
+    assert "found: block_time, tx_id, signer, project, pool_type" in message
+
+
+def test_missing_columns_are_all_named(tmp_path):
+    message = load_error(make(tmp_path, fees="block_time,project\n2024-03-13T10:00:00Z,swp\n"))
+    assert message.startswith("fees.csv: missing columns 'fee_type', 'recipient', 'amount_usd'")
+
+
+def test_extra_columns_and_column_order_do_not_matter(tmp_path):
+    text = ("note,action,project,signer,tx_id,block_time,pool_type\n"
+            "hello,swap,swp,alice,t1,2024-03-20T08:00:00Z,regular\n")
+    loaded = store.load(make(tmp_path, transactions=text))
+    rows = loaded.con.execute("SELECT tx_id, action, project FROM transactions").fetchall()
+    assert rows == [("t1", "swap", "swp")]
+    assert loaded.coverage == (dt.date(2024, 3, 13), dt.date(2024, 3, 20))
+
+
+def test_parquet_column_of_the_wrong_type(tmp_path):
+    folder = make(tmp_path, fees=None)
+    pq.write_table(pa.table({"block_time": pa.array([1], pa.int64()), "project": ["swp"],
+                             "fee_type": ["staking"], "recipient": ["protocol"], "amount_usd": [1.0]}),
+                   folder / "fees.parquet")
+    message = load_error(folder)
+    assert message.startswith("fees.parquet, column 'block_time': has type BIGINT; expected a timestamp")
+
+
+def test_unreadable_parquet(tmp_path):
+    folder = make(tmp_path, fees=None)
+    (folder / "fees.parquet").write_bytes(b"this is not parquet")
+    assert load_error(folder).startswith("fees.parquet: cannot be read as PARQUET")
+
+
+# -- values ----------------------------------------------------------------------------------------------
+
+BAD_VALUES = [
+    # (id, table, csv text, column, [(row, shown value), ...])
+    ("unknown action", "transactions",
+     TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,\n2024-03-13T08:00:00Z,t2,a,swp,Swap,\n"
+                 "2024-03-13T08:00:00Z,t3,a,swp,swap,\n2024-03-13T08:00:00Z,t4,a,swp,bridge,\n",
+     "action", [(2, "'Swap'"), (4, "'bridge'")]),
+    ("bad pool type", "transactions",
+     TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,Regular\n", "pool_type", [(1, "'Regular'")]),
+    ("empty tx_id", "transactions",
+     TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,\n2024-03-13T08:00:00Z,,a,swp,swap,\n",
+     "tx_id", [(2, "None")]),
+    ("empty signer", "transactions", TX_HEADER + "2024-03-13T08:00:00Z,t1,,swp,swap,\n",
+     "signer", [(1, "None")]),
+    ("bad csv timestamps", "transactions",
+     TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,\nyesterday,t2,a,swp,swap,\n"
+                 "2024-02-30T00:00:00Z,t3,a,swp,swap,\n03/01/2024,t4,a,swp,swap,\n,t5,a,swp,swap,\n"
+                 "2024-03-01T25:00:00Z,t6,a,swp,swap,\n",
+     "block_time", [(2, "'yesterday'"), (3, "'2024-02-30T00:00:00Z'"), (4, "'03/01/2024'"), (5, "None"),
+                    (6, "'2024-03-01T25:00:00Z'")]),
+    ("event for an unknown project", "transactions",
+     TX_HEADER + "2024-03-13T08:00:00Z,t1,a,ghost,swap,\n2024-03-13T08:00:00Z,t2,a,swp,swap,\n",
+     "project", [(1, "'ghost'")]),
+    ("event with an upper-case project", "fees",
+     "block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,SWP,transaction,protocol,1\n",
+     "project", [(1, "'SWP'")]),
+    ("upper-case project id", "projects",
+     "project,kinds,initial_circulating_supply,regular_pools\nswp,dex,,\nDemoSwap,dex,,\n",
+     "project", [(2, "'DemoSwap'")]),
+    ("malformed dotted project id", "projects",
+     "project,kinds,initial_circulating_supply,regular_pools\na..b,dex,,\n.a,dex,,\nb.,dex,,\nc d,dex,,\n",
+     "project", [(1, "'a..b'"), (2, "'.a'"), (3, "'b.'"), (4, "'c d'")]),
+    ("duplicated project", "projects",
+     "project,kinds,initial_circulating_supply,regular_pools\nswp,dex,,\nfarm,yield,,\nswp,dex,,\n",
+     "project", [(1, "'swp'"), (3, "'swp'")]),
+    ("bad kinds", "projects",
+     "project,kinds,initial_circulating_supply,regular_pools\na,dex,,\nb,\"dex,bank\",,\nc,,,\n"
+     "d,\"dex,,yield\",,\ne,DEX,,\n",
+     "kinds", [(2, "'dex,bank'"), (3, "None"), (4, "'dex,,yield'"), (5, "'DEX'")]),
+    ("tokenomics project without initial supply", "projects",
+     "project,kinds,initial_circulating_supply,regular_pools\ntok,tokenomics,100,\ngov,\"dex,tokenomics\",,\n",
+     "initial_circulating_supply", [(2, "None")]),
+    ("bad initial supply", "projects",
+     "project,kinds,initial_circulating_supply,regular_pools\ntok,tokenomics,-1,\ngov,tokenomics,lots,\n"
+     "x,tokenomics,inf,\n",
+     "initial_circulating_supply", [(1, "'-1'"), (2, "'lots'"), (3, "'inf'")]),
+    ("regular_pools on a non-dex", "projects",
+     "project,kinds,initial_circulating_supply,regular_pools\nswp,dex,,true\nfarm,yield,,true\n",
+     "regular_pools", [(2, "'true'")]),
+    ("regular_pools not a boolean", "projects",
+     "project,kinds,initial_circulating_supply,regular_pools\nswp,dex,,maybe\n",
+     "regular_pools", [(1, "'maybe'")]),
+    ("negative token flow", "token_flows",
+     "block_time,project,flow,amount\n2024-03-13T00:00:00Z,tok,mint,5\n2024-03-14T00:00:00Z,tok,burn,-5\n",
+     "amount", [(2, "'-5'")]),
+    ("unknown token flow", "token_flows",
+     "block_time,project,flow,amount\n2024-03-13T00:00:00Z,tok,airdrop,5\n", "flow", [(1, "'airdrop'")]),
+    ("non-finite fee amount", "fees",
+     "block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,swp,transaction,protocol,inf\n"
+     "2024-03-13T10:00:00Z,swp,transaction,protocol,1\n2024-03-13T10:00:00Z,swp,transaction,protocol,NaN\n"
+     "2024-03-13T10:00:00Z,swp,transaction,protocol,-Infinity\n2024-03-13T10:00:00Z,swp,transaction,protocol,"
+     "one\n",
+     "amount_usd", [(1, "'inf'"), (3, "'NaN'"), (4, "'-Infinity'"), (5, "'one'")]),
+    ("bad fee type and recipient", "fees",
+     "block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,swp,swap,protocol,1\n",
+     "fee_type", [(1, "'swap'")]),
+    ("bad recipient", "fees",
+     "block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,swp,staking,lps,1\n",
+     "recipient", [(1, "'lps'")]),
+    ("non-finite chain reward", "chain_rewards",
+     "block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,v1,rent,nan\n",
+     "amount", [(1, "'nan'")]),
+    ("chain reward without account", "chain_rewards",
+     "block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,,rent,1\n",
+     "account", [(1, "None")]),
+    ("unknown reward type", "chain_rewards",
+     "block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,v1,tips,1\n",
+     "reward_type", [(1, "'tips'")]),
+]
+
+
+@pytest.mark.parametrize(("table", "text", "column", "rows"), [case[1:] for case in BAD_VALUES],
+                         ids=[case[0] for case in BAD_VALUES])
+def test_bad_values_name_file_column_and_rows(tmp_path, table, text, column, rows):
+    message = load_error(make(tmp_path, **{table: text}))
+    noun = "row breaks" if len(rows) == 1 else "rows break"
+    expected = f"{table}.csv, column '{column}': {len(rows)} {noun} the rule; allowed: "
+    assert message.startswith(expected), message
+    assert shown_rows(message) == rows, message
+
+
+def test_only_the_first_five_bad_rows_are_shown(tmp_path):
+    lines = [f"2024-03-13T08:00:00Z,t{i},a,swp,{'nope' if i % 2 else 'swap'},\n" for i in range(1, 21)]
+    message = load_error(make(tmp_path, transactions=TX_HEADER + "".join(lines)))
+    assert message.startswith("transactions.csv, column 'action': 10 rows break the rule")
+    assert "allowed: one of swap, lp_deposit," in message
+    assert shown_rows(message) == [(1, "'nope'"), (3, "'nope'"), (5, "'nope'"), (7, "'nope'"), (9, "'nope'")]
+    assert message.rstrip().endswith("... and 5 more")
+
+
+def test_the_first_problem_found_stops_the_load(tmp_path):
+    # Two broken tables: projects is checked first, so its problem is the one reported.
+    message = load_error(make(tmp_path, projects=PROJECTS + "Bad,dex,,\n",
+                              transactions=TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,bridge,\n"))
+    assert message.startswith("projects.csv, column 'project'")
+
+
+def test_values_allowed_by_the_format_pass(tmp_path):
+    projects = ("project,kinds,initial_circulating_supply,regular_pools\n"
+                "tok,\"tokenomics, yield\",0,\nswp,dex,,TRUE\nswp.v2-x_y,\"dex,lending\",,false\n"
+                "sol,chain,,\n")
+    loaded = store.load(make(tmp_path, projects=projects,
+                             transactions=TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp.v2-x_y,borrow,\n",
+                             fees="block_time,project,fee_type,recipient,amount_usd\n"
+                                  "2024-03-13T10:00:00Z,tok,staking,protocol,-2.5e3\n"))
+    assert loaded.projects["tok"].kinds == frozenset({"tokenomics", "yield"})
+    assert loaded.projects["tok"].initial_circulating_supply == 0
+    assert loaded.projects["swp"].regular_pools is True
+    assert loaded.projects["swp.v2-x_y"].kinds == frozenset({"dex", "lending"})
+    assert loaded.con.execute("SELECT amount_usd FROM fees").fetchone() == (-2500.0,)
+
+
+# -- nothing half loaded ---------------------------------------------------------------------------------
+
+def test_failed_load_creates_no_view(tmp_path):
+    # chain_rewards is the last table checked: every other table passed before it failed.
+    folder = make(tmp_path, chain_rewards="block_time,project,account,reward_type,amount\n"
+                                          "2024-03-13T00:00:00Z,sol,v1,tips,1\n")
+    con = store.connect()
+    message = load_error(folder, con=con)
+    assert message.startswith("chain_rewards.csv, column 'reward_type'")
+    assert user_views(con) == []
+    with pytest.raises(Exception, match="transactions"):
+        con.execute("SELECT * FROM transactions")
+
+
+def test_failed_reload_leaves_the_previous_data_untouched(tmp_path):
+    con = store.connect()
+    store.load(make(tmp_path / "good"), con=con)
+    before = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone() for t in store.TABLES}
+    bad = make(tmp_path / "bad", transactions=TX_HEADER + "2024-03-20T08:00:00Z,t9,z,swp,swap,\n" * 3,
+               chain_rewards="block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,v1,rent,x\n")
+    load_error(bad, con=con)
+    assert {t: con.execute(f"SELECT count(*) FROM {t}").fetchone() for t in store.TABLES} == before
+    latest = con.execute("SELECT max(block_time) FROM transactions").fetchone()
+    assert latest == (dt.datetime(2024, 3, 15, 8),)
+
+
+# -- row numbers of large files --------------------------------------------------------------------------
+
+def test_row_numbers_are_right_in_a_large_csv(tmp_path):
+    n = 200_000
+    bad = {123_457, 199_998}
+    lines = [f"2024-03-13T08:00:00Z,t{i},s{i % 97},swp,{'bridge' if i in bad else 'swap'},\n"
+             for i in range(1, n + 1)]
+    folder = make(tmp_path, transactions=TX_HEADER + "".join(lines))
+    message = load_error(folder, con=store.connect(threads=4))
+    assert message.startswith("transactions.csv, column 'action': 2 rows break the rule")
+    assert shown_rows(message) == [(123_457, "'bridge'"), (199_998, "'bridge'")]
+
+
+def test_row_numbers_are_right_in_a_large_parquet(tmp_path):
+    n = 200_000
+    actions = np.full(n, "swap", dtype=object)
+    actions[[123_456, 199_997]] = "bridge"
+    folder = make(tmp_path, transactions=None)
+    pq.write_table(pa.table({
+        "block_time": pa.array(np.full(n, np.datetime64("2024-03-13T08:00:00", "us"))),
+        "tx_id": pa.array([f"t{i}" for i in range(n)]), "signer": pa.array(["s"] * n),
+        "project": pa.array(["swp"] * n), "action": pa.array(actions.tolist()),
+        "pool_type": pa.array([None] * n, pa.string())}),
+        folder / "transactions.parquet", row_group_size=10_000)
+    message = load_error(folder, con=store.connect(threads=4))
+    assert message.startswith("transactions.parquet, column 'action': 2 rows break the rule")
+    assert shown_rows(message) == [(123_457, "'bridge'"), (199_998, "'bridge'")]
+
+
+# -- timestamps --------------------------------------------------------------------------------------------
+
+def _epoch_ns(text: str) -> int:
+    return int(np.datetime64(text, "ns").astype("int64"))
+
+
+def _parquet_transactions(folder: Path, block_time: pa.Array) -> None:
+    n = len(block_time)
+    pq.write_table(pa.table({"block_time": block_time, "tx_id": [f"t{i}" for i in range(n)],
+                             "signer": ["a"] * n, "project": ["swp"] * n, "action": ["swap"] * n,
+                             "pool_type": pa.array([None] * n, pa.string())}),
+                   folder / "transactions.parquet")
+
+
+def _times(loaded) -> list[tuple[dt.date, dt.datetime]]:
+    return loaded.con.execute(
+        "SELECT CAST(block_time AS DATE), block_time FROM transactions ORDER BY tx_id").fetchall()
+
+
+UNIT_DIVISOR = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+# (unit, UTC instant written, the UTC day it belongs to, the microsecond timestamp it becomes)
+INSTANTS = [
+    ("s", "2024-03-15T23:59:59", dt.datetime(2024, 3, 15, 23, 59, 59)),
+    ("s", "2024-03-16T00:00:00", dt.datetime(2024, 3, 16)),
+    ("ms", "2024-03-15T23:59:59.999", dt.datetime(2024, 3, 15, 23, 59, 59, 999000)),
+    ("us", "2024-03-15T23:59:59.999999", dt.datetime(2024, 3, 15, 23, 59, 59, 999999)),
+    ("ns", "2024-03-15T23:59:59.999999999", dt.datetime(2024, 3, 15, 23, 59, 59, 999999)),
+    ("ns", "2024-03-16T00:00:00.000000001", dt.datetime(2024, 3, 16)),
+    ("ns", "1969-12-31T23:59:59.999999999", dt.datetime(1969, 12, 31, 23, 59, 59, 999999)),
+    # 20:00 UTC is already the next day in Kolkata (+05:30): the UTC day counts.
+    ("ms", "2024-03-15T20:00:00.000", dt.datetime(2024, 3, 15, 20)),
+    # 02:00 UTC is still the previous day in New York: the UTC day counts.
+    ("us", "2024-03-16T02:00:00.000000", dt.datetime(2024, 3, 16, 2)),
+]
+
+
+@pytest.mark.parametrize("tz", [None, "UTC", "Asia/Kolkata", "America/New_York"])
+@pytest.mark.parametrize(("unit", "instant", "expected"), INSTANTS, ids=[f"{u}-{i}" for u, i, _ in INSTANTS])
+def test_parquet_timestamp_lands_on_its_utc_day(tmp_path, tz, unit, instant, expected):
+    folder = make(tmp_path, transactions=None, fees=None, token_flows=None, chain_rewards=None)
+    value = _epoch_ns(instant) // UNIT_DIVISOR[unit]
+    _parquet_transactions(folder, pa.array([value], pa.timestamp(unit, tz=tz)))
+    loaded = store.load(folder)
+    assert _times(loaded) == [(expected.date(), expected)]
+    assert loaded.coverage == (expected.date(), expected.date())
+
+
+def test_parquet_timestamps_ignore_the_machine_time_zone(tmp_path, monkeypatch):
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    try:
+        folder = make(tmp_path, transactions=None, fees=None, token_flows=None, chain_rewards=None)
+        micros = _epoch_ns("2024-03-15T20:00:00") // 1000
+        _parquet_transactions(folder, pa.array([micros], pa.timestamp("us")))
+        assert _times(store.load(folder)) == [(dt.date(2024, 3, 15), dt.datetime(2024, 3, 15, 20))]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_parquet_string_timestamps_are_read_as_iso_text(tmp_path):
+    folder = make(tmp_path, transactions=None, fees=None, token_flows=None, chain_rewards=None)
+    _parquet_transactions(folder, pa.array(["2024-03-01T02:00:00+05:00", "2024-03-01 13:45:10"]))
+    assert _times(store.load(folder)) == [(dt.date(2024, 2, 29), dt.datetime(2024, 2, 29, 21)),
+                                          (dt.date(2024, 3, 1), dt.datetime(2024, 3, 1, 13, 45, 10))]
+
+
+def test_parquet_bad_string_timestamp_is_reported(tmp_path):
+    folder = make(tmp_path, transactions=None)
+    _parquet_transactions(folder, pa.array(["2024-03-01T02:00:00Z", "not a time"]))
+    message = load_error(folder)
+    assert message.startswith("transactions.parquet, column 'block_time': 1 row breaks the rule")
+    assert shown_rows(message) == [(2, "'not a time'")]
+
+
+def test_csv_timestamps_with_offsets_convert_to_utc(tmp_path):
+    text = TX_HEADER + "".join(f"{ts},t{i},a,swp,swap,\n" for i, ts in enumerate([
+        "2024-03-01T13:45:10Z",          # t0
+        "2024-03-01 13:45:10",           # t1: no offset is UTC
+        "2024-03-01T18:45:10+05:00",     # t2: the same instant
+        "2024-03-01T02:00:00+05:00",     # t3: the previous UTC day
+        "2024-03-01T22:00:00-05:00",     # t4: the next UTC day
+        "2024-03-01T23:59:59.999999999Z",  # t5: truncated, never rounded into the next day
+        "2024-03-01T05:30:00+05:30",     # t6: exactly UTC midnight
+    ]))
+    loaded = store.load(make(tmp_path, transactions=text, fees=None, token_flows=None, chain_rewards=None))
+    assert _times(loaded) == [
+        (dt.date(2024, 3, 1), dt.datetime(2024, 3, 1, 13, 45, 10)),
+        (dt.date(2024, 3, 1), dt.datetime(2024, 3, 1, 13, 45, 10)),
+        (dt.date(2024, 3, 1), dt.datetime(2024, 3, 1, 13, 45, 10)),
+        (dt.date(2024, 2, 29), dt.datetime(2024, 2, 29, 21)),
+        (dt.date(2024, 3, 2), dt.datetime(2024, 3, 2, 3)),
+        (dt.date(2024, 3, 1), dt.datetime(2024, 3, 1, 23, 59, 59, 999999)),
+        (dt.date(2024, 3, 1), dt.datetime(2024, 3, 1)),
+    ]
+    assert loaded.coverage == (dt.date(2024, 2, 29), dt.date(2024, 3, 2))
+
+
+# -- folders of parts --------------------------------------------------------------------------------------
+
+def test_folder_of_parquet_parts(tmp_path):
+    folder = make(tmp_path, transactions=None, fees=None, token_flows=None, chain_rewards=None)
+    parts = folder / "transactions"
+    parts.mkdir()
+    written = [("2024-03-13T08:00:00", None), ("2024-03-20T23:59:59.999999999", "Asia/Kolkata")]
+    for i, (day, tz) in enumerate(written):
+        unit = "ns" if tz else "us"
+        value = _epoch_ns(day) // UNIT_DIVISOR[unit]
+        pq.write_table(pa.table({"block_time": pa.array([value], pa.timestamp(unit, tz=tz)),
+                                 "tx_id": [f"p{i}"], "signer": ["a"], "project": ["swp"], "action": ["swap"],
+                                 "pool_type": pa.array([None], pa.string())}), parts / f"part-{i}.parquet")
+    loaded = store.load(folder)
+    assert _times(loaded) == [(dt.date(2024, 3, 13), dt.datetime(2024, 3, 13, 8)),
+                              (dt.date(2024, 3, 20), dt.datetime(2024, 3, 20, 23, 59, 59, 999999))]
+    assert loaded.coverage == (dt.date(2024, 3, 13), dt.date(2024, 3, 20))
+
+
+def test_folder_of_csv_parts(tmp_path):
+    folder = make(tmp_path, fees=None)
+    (folder / "fees").mkdir()
+    (folder / "fees" / "part-0.csv").write_text(FEES)
+    (folder / "fees" / "part-1.csv").write_text(
+        "recipient,amount_usd,project,fee_type,block_time\nprotocol,2,swp,transaction,2024-03-25T00:00:00Z\n")
+    loaded = store.load(folder)
+    assert loaded.con.execute("SELECT count(*), sum(amount_usd) FROM fees").fetchone() == (3, 3.25)
+    assert loaded.coverage == (dt.date(2024, 3, 13), dt.date(2024, 3, 25))
+
+
+def test_error_in_a_part_names_the_folder_the_part_and_its_row(tmp_path):
+    folder = make(tmp_path, transactions=None)
+    parts = folder / "transactions"
+    parts.mkdir()
+    (parts / "part-0.csv").write_text(TRANSACTIONS)
+    (parts / "part-1.csv").write_text(TX_HEADER + "2024-03-13T08:00:00Z,x1,a,swp,swap,\n"
+                                                  "2024-03-13T08:00:00Z,x2,a,swp,bridge,\n")
+    message = load_error(folder)
+    assert message.startswith("transactions/ (2 csv files), column 'action': 1 row breaks the rule")
+    assert "  part-1.csv row 2: 'bridge'" in message
+
+
+def test_error_in_a_parquet_part_names_the_part_and_its_row(tmp_path):
+    folder = make(tmp_path, transactions=None)
+    parts = folder / "transactions"
+    parts.mkdir()
+    for i, action in enumerate(["swap", "teleport"]):
+        pq.write_table(pa.table({"block_time": pa.array([np.datetime64("2024-03-13T08:00:00", "us")] * 2),
+                                 "tx_id": [f"a{i}", f"b{i}"], "signer": ["s", "s"], "project": ["swp", "swp"],
+                                 "action": ["swap", action],
+                                 "pool_type": pa.array([None, None], pa.string())}),
+                       parts / f"part-{i}.parquet")
+    message = load_error(folder)
+    assert message.startswith("transactions/ (2 parquet files), column 'action': 1 row breaks the rule")
+    assert "  part-1.parquet row 2: 'teleport'" in message
