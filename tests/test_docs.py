@@ -1,0 +1,20 @@
+"""Documentation that is generated from the catalogue must match it."""
+
+from pathlib import Path
+
+from metrics_kit import docgen
+from metrics_kit.catalogue import default_catalogue
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_metrics_table_is_current():
+    committed = (ROOT / "docs" / "metrics.md").read_text()
+    assert committed == docgen.markdown(default_catalogue("sol")), \
+        "docs/metrics.md is stale: run `python -m metrics_kit.docgen > docs/metrics.md`"
+
+
+def test_every_metric_is_documented():
+    text = (ROOT / "docs" / "metrics.md").read_text()
+    for metric in default_catalogue("sol"):
+        assert f"`{metric.name}`" in text
