@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from . import paths, store
 from .catalogue import GRANULARITIES, Catalogue
-from .periods import period_bounds, period_index, period_start, period_starts
+from .periods import period_bounds, period_index, period_starts
 
 # Bump when the engine's results change for the same data and catalogue.
 ENGINE_VERSION = 1
@@ -46,19 +46,33 @@ class Aggregates:
         self.projects: dict[str, dict] = meta["projects"]
         coverage = meta["coverage"]
         self.coverage = None if coverage is None else tuple(dt.date.fromisoformat(d) for d in coverage)
-        self._origin = {} if self.coverage is None else {
-            g: period_start(self.coverage[0], g) for g in GRANULARITIES}
+        # Per granularity, each period's (start, end, complete), worked out once rather than per request.
+        self.periods: dict[str, list[tuple[str, str, bool]]] = {}
+        if self.coverage is not None:
+            first, last = self.coverage
+            for granularity in GRANULARITIES:
+                self.periods[granularity] = [
+                    (start.isoformat(), end.isoformat(), start >= first and end <= last)
+                    for start, end in (period_bounds(s, granularity)
+                                       for s in period_starts(first, last, granularity))]
 
-    def lookup(self, metric: str, project: str, granularity: str, day: dt.date) -> Lookup | None:
-        """The value of the period containing ``day``; None when that period is outside coverage."""
+    def find(self, metric: str, project: str, granularity: str, day: dt.date):
+        """(value, period_start, period_end, complete) of the period containing ``day``, with ISO
+        dates; None when that period is outside coverage or the series does not exist."""
         series = self.values.get((metric, project, granularity))
-        if series is None or self.coverage is None:
+        if series is None:
             return None
         i = period_index(day, self.coverage[0], granularity)
         if not 0 <= i < len(series):
             return None
-        start, end = period_bounds(day, granularity)
-        return Lookup(series[i], start, end, start >= self.coverage[0] and end <= self.coverage[1])
+        return (series[i], *self.periods[granularity][i])
+
+    def lookup(self, metric: str, project: str, granularity: str, day: dt.date) -> Lookup | None:
+        found = self.find(metric, project, granularity, day)
+        if found is None:
+            return None
+        value, start, end, complete = found
+        return Lookup(value, dt.date.fromisoformat(start), dt.date.fromisoformat(end), complete)
 
     # -- persistence ---------------------------------------------------------------------------
 

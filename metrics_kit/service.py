@@ -87,15 +87,16 @@ class MetricService:
                              f"{metric.name} applies to {metric.restriction}; {project} is of kind "
                              f"{', '.join(info['kinds'])}"
                              + (" with regular pools" if info["regular_pools"] else ""), "metric_name")
-        found = self.aggregates.lookup(metric.name, project, granularity, day)
+        found = self.aggregates.find(metric.name, project, granularity, day)
         if found is None:
             raise QueryError(404, "date_out_of_coverage", self._coverage_message(day, granularity), "date")
-        return json.dumps({
-            "metric_name": metric.name, "project": project, "granularity": granularity,
-            "date": date_text, "period_start": found.period_start.isoformat(),
-            "period_end": found.period_end.isoformat(), "unit": metric.unit,
-            "value": found.value, "complete": found.complete,
-        }).encode()
+        value, start, end, complete = found
+        # Every string here has passed a pattern of JSON-safe characters or comes from the
+        # catalogue, so the body is formatted directly: json.dumps was a third of the request's cost.
+        return (f'{{"metric_name": "{metric.name}", "project": "{project}", "granularity": '
+                f'"{granularity}", "date": "{date_text}", "period_start": "{start}", "period_end": '
+                f'"{end}", "unit": "{metric.unit}", "value": {value!r}, '
+                f'"complete": {"true" if complete else "false"}}}').encode()
 
     @staticmethod
     def _date(text: str) -> dt.date:

@@ -51,6 +51,17 @@ def accepts_json(accept: str) -> bool:
     return best is not None and best[1] > 0
 
 
+def query_pairs(query: bytes) -> list[tuple[str, str]]:
+    """The query string's (name, value) pairs, as ``parse_qsl`` would give them.
+
+    Most queries have nothing to unquote; those skip ``parse_qsl``, which is a quarter of the
+    cost of a request on the hot path."""
+    text = query.decode("latin-1")
+    if "%" in text or "+" in text:
+        return parse_qsl(text, keep_blank_values=True)
+    return [part.partition("=")[::2] for part in text.split("&") if part]
+
+
 class RateLimiter:
     """A token bucket per key: ``rate`` requests a second, bursts of up to ``rate``."""
 
@@ -159,7 +170,7 @@ class App:
     async def _metrics(self, scope) -> tuple[int, bytes]:
         if self.latency:
             await asyncio.sleep(self.latency)
-        pairs = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+        pairs = query_pairs(scope["query_string"])
         try:
             return 200, self.service.answer(pairs)
         except QueryError as error:
