@@ -1,0 +1,467 @@
+"""The client's persistent on-disk cache of metric VALUES.
+
+What is cached
+    One parsed metric value per point: ``(metric, project, granularity, request date)`` ->
+    :class:`Entry` (the value with its type, its unit, whether the period is complete, the
+    period's bounds and when it was fetched). Not HTTP responses: a warm pull of 365 daily values
+    is read back in one query (a range scan; scattered dates go by ~500 per query), with no
+    response objects to deserialise: about 1-2 ms.
+
+How long
+    A complete period (``complete is True``) is kept until the cache is cleared. An incomplete one
+    (``complete is False``: today, this week, this month) expires ``incomplete_ttl`` seconds
+    (600 by default) after it was fetched. When the service did not say (``complete is None``),
+    the calendar decides: a period that ended before the day before the fetch (UTC) is complete,
+    anything later is treated as incomplete. The decision is stored with the row as
+    ``expires_at`` (NULL = never), so the TTL in force when a value was written is the one that
+    applies to it. Expired entries are misses, and are purged at the start of the next write.
+
+Where
+    One SQLite file, ``cache_dir() / "values.sqlite3"`` (``$METRICS_KIT_CACHE_DIR``, else the
+    user's cache folder), in WAL mode, shared safely by the threads of a process (one connection
+    behind a lock) and by several processes (SQLite's file locks, with a busy timeout). A file that
+    is not a database, is damaged, or has another schema version is deleted and rebuilt with a
+    warning in the log: a cache is only ever a copy.
+
+The API key is never stored
+    Entries are separated per service and per key by a namespace, ``HMAC-SHA256(key=api_key,
+    msg=normalised base URL)``. An HMAC rather than a plain hash of ``url + key``: it is a keyed
+    one-way function, so the file holds nothing the key can be recovered from (API keys are long
+    random strings, so guessing them against the namespace is hopeless), and two keys, or two
+    services, never share entries. Neither the key nor the base URL is written to the file (a
+    base URL can carry credentials of its own, ``https://user:password@host``), and neither
+    appears in a repr.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import logging
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from .errors import ConfigurationError
+from .paths import CACHE_DIR_ENV, cache_dir
+from .periods import period_bounds
+
+__all__ = ["Entry", "Key", "ValueCache", "clear_cache", "default_path", "namespace"]
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "values.sqlite3"
+SCHEMA_VERSION = "1"
+CHUNK = 500  # dates per query: well under SQLite's 32,766 bound parameters
+BUSY_TIMEOUT = 10.0  # seconds another process may hold the write lock before we give up
+
+Key = tuple[str, str, str, str]  # (metric_name canonical, project, granularity, request date ISO)
+
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+# Errors that mean the file is not a usable cache (rebuild it), rather than busy or misused.
+_BROKEN = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+_BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+_UNWRITABLE = {sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS entries (
+    ns TEXT NOT NULL,            -- namespace(base_url, api_key): an HMAC, never the key
+    metric TEXT NOT NULL,
+    project TEXT NOT NULL,
+    granularity TEXT NOT NULL,
+    date TEXT NOT NULL,          -- request date, ISO
+    value NOT NULL,              -- no declared type: INTEGER stays INTEGER, REAL stays REAL
+    unit TEXT,
+    complete INTEGER,            -- 1, 0, or NULL when the service did not say
+    period_start TEXT,
+    period_end TEXT,
+    fetched_at REAL NOT NULL,
+    expires_at REAL,             -- NULL: never
+    PRIMARY KEY (ns, metric, project, granularity, date)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entries_expiry ON entries (expires_at) WHERE expires_at IS NOT NULL;
+"""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One cached metric value."""
+
+    value: int | float
+    unit: str | None
+    complete: bool | None  # None when the service did not say
+    period_start: str | None  # ISO date, when the service said
+    period_end: str | None
+    fetched_at: float  # time.time() when fetched
+
+
+def default_path() -> Path:
+    """``cache_dir() / "values.sqlite3"``."""
+    return cache_dir() / FILE_NAME
+
+
+def namespace(base_url: str, api_key: str | None) -> str:
+    """The hex HMAC-SHA256 of the normalised base URL, keyed by the API key.
+
+    Same service and key -> same namespace; another key or another service -> another one. The
+    key cannot be recovered from it.
+    """
+    message = b"metrics-kit value cache\x00" + _normalise_url(base_url).encode()
+    return hmac.new((api_key or "").encode(), message, hashlib.sha256).hexdigest()
+
+
+def _normalise_url(base_url: str) -> str:
+    """Lower-case scheme and host, no default port, no trailing slash, no fragment."""
+    parts = urlsplit(base_url.strip())
+    scheme = parts.scheme.lower()
+    netloc = parts.netloc
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number: keep the URL as written
+        host, port = None, None
+    if host is not None:
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+        userinfo = netloc.rpartition("@")[0]
+        default = {"http": 80, "https": 443}.get(scheme)
+        netloc = (userinfo + "@" if userinfo else "") + host + (
+            f":{port}" if port is not None and port != default else "")
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def clear_cache(path: Path | None = None) -> None:
+    """Delete the cache file and its WAL and shared-memory files (``path`` or the default).
+
+    Caches open in this or another process notice the file is gone and start a fresh one.
+    """
+    _remove_files(Path(path) if path is not None else default_path())
+
+
+def _remove_files(path: Path) -> None:
+    for name in (str(path), *(str(path) + suffix for suffix in _SIDE_FILES)):
+        try:
+            os.remove(name)
+        except FileNotFoundError:
+            pass
+
+
+class ValueCache:
+    """Metric values for one service and one API key, in the shared cache file.
+
+    ``get_many`` returns only fresh hits; ``put_many`` writes a batch in one transaction. Safe to
+    share between threads. Close it (or use it as a context manager) when done.
+    """
+
+    def __init__(self, base_url: str, api_key: str, *, path: Path | None = None,
+                 incomplete_ttl: float = 600.0):
+        if not incomplete_ttl >= 0:
+            raise ValueError(f"incomplete_ttl must be a number of seconds >= 0, not {incomplete_ttl!r}")
+        self._base_url = base_url
+        self._ns = namespace(base_url, api_key)
+        self._explicit_path = path is not None
+        self.path = Path(path) if path is not None else default_path()
+        self.incomplete_ttl = float(incomplete_ttl)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._inode: tuple[int, int] | None = None
+        self._closed = False
+        self.hits = 0
+        self.misses = 0
+        with self._lock:
+            self._open()
+
+    # -- public -------------------------------------------------------------------------------
+
+    def get_many(self, keys: Sequence[Key], *, now: float | None = None) -> dict[Key, Entry]:
+        """The fresh entries among ``keys`` (expired or absent keys are left out and count as misses)."""
+        now = time.time() if now is None else now
+        groups: dict[tuple[str, str, str], dict[str, Key]] = {}
+        for key in keys:
+            groups.setdefault(key[:3], {})[key[3]] = key
+        found = self._run(lambda conn: self._select(conn, groups, now), default={}) if groups else {}
+        with self._lock:
+            self.hits += len(found)
+            self.misses += sum(map(len, groups.values())) - len(found)
+        return found
+
+    def put_many(self, items: Sequence[tuple[Key, Entry]]) -> None:
+        """Store entries (replacing any with the same key) in one transaction."""
+        rows = []
+        for (metric, project, granularity, day), entry in items:
+            value = entry.value
+            if isinstance(value, float) and math.isnan(value):
+                continue  # SQLite would store NaN as NULL; a missing value is not worth caching
+            if isinstance(value, bool):
+                value = int(value)
+            complete = None if entry.complete is None else int(bool(entry.complete))
+            rows.append((self._ns, metric, project, granularity, day, value, entry.unit, complete,
+                         entry.period_start, entry.period_end, entry.fetched_at,
+                         self._expires_at((metric, project, granularity, day), entry)))
+        if rows:
+            self._run(lambda conn: self._insert(conn, rows), default=None)
+
+    def clear(self, *, everything: bool = False) -> int:
+        """Remove this service and key's entries (or every entry); return how many rows went."""
+        def delete(conn: sqlite3.Connection) -> int:
+            if everything:
+                return conn.execute("DELETE FROM entries").rowcount
+            return conn.execute("DELETE FROM entries WHERE ns = ?", (self._ns,)).rowcount
+        return self._run(delete, default=0, write=True)
+
+    def stats(self) -> dict[str, Any]:
+        """``hits`` and ``misses`` since this cache was opened, fresh ``entries`` held for this
+        service and key, and the file's ``path``."""
+        now = time.time()
+        entries = self._run(lambda conn: conn.execute(
+            "SELECT count(*) FROM entries WHERE ns = ? AND (expires_at IS NULL OR expires_at > ?)",
+            (self._ns, now)).fetchone()[0], default=0)
+        with self._lock:
+            return {"hits": self.hits, "misses": self.misses, "entries": entries, "path": str(self.path)}
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._disconnect()
+
+    def __enter__(self) -> ValueCache:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ValueCache(base_url={self._base_url!r}, path={str(self.path)!r})"
+
+    # -- expiry -------------------------------------------------------------------------------
+
+    def _expires_at(self, key: Key, entry: Entry) -> float | None:
+        complete = entry.complete
+        if complete is None:
+            complete = _ended_by_calendar(key, entry)
+        return None if complete else entry.fetched_at + self.incomplete_ttl
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def _select(self, conn: sqlite3.Connection, groups: dict[tuple[str, str, str], dict[str, Key]],
+                now: float) -> dict[Key, Entry]:
+        found: dict[Key, Entry] = {}
+        new = object.__new__
+        conn.execute("BEGIN")  # one snapshot for every query
+        try:
+            for (metric, project, granularity), by_date in groups.items():
+                head = (self._ns, metric, project, granularity)
+                get = by_date.get
+                for sql, params in _queries(head, by_date, now):
+                    for day, value, unit, complete, start, end, fetched_at in conn.execute(sql, params):
+                        key = get(day)
+                        if key is not None:
+                            # Entry(...) inlined at half the cost of six frozen __setattr__ calls;
+                            # 18,250 of them are a third of a large pull's time.
+                            entry = found[key] = new(Entry)
+                            entry.__dict__.update(
+                                value=value, unit=unit, complete=None if complete is None else complete == 1,
+                                period_start=start, period_end=end, fetched_at=fetched_at)
+        except BaseException:
+            _rollback(conn)
+            raise
+        conn.execute("COMMIT")
+        return found
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Purge what has expired first, so that the rows of this batch are always written.
+            conn.execute("DELETE FROM entries WHERE expires_at < ?", (time.time(),))
+            conn.executemany(_INSERT, rows)
+        except BaseException:
+            _rollback(conn)
+            raise
+        conn.execute("COMMIT")
+
+    # -- the connection -----------------------------------------------------------------------
+
+    def _run(self, operation: Callable[[sqlite3.Connection], T], *, default: T, write: bool = False) -> T:
+        """Run ``operation`` on a live connection. A broken file is rebuilt and the operation tried
+        again; a file locked by another process for longer than the busy timeout gives ``default``
+        (a miss, or a write skipped) unless ``write`` says the caller must know."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this ValueCache is closed")
+            self._reopen_if_replaced()
+            for attempt in (1, 2):
+                conn = self._conn
+                assert conn is not None
+                try:
+                    return operation(conn)
+                except sqlite3.DatabaseError as error:
+                    _rollback(conn)
+                    if _is_broken(error) and attempt == 1:
+                        self._rebuild(error)
+                        continue
+                    if _code(error) in _BUSY and not write:
+                        log.warning("metric value cache %s is busy (%s); going on without it",
+                                    self.path, error)
+                        return default
+                    if _code(error) in _UNWRITABLE:
+                        raise self._unwritable(error) from error
+                    raise
+            raise AssertionError("unreachable")
+
+    def _open(self) -> None:
+        folder = self.path.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise self._unwritable(error) from error
+        try:
+            self._connect()
+        except sqlite3.DatabaseError as error:
+            if _code(error) in _UNWRITABLE or _code(error) in _BUSY or not _is_broken(error):
+                self._disconnect()
+                if _code(error) in _BUSY:
+                    raise
+                raise self._unwritable(error) from error
+            self._rebuild(error)
+
+    def _connect(self) -> None:
+        if self.path.is_dir():
+            raise ConfigurationError(f"the metric value cache file {self.path} is a folder; "
+                                     f"{self._how_to_change()}")
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None,
+                               check_same_thread=False)
+        self._conn = conn
+        conn.execute("PRAGMA journal_mode=WAL").fetchone()
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+            version = None
+            if "meta" in tables:
+                row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+                version = row[0] if row else None
+            if tables and (version != SCHEMA_VERSION or "entries" not in tables):
+                raise sqlite3.DatabaseError(f"schema version {version!r}, expected {SCHEMA_VERSION!r}")
+            if not tables:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+            # Always a real write: a read-only file opens without complaint, and fails here instead
+            # of at the first put.
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+        except BaseException:
+            _rollback(conn)
+            raise
+        conn.execute("COMMIT")
+        stat = os.stat(self.path)
+        self._inode = (stat.st_dev, stat.st_ino)
+
+    def _rebuild(self, error: Exception) -> None:
+        log.warning("the metric value cache %s cannot be read (%s); deleting it and starting a fresh one",
+                    self.path, error)
+        self._disconnect()
+        _remove_files(self.path)
+        try:
+            self._connect()
+        except sqlite3.DatabaseError as again:
+            self._disconnect()
+            raise self._unwritable(again) from again
+
+    def _reopen_if_replaced(self) -> None:
+        """Follow the file if another process (or ``clear_cache``) deleted or replaced it."""
+        try:
+            stat = os.stat(self.path)
+            same = (stat.st_dev, stat.st_ino) == self._inode
+        except OSError:
+            same = False
+        if not same or self._conn is None:
+            self._disconnect()
+            self._open()
+
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()
+
+    def _how_to_change(self) -> str:
+        how = "pass another path, " if self._explicit_path else ""
+        return f"{how}set {CACHE_DIR_ENV} to a writable folder, or turn the cache off with cache=False"
+
+    def _unwritable(self, error: BaseException) -> ConfigurationError:
+        return ConfigurationError(f"cannot create or write the metric value cache {self.path.name} in the folder "
+                                  f"{self.path.parent} ({error}); {self._how_to_change()}")
+
+
+_SELECT = ("SELECT date, value, unit, complete, period_start, period_end, fetched_at FROM entries"
+           " WHERE ns = ? AND metric = ? AND project = ? AND granularity = ?"
+           " AND (expires_at IS NULL OR expires_at > ?) AND ")
+
+
+def _queries(head: tuple[str, str, str, str], by_date: dict[str, Key], now: float):
+    """The queries that read one (metric, project, granularity)'s dates.
+
+    A dense run of dates (a pull of every day, say) is one range scan, whose extra rows, if any,
+    are dropped by the caller; at most one row per day lies in the range, so the scan reads at most
+    twice the rows asked for. Sparse dates are looked up by ``IN`` lists of up to ``CHUNK``.
+    """
+    first, last = min(by_date), max(by_date)
+    try:
+        span = (dt.date.fromisoformat(last[:10]) - dt.date.fromisoformat(first[:10])).days + 1
+    except ValueError:
+        span = None
+    if span is not None and len(by_date) * 2 >= span:
+        yield _SELECT + "date BETWEEN ? AND ?", (*head, now, first, last)
+        return
+    dates = sorted(by_date)
+    for i in range(0, len(dates), CHUNK):
+        chunk = dates[i:i + CHUNK]
+        yield _SELECT + "date IN (" + ",".join("?" * len(chunk)) + ")", (*head, now, *chunk)
+
+
+_INSERT = "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _ended_by_calendar(key: Key, entry: Entry) -> bool:
+    """Whether the period ended before the day before the fetch (UTC): late data has had a day."""
+    fetched = dt.datetime.fromtimestamp(entry.fetched_at, dt.timezone.utc).date()
+    try:
+        if entry.period_end is not None:
+            end = dt.date.fromisoformat(entry.period_end)
+        else:
+            end = period_bounds(dt.date.fromisoformat(key[3]), key[2])[1]
+    except ValueError:  # a date or granularity we cannot place: keep it only briefly
+        return False
+    return end < fetched - dt.timedelta(days=1)
+
+
+def _code(error: sqlite3.Error) -> int | None:
+    code = getattr(error, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF  # primary code of an extended one
+
+
+def _is_broken(error: sqlite3.DatabaseError) -> bool:
+    if _code(error) in _BROKEN:
+        return True
+    if type(error) is sqlite3.DatabaseError:  # raised by us for a wrong schema, or a code-less error
+        return _code(error) is None or _code(error) not in _BUSY | _UNWRITABLE
+    message = str(error)
+    return message.startswith(("no such table", "no such column", "table entries has"))
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
