@@ -106,7 +106,12 @@ class Aggregates:
 
 
 def catalogue_key(catalogue: Catalogue) -> str:
-    text = repr(sorted(repr(m) for m in catalogue)) + f"|engine {ENGINE_VERSION}"
+    """Changes when what any metric computes changes. Built from sorted plain values: the repr of a
+    frozenset follows the per-process string hash seed, so two runs would disagree."""
+    canonical = [[m.name, list(m.families), m.unit, m.aggregation, m.source,
+                  sorted([k, sorted(v)] for k, v in m.select.items()), list(m.aliases), sorted(m.kinds),
+                  m.regular_pools_only] for m in catalogue]
+    text = json.dumps([sorted(canonical), ENGINE_VERSION])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

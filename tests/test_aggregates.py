@@ -70,3 +70,16 @@ def test_a_failed_load_leaves_the_saved_aggregates_alone(data):
     with pytest.raises(Exception, match="teleport"):
         aggregates.load_or_build(data, catalogue, log=lambda m: None)
     assert sorted(p.name for p in cache.iterdir()) == before
+
+
+def test_the_cache_key_is_the_same_in_every_process():
+    # Set and dict orders follow the per-process hash seed: the key must not.
+    import subprocess
+    import sys
+
+    code = ("from metrics_kit import aggregates; from metrics_kit.catalogue import Catalogue; "
+            "print(aggregates.catalogue_key(Catalogue('sol')))")
+    keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip()
+            for seed in (0, 1, 2, 3)}
+    assert len(keys) == 1, keys
