@@ -28,6 +28,7 @@ from .periods import period_bounds, period_index, period_starts
 
 # Bump when the engine's results change for the same data and catalogue.
 ENGINE_VERSION = 1
+BUILD_MEMORY_LIMIT = "2GB"
 _DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run to run
 
 
@@ -185,7 +186,10 @@ def load_or_build(data_dir: str | os.PathLike, catalogue: Catalogue, *, rebuild:
             return aggregates
         except Exception as exc:  # a damaged cache file is rebuilt, never fatal
             log(f"Rebuilding unreadable aggregates {path.name}: {exc}")
-    event_store = store.load(data_dir)
+    # A 10M-transaction build peaks near 1.3 GiB; the cap keeps a larger data set within bounds by
+    # spilling, into the cache folder rather than DuckDB's default of the current directory.
+    con = store.connect(memory_limit=BUILD_MEMORY_LIMIT, temp_directory=paths.cache_dir() / "duckdb-tmp")
+    event_store = store.load(data_dir, con=con)
     aggregates = build(event_store, catalogue)
     aggregates.save(cache_path(event_store.fingerprint, catalogue))
     log(f"Built aggregates in {aggregates.meta['build_seconds']} s ({path.name})")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from .catalogue import KINDS
+from .catalogue import KINDS, PROJECT_PATTERN
 from .errors import DataFormatError
 
 ACTIONS = ("swap", "lp_deposit", "lp_withdraw", "double_dip_deposit", "stake", "unstake",
@@ -29,7 +29,6 @@ FEE_TYPES = ("transaction", "staking")
 RECIPIENTS = ("protocol", "supply_side")
 FLOWS = ("mint", "emission", "burn", "buyback")
 REWARD_TYPES = ("staking", "fee", "voting", "rent")
-PROJECT_PATTERN = r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$"
 EVENT_TABLES = ("transactions", "fees", "token_flows", "chain_rewards")
 TABLES = ("projects", *EVENT_TABLES)
 
@@ -140,7 +139,8 @@ def fingerprint(sources: dict[str, Source]) -> str:
     return digest.hexdigest()[:32]
 
 
-def connect(threads: int | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+def connect(threads: int | None = None, memory_limit: str | None = None,
+            temp_directory: Path | None = None) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     # Naive timestamps are UTC, and tz-aware ones are converted to UTC, whatever the machine's zone.
     con.execute("SET TimeZone = 'UTC'")
@@ -148,6 +148,8 @@ def connect(threads: int | None = None, memory_limit: str | None = None) -> duck
         con.execute(f"SET threads = {int(threads)}")
     if memory_limit:
         con.execute(f"SET memory_limit = {_quote(memory_limit)}")
+    if temp_directory:
+        con.execute(f"SET temp_directory = {_quote(str(temp_directory))}")
     return con
 
 

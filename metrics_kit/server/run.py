@@ -63,5 +63,6 @@ def serve(app, sock: socket.socket, *, access_log: bool = False) -> None:
     # uvicorn's access lines are logged at INFO: a WARNING level would silence --access-log.
     config = uvicorn.Config(app, lifespan="off", access_log=access_log,
                             log_level="info" if access_log else "warning",
-                            http=_protocol(), loop="uvloop", server_header=False, date_header=False)
+                            http=_protocol(), loop="uvloop", server_header=False, date_header=False,
+                            proxy_headers=False)  # nothing here reads forwarded headers
     uvicorn.Server(config).run(sockets=[sock])

@@ -1,0 +1,183 @@
+"""Helpers shared by the benchmark scripts: child processes, peak memory, the demo data sets.
+
+Every child runs with a private ``METRICS_KIT_CACHE_DIR`` (never the user's cache) and
+``METRICS_KIT_API_KEYS=bench-key``; every wait is bounded by a timeout, and a child that outlives
+it is killed by its PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCH_KEY = "bench-key"
+DEFAULT_WORK = Path("/tmp/mk-bench")
+REPO = Path(__file__).resolve().parent.parent
+TABLES = ("projects", "transactions", "fees", "token_flows", "chain_rewards")
+
+
+def child_env(cache_dir: Path | str) -> dict[str, str]:
+    """The environment of every child: no METRICS_KIT_* of the caller, our cache folder and key."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+    env["METRICS_KIT_CACHE_DIR"] = str(cache_dir)
+    env["METRICS_KIT_API_KEYS"] = BENCH_KEY
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+@dataclass
+class Run:
+    cmd: list[str]
+    returncode: int
+    seconds: float  # wall clock, from fork to exit
+    peak_rss_mib: float  # the child's own ru_maxrss (os.wait4), not the max over all children
+    cpu_seconds: float  # user + system
+    output: str
+
+
+def run_child(cmd: list[str], env: dict[str, str], timeout: float) -> Run:
+    """Run ``cmd`` to completion (killed after ``timeout`` s); time it and read its peak RSS.
+
+    Output goes to a temporary file rather than a pipe, so that nothing has to drain it while we
+    wait with ``os.wait4`` (which gives the rusage of exactly this child).
+    """
+    import tempfile
+
+    with tempfile.TemporaryFile(mode="w+") as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        deadline = started + timeout
+        status, usage = None, None
+        while status is None:
+            pid, st, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid == proc.pid:
+                status, usage = st, ru
+                break
+            if time.perf_counter() > deadline:
+                os.kill(proc.pid, signal.SIGKILL)
+                _, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.005)
+        seconds = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped: keep Popen from waiting again
+        out.seek(0)
+        text = out.read()
+    return Run(cmd, proc.returncode, seconds, usage.ru_maxrss / 1024.0,
+               usage.ru_utime + usage.ru_stime, text)
+
+
+def metrics_kit(*args: str) -> list[str]:
+    return [sys.executable, "-m", "metrics_kit", *args]
+
+
+def scale_label(scale: float) -> str:
+    return f"{scale:g}"
+
+
+def data_dir(work: Path, scale: float) -> Path:
+    return work / f"demo-scale-{scale_label(scale)}"
+
+
+def _record_path(work: Path, scale: float) -> Path:
+    return work / f"demo-scale-{scale_label(scale)}.generation.json"
+
+
+def data_complete(directory: Path, scale: float) -> bool:
+    """Whether ``directory`` holds a finished demo data set of this scale (README is written last)."""
+    readme = directory / "README.txt"
+    if not readme.exists() or not all((directory / f"{t}.parquet").exists() for t in TABLES):
+        return False
+    match = re.search(r"scale\s*=\s*([0-9.eE+-]+)", readme.read_text(encoding="utf-8"))
+    return bool(match) and float(match.group(1)) == float(scale)
+
+
+def ensure_data(work: Path, scale: float, timeout: float, *, regenerate: bool = False,
+                log=print) -> dict:
+    """Generate the demo data set of ``scale`` under ``work`` unless it is there already.
+
+    Returns the generation record: seconds, peak RSS, row counts, and whether it was reused now.
+    """
+    directory = data_dir(work, scale)
+    record_path = _record_path(work, scale)
+    if not regenerate and data_complete(directory, scale):
+        record = json.loads(record_path.read_text()) if record_path.exists() else {}
+        record["reused"] = True
+        record.setdefault("rows", row_counts(directory))
+        return record
+    work.mkdir(parents=True, exist_ok=True)
+    log(f"generating the demo data set at scale {scale_label(scale)} into {directory} ...")
+    run = run_child(metrics_kit("demo-data", "--out", str(directory), "--scale", str(scale)),
+                    child_env(work / "gen-cache"), timeout)
+    if run.returncode != 0:
+        raise SystemExit(f"demo-data failed ({run.returncode}):\n{run.output}")
+    record = {"scale": scale, "seconds": round(run.seconds, 2), "peak_rss_mib": round(run.peak_rss_mib, 1),
+              "rows": row_counts(directory),
+              "bytes": sum(p.stat().st_size for p in directory.iterdir() if p.is_file()),
+              "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    record_path.write_text(json.dumps(record, indent=1))
+    record["reused"] = False
+    return record
+
+
+def row_counts(directory: Path) -> dict[str, int]:
+    import pyarrow.parquet as pq
+
+    return {t: pq.ParquetFile(directory / f"{t}.parquet").metadata.num_rows for t in TABLES
+            if (directory / f"{t}.parquet").exists()}
+
+
+def machine() -> dict:
+    """What the figures were measured on."""
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = {}
+    for name in ("duckdb", "ibis", "pandas", "pyarrow", "uvicorn", "starlette", "httptools", "uvloop"):
+        try:
+            versions[name] = __import__(name).__version__
+        except Exception:  # noqa: BLE001 - a missing optional package is just not reported
+            versions[name] = None
+    mem_kib = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu": model, "mem_gib": round(mem_kib / 2**20, 1) if mem_kib else None,
+            "python": platform.python_version(), "platform": platform.platform(),
+            "date": time.strftime("%Y-%m-%d %H:%M %Z"), **versions}
+
+
+def print_machine(info: dict) -> None:
+    print(f"# {info['date']} | nproc {info['nproc']} | {info['cpu']} | {info['mem_gib']} GiB | "
+          f"Python {info['python']} | DuckDB {info['duckdb']} | Ibis {info['ibis']} | "
+          f"uvicorn {info['uvicorn']} | Starlette {info['starlette']}")
+
+
+def table(headers: list[str], rows: list[list], aligns: str | None = None) -> str:
+    """A Markdown table (also readable as plain text)."""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    aligns = aligns or "l" + "r" * (len(headers) - 1)
+
+    def line(values):
+        return "| " + " | ".join(v.ljust(w) if a == "l" else v.rjust(w)
+                                 for v, w, a in zip(values, widths, aligns)) + " |"
+
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else ("-" * (w + 2))
+                          for w, a in zip(widths, aligns)) + "|"
+    return "\n".join([line(headers), rule, *(line(r) for r in cells)])
