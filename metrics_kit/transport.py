@@ -1,0 +1,458 @@
+"""The HTTP transport: one pooled ``requests`` session, urllib3 retries, a client-side rate limit.
+
+This module is the one boundary where ``requests``/``urllib3`` errors become metrics_kit errors:
+``HTTPTransport.get`` either returns a :class:`Reply` (for every HTTP status, errors included: the
+client layer maps them with :func:`metrics_kit.errors.for_status`) or raises
+:class:`~metrics_kit.errors.TransportError` (no answer). No ``requests``/``urllib3`` exception escapes.
+
+The API key travels only in the ``x-api-key`` header of each request. It is never put in a URL,
+a repr, an exception (message, args or cause chain) or a log record.
+
+Retries (urllib3 ``Retry``, not a hand-written loop):
+
+- only ``GET``; on connection errors (refused, reset, connect timeout), read timeouts, and the
+  statuses 429, 502, 503 and 504. Other 4xx and **500 are never retried**: a 500 is a bug in the
+  service, the same request will fail the same way, and retrying it only multiplies the load.
+- exponential backoff with jitter (``backoff_factor``, capped at ``backoff_max``; jitter up to
+  ``backoff_factor`` seconds). urllib3 retries the first failure at once and backs off after that.
+- ``Retry-After`` is honoured in full (plus the same jitter, so threads that were limited together
+  do not come back together); ``backoff_max`` caps only the computed backoff, because retrying
+  before the server said so would only earn another 429.
+- ``retry_deadline`` bounds the whole exchange: counted from the start of the first attempt, no
+  retry is made whose wait would end after the deadline. A 429/503 whose ``Retry-After`` does not
+  fit is returned as it is (a Reply; the client raises RateLimitError/ServerError), without
+  sleeping; a connection error whose backoff does not fit raises TransportError. The worst case is
+  therefore ``retry_deadline`` plus one attempt's timeouts.
+- a redirect is never followed (it comes back as a Reply): following one to another host would
+  send the key there.
+- urllib3 retries only failures that happen before the answer's headers arrive. A body cut off
+  after them (reset mid-body, a Content-Length longer than what is sent) raises TransportError at
+  once.
+
+The client-side rate limit (``rate_limit`` requests a second across every thread) spaces the
+*first attempts* of requests ``1 / rate_limit`` seconds apart (a lock-protected "next free slot";
+waiting threads sleep, they never spin). Retries are not paced by it: they happen inside urllib3
+and are already spaced by the backoff or by the server's ``Retry-After``. The server's limit is the
+key's, not one thread's, so a ``Retry-After`` also holds every thread's next first attempt until
+the retries that were told to wait have gone (rate limit or not): without that, fresh requests
+from other threads take the tokens the retries waited for, and a burst from 16 threads against a
+limited server ends in RateLimitErrors after the retries.
+
+``pool_size`` is both the number of kept-alive connections and the number of requests in flight at
+once (the pool blocks): more threads than that wait for a free connection.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import random
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from requests.models import PreparedRequest
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    InvalidHeader,
+    MaxRetryError,
+    NameResolutionError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+    ResponseError,
+)
+from urllib3.util.retry import Retry
+
+from . import __version__
+from .errors import ConfigurationError, TransportError, ValidationError
+
+__all__ = ["HTTPTransport", "Reply"]
+
+log = logging.getLogger("metrics_kit.transport")
+
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+_VALID_KEY = re.compile(r"[\x21-\x7e]+")  # visible ASCII: a header value that cannot be mangled
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One HTTP answer. ``url`` is the full URL with its query string; it never holds the key."""
+
+    status: int
+    headers: Mapping[str, str]  # case-insensitive
+    body: bytes
+    url: str
+
+
+class _Secret:
+    """Holds the key so that no repr, ``vars()`` dump or pretty-printer can show it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str):
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<hidden>"
+
+    __str__ = __repr__
+
+
+class _GaveUp(MaxRetryError):
+    """MaxRetryError that says why and after how many attempts (for TransportError's message)."""
+
+    def __init__(self, pool: Any, url: str, reason: Exception | None, *, attempts: int, why: str):
+        super().__init__(pool, url, reason)
+        self.attempts = attempts
+        self.why = why
+
+
+class _DeadlineRetry(Retry):
+    """urllib3 ``Retry`` bounded by a deadline counted from the first attempt.
+
+    ``started`` is stamped per request by :class:`_Adapter`; ``retry_deadline`` and ``started`` are
+    passed on by :meth:`new`, which urllib3 calls for every attempt.
+    """
+
+    # urllib3 also retries 413 when it carries Retry-After; only our statuses are retried.
+    RETRY_AFTER_STATUS_CODES = frozenset({429, 503})
+
+    def __init__(self, *args: Any, retry_deadline: float = 120.0, started: float | None = None,
+                 pacer: _Pacer | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.retry_deadline = retry_deadline
+        self.started = started
+        self.pacer = pacer
+
+    def new(self, **kw: Any) -> _DeadlineRetry:
+        kw.setdefault("retry_deadline", self.retry_deadline)
+        kw.setdefault("started", self.started)
+        kw.setdefault("pacer", self.pacer)
+        return super().new(**kw)
+
+    def get_retry_after(self, response: Any) -> float | None:
+        try:
+            return super().get_retry_after(response)
+        except InvalidHeader:  # an unreadable Retry-After: back off as if there were none
+            return None
+
+    def sleep_for_retry(self, response: Any) -> bool:
+        retry_after = self.get_retry_after(response)
+        if not retry_after:
+            return False
+        if self.pacer is not None:
+            # The limit is the key's, not this thread's: hold every thread's next first attempt
+            # until after the retries that were told to wait (so they go first).
+            self.pacer.hold(time.monotonic() + retry_after + self.backoff_jitter)
+        time.sleep(retry_after + random.uniform(0, self.backoff_jitter))
+        return True
+
+    def _planned_wait(self, response: Any) -> float:
+        """The longest this Retry will sleep before the next attempt."""
+        if self.respect_retry_after_header and response is not None:
+            retry_after = self.get_retry_after(response)
+            if retry_after:
+                return retry_after + self.backoff_jitter
+        # get_backoff_time() draws its own jitter; plan with the largest it can draw.
+        consecutive = len(self.history)
+        if consecutive <= 1:
+            return 0.0
+        return min(self.backoff_max, self.backoff_factor * 2 ** (consecutive - 1) + self.backoff_jitter)
+
+    def increment(self, method: str | None = None, url: str | None = None, response: Any = None,
+                  error: Exception | None = None, _pool: Any = None,
+                  _stacktrace: Any = None) -> _DeadlineRetry:
+        attempts = len(self.history) + 1
+        full_url = _pool_url(_pool, url)
+        try:
+            new = super().increment(method, url, response, error, _pool, _stacktrace)
+        except MaxRetryError as exc:
+            log.debug("giving up on %s after %d attempts (%s)", full_url, attempts, _cause(response, error))
+            raise _GaveUp(_pool, url or "", exc.reason, attempts=attempts,
+                          why=f"{_attempts(attempts)}, retries exhausted") from exc.reason
+        wait = new._planned_wait(response)
+        if self.started is not None:
+            elapsed = time.monotonic() - self.started
+            if elapsed + wait > self.retry_deadline:
+                log.debug("not retrying %s: waiting %.1f s after %.1f s would cross retry_deadline=%g s",
+                          full_url, wait, elapsed, self.retry_deadline)
+                reason = error or ResponseError(_cause(response, error))
+                raise _GaveUp(_pool, url or "", reason, attempts=attempts,
+                              why=f"{_attempts(attempts)}, as the next retry would cross "
+                                  f"retry_deadline={self.retry_deadline:g} s")
+        log.debug("retrying %s after attempt %d (%s), waiting up to %.2f s",
+                  full_url, attempts, _cause(response, error), wait)
+        return new
+
+
+def _attempts(count: int) -> str:
+    return f"{count} attempt{'' if count == 1 else 's'}"
+
+
+def _pool_url(pool: Any, url: str | None) -> str:
+    if pool is None or url is None or "://" in url:
+        return url or "?"
+    return f"{pool.scheme}://{pool.host}:{pool.port}{url}"
+
+
+def _cause(response: Any, error: Exception | None) -> str:
+    if response is not None:
+        return f"status {response.status}"
+    return type(error).__name__ if error is not None else "unknown"
+
+
+class _Adapter(HTTPAdapter):
+    """An HTTPAdapter that hands urllib3 a Retry stamped with the moment the request starts.
+
+    requests reads ``max_retries`` once per request, in ``send``; the template stays unstamped.
+    """
+
+    @property  # type: ignore[override]
+    def max_retries(self) -> Retry:
+        template = self._retry_template
+        if isinstance(template, _DeadlineRetry):
+            return template.new(started=time.monotonic())
+        return template
+
+    @max_retries.setter
+    def max_retries(self, value: Retry) -> None:
+        self._retry_template = value
+
+
+class _Pacer:
+    """When first attempts may start: spaced ``1 / rate`` seconds apart across threads (if a rate is
+    set), and never while the server's Retry-After holds.
+
+    Each caller reserves the next free slot under the lock, then sleeps outside it (no spinning).
+    """
+
+    def __init__(self, rate: float | None):
+        self.interval = 1.0 / rate if rate else 0.0
+        self._lock = threading.Lock()
+        self._next = 0.0  # the next free slot (time.monotonic())
+        self._hold = 0.0  # no first attempt before this
+
+    def wait(self) -> None:
+        with self._lock:
+            slot = max(time.monotonic(), self._next, self._hold)
+            if self.interval:
+                self._next = slot + self.interval
+        while True:  # a hold may come while we sleep: sleep on until the slot and the hold are past
+            with self._lock:
+                until = max(slot, self._hold)
+            delay = until - time.monotonic()
+            if delay <= 0:
+                return
+            time.sleep(delay)
+
+    def hold(self, until: float) -> None:
+        with self._lock:
+            self._hold = max(self._hold, until)
+            self._next = max(self._next, until)
+
+
+class HTTPTransport:
+    """GET requests against the metrics service, from many threads at once.
+
+    ``get`` returns a :class:`Reply` for every HTTP status and raises
+    :class:`~metrics_kit.errors.TransportError` when there is no answer. See the module docstring
+    for the retry, deadline and rate-limit rules.
+    """
+
+    def __init__(self, base_url: str, api_key: str, *, pool_size: int = 16,
+                 connect_timeout: float = 5.0, read_timeout: float = 30.0,
+                 retries: int = 5, backoff_factor: float = 0.5, backoff_max: float = 20.0,
+                 retry_deadline: float = 120.0, rate_limit: float | None = None,
+                 user_agent: str = f"metrics-kit/{__version__}"):
+        if not isinstance(base_url, str) or not re.match(r"https?://[^/?#\s]+", base_url):
+            raise ConfigurationError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
+        if not isinstance(api_key, str) or not _VALID_KEY.fullmatch(api_key):
+            # Never echo the value: it may be a real key with a stray newline.
+            raise ConfigurationError("api_key must be a non-empty string of visible ASCII characters "
+                                     "(no spaces or line breaks)")
+        _check_int("pool_size", pool_size, minimum=1)
+        _check_int("retries", retries, minimum=0)
+        for name, number in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout),
+                             ("retry_deadline", retry_deadline)):
+            _check_seconds(name, number, positive=True)
+        _check_seconds("backoff_factor", backoff_factor, positive=False)
+        _check_seconds("backoff_max", backoff_max, positive=False)
+        if rate_limit is not None and (not _is_number(rate_limit) or not rate_limit > 0):
+            raise ValidationError(f"rate_limit must be a number of requests a second above 0, or None, "
+                                  f"got {rate_limit!r}", argument="rate_limit")
+
+        self.base_url = base_url.rstrip("/")
+        self._key = _Secret(api_key)
+        self.timeout = (float(connect_timeout), float(read_timeout))
+        self.retries = retries
+        self.retry_deadline = float(retry_deadline)
+        self.rate_limit = rate_limit
+        self._pacer = _Pacer(rate_limit)
+
+        retry = _DeadlineRetry(
+            total=retries,
+            other=0,  # anything else (e.g. a malformed answer) is not a transient state
+            redirect=0,
+            allowed_methods=frozenset({"GET"}),
+            status_forcelist=RETRY_STATUSES,
+            backoff_factor=backoff_factor,
+            backoff_jitter=backoff_factor,
+            backoff_max=backoff_max,
+            respect_retry_after_header=True,
+            raise_on_status=False,
+            raise_on_redirect=False,
+            remove_headers_on_redirect=Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT | {"x-api-key"},
+            retry_deadline=self.retry_deadline,
+            pacer=self._pacer,
+        )
+        # pool_connections: pools kept per host; there is one host. pool_block: at most pool_size
+        # connections, ever (threads beyond that wait for one instead of opening throwaway ones).
+        adapter = _Adapter(pool_connections=1, pool_maxsize=pool_size, pool_block=True, max_retries=retry)
+        session = requests.Session()
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        session.headers.update({"User-Agent": user_agent, "Accept": "application/json"})
+        self._session = session
+
+    def get(self, path: str, params: Mapping[str, str]) -> Reply:
+        """GET ``base_url + path`` with ``params`` as the query string.
+
+        Returns the Reply of the last attempt for every HTTP status; raises TransportError when no
+        answer came, still after the retries.
+        """
+        url = self._url(path, params)
+        self._pacer.wait()
+        started = time.monotonic()
+        error: TransportError | None = None
+        try:
+            response = self._session.get(url, headers={"x-api-key": self._key.reveal()},
+                                         timeout=self.timeout, allow_redirects=False)
+        except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
+            error = TransportError(self._describe(exc, url, time.monotonic() - started))
+            error.url = url  # type: ignore[attr-defined]
+        else:
+            reply = Reply(response.status_code, response.headers, response.content, response.url)
+            response.close()
+            log.debug("GET %s -> %d in %.2f s", reply.url, reply.status, time.monotonic() - started)
+            return reply
+        # Raised outside the except block, so that neither __cause__ nor __context__ links to the
+        # requests exception, whose .request carries the headers (and so the key).
+        log.debug("GET %s failed: %s", url, error)
+        raise error
+
+    def _url(self, path: str, params: Mapping[str, str]) -> str:
+        prepared = PreparedRequest()
+        prepared.prepare_url(self.base_url + "/" + path.lstrip("/"), dict(params))
+        url = prepared.url or ""
+        if self._key.reveal() in url:
+            raise ValidationError("the API key must not be part of the path or the parameters: it is "
+                                  "sent in the x-api-key header", argument="params")
+        return url
+
+    def _describe(self, exc: Exception, url: str, elapsed: float) -> str:
+        """What happened, for whom, and what to do.
+
+        Built from the error types (and an OS error's strerror), never from the exceptions' own text.
+        """
+        inner: BaseException | None = exc
+        if isinstance(exc, requests.RequestException):  # requests wraps the urllib3 error
+            inner = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None
+        when = f" ({elapsed:.1f} s)"
+        if isinstance(inner, MaxRetryError):
+            if isinstance(inner, _GaveUp):
+                why = inner.why
+            else:
+                why = f"{_attempts(self.retries + 1)}, retries exhausted"
+            when = f"; gave up after {why} ({elapsed:.1f} s in all)"
+            inner = inner.reason
+        connect_timeout, read_timeout = self.timeout
+        if isinstance(inner, NameResolutionError):
+            what = "the host name could not be resolved"
+            todo = "check base_url"
+        elif isinstance(inner, NewConnectionError):
+            if _has_cause(inner, ConnectionRefusedError):
+                what = "connection refused"
+            else:
+                what = f"could not connect ({_os_error(inner) or type(inner).__name__})"
+            todo = f"check that the service is running at {self.base_url} and that base_url is right"
+        elif isinstance(inner, ConnectTimeoutError) or isinstance(exc, requests.ConnectTimeout):
+            what = f"connecting timed out after {connect_timeout:g} s"
+            todo = f"check that {self.base_url} is reachable, or raise connect_timeout"
+        elif isinstance(inner, ReadTimeoutError) or isinstance(exc, requests.Timeout):
+            what = f"timed out after {read_timeout:g} s waiting for the answer"
+            todo = "try again later, or raise read_timeout"
+        elif isinstance(inner, ProtocolError) or isinstance(exc, requests.exceptions.ChunkedEncodingError):
+            if _has_cause(inner, http.client.IncompleteRead):
+                what = "the connection was closed before the whole answer arrived (truncated body)"
+            elif _has_cause(inner, http.client.RemoteDisconnected):
+                what = "the server closed the connection without answering (connection reset)"
+            elif _has_cause(inner, ConnectionResetError):
+                what = "the connection was reset by the server"
+            elif _has_cause(inner, ConnectionAbortedError, BrokenPipeError):
+                what = "the connection was closed by the server"
+            else:
+                what = "the connection broke"
+            todo = "try again later; if it persists, the service or a proxy in between is failing"
+        else:
+            what = f"the request failed ({type(exc).__name__})"
+            todo = "check base_url and the network"
+        return f"GET {url}: {what}{when}. What to do: {todo}."
+
+    def close(self) -> None:
+        """Close the pooled connections. The transport cannot be used afterwards."""
+        self._session.close()
+
+    def __enter__(self) -> HTTPTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"HTTPTransport(base_url={self.base_url!r}, retries={self.retries}, "
+                f"timeout={self.timeout}, rate_limit={self.rate_limit!r})")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value: object, *, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValidationError(f"{name} must be an integer >= {minimum}, got {value!r}", argument=name)
+
+
+def _check_seconds(name: str, value: object, *, positive: bool) -> None:
+    if not _is_number(value) or not (value > 0 if positive else value >= 0):  # type: ignore[operator]
+        raise ValidationError(f"{name} must be a number of seconds {'above' if positive else '>='} 0, "
+                              f"got {value!r}", argument=name)
+
+
+def _chain(error: BaseException | None):
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        yield from (arg for arg in error.args if isinstance(arg, BaseException))
+        error = error.__cause__ or error.__context__
+
+
+def _has_cause(error: BaseException | None, *types: type[BaseException]) -> bool:
+    return any(isinstance(e, types) for e in _chain(error))
+
+
+def _os_error(error: BaseException | None) -> str:
+    for e in _chain(error):
+        if isinstance(e, OSError) and e.strerror:
+            return e.strerror
+    return ""

@@ -1,0 +1,395 @@
+"""metrics_kit.transport: retries, deadline, timeouts, rate limit, pool, error translation, the key.
+
+The faults a real server won't produce on demand come from tests/faults.py; the last tests run the
+real `metrics-kit serve --rate-limit 5` on tests/http_data.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import socket
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from faults import FaultServer, reset, slow, status, truncated, unaccepting_port
+from support import TEST_KEY, ServerProcess
+
+from metrics_kit import __version__
+from metrics_kit.errors import ConfigurationError, TransportError, ValidationError
+from metrics_kit.transport import HTTPTransport, Reply, _DeadlineRetry
+
+KEY = "fault-key-SECRET-0123456789abcdef"
+SECOND_KEY = "second-key-SECRET-fedcba9876543210"
+KEYS = (KEY, TEST_KEY, SECOND_KEY)
+PARAMS = {"metric_name": "swap_active_users", "project": "swapper", "granularity": "1_week",
+          "date": "2024-03-20"}
+FAST = {"connect_timeout": 2.0, "read_timeout": 2.0, "backoff_factor": 0.01, "backoff_max": 0.1}
+DATA = Path(__file__).parent / "http_data"
+
+
+# -- plumbing ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(autouse=True)
+def no_key_in_logs(caplog):
+    """Every test runs with urllib3 and metrics_kit logging at DEBUG; no record may hold a key."""
+    caplog.set_level(logging.DEBUG, logger="urllib3")
+    caplog.set_level(logging.DEBUG, logger="metrics_kit")
+    caplog.set_level(logging.DEBUG, logger="requests")
+    assert http.client.HTTPConnection.debuglevel == 0  # http.client would print headers to stdout
+    yield caplog
+    for record in caplog.records:
+        text = f"{record.getMessage()} {record.args!r} {record.exc_text or ''}"
+        for key in KEYS:
+            assert key not in text, f"key in log record {record.name}: {text}"
+
+
+@pytest.fixture
+def server():
+    with FaultServer() as fault_server:
+        yield fault_server
+
+
+@pytest.fixture
+def make_transport():
+    made: list[HTTPTransport] = []
+
+    def make(base_url: str, **options) -> HTTPTransport:
+        transport = HTTPTransport(base_url, options.pop("api_key", KEY), **{**FAST, **options})
+        made.append(transport)
+        return transport
+
+    yield make
+    for transport in made:
+        transport.close()
+
+
+def assert_no_key(error: BaseException) -> None:
+    """Neither the message, the args, the attributes nor the cause/context chain hold the key."""
+    seen = error
+    while seen is not None:
+        text = f"{seen} {seen.args!r} {vars(seen)!r}"
+        for key in KEYS:
+            assert key not in text
+        seen = seen.__cause__ or seen.__context__
+
+
+def refused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def timed(call):
+    started = time.monotonic()
+    result = call()
+    return result, time.monotonic() - started
+
+
+# -- retried statuses -------------------------------------------------------------------------------------
+
+def test_429_retry_after_is_honoured_in_full(server, make_transport):
+    server.script("/metrics", status(429, headers={"Retry-After": "1"}), status(200))
+    transport = make_transport(server.base_url, backoff_max=0.1)  # backoff_max caps backoff, not Retry-After
+    reply, took = timed(lambda: transport.get("/metrics", PARAMS))
+    assert isinstance(reply, Reply)
+    assert reply.status == 200
+    assert took >= 0.95
+    assert server.attempts() == 2
+
+
+@pytest.mark.parametrize("code", [502, 503, 504])
+def test_transient_statuses_are_retried(server, make_transport, code):
+    server.script("/metrics", status(code), status(200))
+    reply = make_transport(server.base_url).get("/metrics", PARAMS)
+    assert reply.status == 200
+    assert server.attempts() == 2
+
+
+@pytest.mark.parametrize("code", [500, 400, 401, 403, 404, 405, 406])
+def test_other_errors_are_not_retried(server, make_transport, code):
+    server.script("/metrics", status(code, body={"error": {"code": "x", "message": "m", "param": None}}),
+                  status(200))
+    reply = make_transport(server.base_url).get("/metrics", PARAMS)
+    assert reply.status == code
+    assert b'"code": "x"' in reply.body
+    assert server.attempts() == 1
+
+
+def test_status_retries_exhausted_return_the_last_reply(server, make_transport):
+    server.always("/metrics", status(503))
+    reply = make_transport(server.base_url, retries=3).get("/metrics", PARAMS)
+    assert reply.status == 503
+    assert reply.headers["content-type"] == "application/json"  # headers are case-insensitive
+    assert server.attempts() == 4
+
+
+def test_unreadable_retry_after_falls_back_to_backoff(server, make_transport):
+    server.script("/metrics", status(503, headers={"Retry-After": "soon"}), status(200))
+    assert make_transport(server.base_url).get("/metrics", PARAMS).status == 200
+    assert server.attempts() == 2
+
+
+def test_413_with_retry_after_is_not_retried(server, make_transport):
+    server.script("/metrics", status(413, headers={"Retry-After": "1"}), status(200))
+    assert make_transport(server.base_url).get("/metrics", PARAMS).status == 413
+    assert server.attempts() == 1
+
+
+def test_redirect_is_returned_not_followed(server, make_transport):
+    server.script("/metrics", status(302, headers={"Location": "http://example.invalid/steal"}))
+    reply = make_transport(server.base_url).get("/metrics", PARAMS)
+    assert reply.status == 302
+    assert server.attempts() == 1
+
+
+# -- the deadline -----------------------------------------------------------------------------------------
+
+def test_retry_after_beyond_the_deadline_returns_the_429_without_sleeping(server, make_transport):
+    server.always("/metrics", status(429, headers={"Retry-After": "30"}))
+    transport = make_transport(server.base_url, retry_deadline=2.0)
+    reply, took = timed(lambda: transport.get("/metrics", PARAMS))
+    assert reply.status == 429
+    assert reply.headers["Retry-After"] == "30"
+    assert server.attempts() == 1
+    assert took < 10  # not the 30 s asked for
+
+
+def test_backoff_beyond_the_deadline_stops_the_retries(server, make_transport):
+    server.always("/metrics", reset())
+    transport = make_transport(server.base_url, retries=20, backoff_factor=0.2, backoff_max=5.0,
+                               retry_deadline=1.0)
+    with pytest.raises(TransportError, match="retry_deadline=1 s") as caught:
+        transport.get("/metrics", PARAMS)
+    assert 2 <= server.attempts() < 21
+    assert_no_key(caught.value)
+
+
+def test_retry_subclass_survives_new_and_increment():
+    retry = _DeadlineRetry(total=3, retry_deadline=7.0, started=123.0, backoff_factor=0.5,
+                           status_forcelist={429})
+    copy = retry.new(total=1)
+    assert isinstance(copy, _DeadlineRetry)
+    assert (copy.retry_deadline, copy.started, copy.total, copy.backoff_factor) == (7.0, 123.0, 1, 0.5)
+    fresh = _DeadlineRetry(total=3, retry_deadline=7.0, started=time.monotonic())
+    after = fresh.increment("GET", "/metrics", error=ConnectionResetError())
+    assert isinstance(after, _DeadlineRetry)
+    assert (after.retry_deadline, after.started, after.total) == (7.0, fresh.started, 2)
+
+
+# -- connection faults ------------------------------------------------------------------------------------
+
+def test_reset_then_answer_is_retried(server, make_transport):
+    server.script("/metrics", reset(), status(200))
+    assert make_transport(server.base_url).get("/metrics", PARAMS).status == 200
+    assert server.attempts() == 2
+
+
+def test_reset_every_time_raises_transport_error(server, make_transport):
+    server.always("/metrics", reset())
+    with pytest.raises(TransportError) as caught:
+        make_transport(server.base_url, retries=3).get("/metrics", PARAMS)
+    assert server.attempts() == 4
+    message = str(caught.value)
+    assert f"{server.base_url}/metrics?metric_name=swap_active_users" in message
+    assert "reset" in message and "4 attempts" in message and "retries exhausted" in message
+    assert caught.value.__cause__ is None and caught.value.__context__ is None
+    assert caught.value.url.startswith(server.base_url)
+    assert_no_key(caught.value)
+
+
+def test_slow_answer_is_retried(server, make_transport):
+    server.script("/metrics", slow(3.0), status(200))
+    transport = make_transport(server.base_url, read_timeout=0.3)
+    assert transport.get("/metrics", PARAMS).status == 200
+    assert server.attempts() == 2
+
+
+def test_always_slow_raises_timed_out(server, make_transport):
+    server.always("/metrics", slow(3.0))
+    with pytest.raises(TransportError, match=r"timed out after 0\.3 s") as caught:
+        make_transport(server.base_url, read_timeout=0.3, retries=2).get("/metrics", PARAMS)
+    assert server.attempts() == 3
+    assert "read_timeout" in str(caught.value)
+    assert_no_key(caught.value)
+
+
+def test_connection_refused_raises_transport_error_quickly(make_transport):
+    port = refused_port()
+    transport = make_transport(f"http://127.0.0.1:{port}", retries=3)
+    started = time.monotonic()
+    with pytest.raises(TransportError, match="refused") as caught:
+        transport.get("/metrics", PARAMS)
+    assert time.monotonic() - started < 10  # a few 10 ms backoffs, no timeout
+    message = str(caught.value)
+    assert f"http://127.0.0.1:{port}/metrics?" in message
+    assert "is running" in message  # what to do
+    assert_no_key(caught.value)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="relies on Linux dropping SYNs")
+def test_connect_timeout_raises_transport_error(make_transport):
+    with unaccepting_port() as port:
+        transport = make_transport(f"http://127.0.0.1:{port}", connect_timeout=0.3, retries=1)
+        with pytest.raises(TransportError, match=r"connecting timed out after 0\.3 s") as caught:
+            transport.get("/metrics", PARAMS)
+    assert "2 attempts, retries exhausted" in str(caught.value)
+    assert "connect_timeout" in str(caught.value)
+    assert_no_key(caught.value)
+
+
+def test_no_retries_means_one_attempt(server, make_transport):
+    server.always("/metrics", reset())
+    with pytest.raises(TransportError, match="gave up after 1 attempt, retries exhausted"):
+        make_transport(server.base_url, retries=0).get("/metrics", PARAMS)
+    assert server.attempts() == 1
+
+
+def test_truncated_body_raises_transport_error(server, make_transport):
+    server.script("/metrics", truncated())
+    with pytest.raises(TransportError, match="truncated") as caught:
+        make_transport(server.base_url).get("/metrics", PARAMS)
+    assert server.attempts() == 1  # urllib3 retries only before the answer's headers
+    assert_no_key(caught.value)
+
+
+@pytest.mark.parametrize("body", [b"<html>not json</html>", b'{"unexpected": ["shape"]}', b""])
+def test_any_body_comes_back_as_bytes(server, make_transport, body):
+    server.script("/metrics", status(200, body=body, headers={"Content-Type": "text/html"}))
+    reply = make_transport(server.base_url).get("/metrics", PARAMS)
+    assert (reply.status, reply.body) == (200, body)
+
+
+# -- the key ----------------------------------------------------------------------------------------------
+
+def test_key_only_in_the_header(server, make_transport, caplog):
+    transport = make_transport(server.base_url)
+    server.script("/metrics", reset())  # so urllib3 logs a retry warning too
+    reply = transport.get("metrics", PARAMS)
+    assert reply.url == f"{server.base_url}/metrics?metric_name=swap_active_users&project=swapper" \
+                        "&granularity=1_week&date=2024-03-20"
+    for request in server.requests:
+        assert request.headers["x-api-key"] == KEY
+        assert KEY not in request.target
+    request = server.requests[-1]
+    assert request.headers["accept"] == "application/json"
+    assert request.headers["user-agent"] == f"metrics-kit/{__version__}"
+    assert request.query == {k: [v] for k, v in PARAMS.items()}
+    # the no_key_in_logs fixture checks these records: make sure there are some to check
+    assert {r.name for r in caplog.records} >= {"urllib3.connectionpool", "urllib3.util.retry",
+                                                "metrics_kit.transport"}
+    for text in (repr(transport), str(vars(transport)), reply.url, repr(reply.headers),
+                 repr(dict(transport._session.headers))):
+        assert KEY not in text
+    assert server.base_url in repr(transport)
+
+
+def test_key_in_parameters_is_refused_before_sending(server, make_transport):
+    with pytest.raises(ValidationError) as caught:
+        make_transport(server.base_url).get("/metrics", {**PARAMS, "api_key": KEY})
+    assert server.attempts() == 0
+    assert_no_key(caught.value)
+
+
+@pytest.mark.parametrize("bad_key", ["", "with space", "line\nbreak", "tab\tkey"])
+def test_unusable_key_is_refused_without_echo(bad_key):
+    with pytest.raises(ConfigurationError) as caught:
+        HTTPTransport("http://127.0.0.1:1", bad_key)
+    if bad_key:
+        assert bad_key not in str(caught.value)
+
+
+@pytest.mark.parametrize("options", [{"pool_size": 0}, {"retries": -1}, {"read_timeout": 0},
+                                     {"rate_limit": 0}, {"backoff_factor": -1}, {"retry_deadline": "1"}])
+def test_invalid_options_are_refused(options):
+    with pytest.raises(ValidationError) as caught:
+        HTTPTransport("http://127.0.0.1:1", KEY, **options)
+    assert caught.value.argument == next(iter(options))
+
+
+def test_base_url_must_be_http():
+    with pytest.raises(ConfigurationError, match="base_url"):
+        HTTPTransport("127.0.0.1:8000", KEY)
+
+
+# -- rate limit and pool ----------------------------------------------------------------------------------
+
+def run_many(transport: HTTPTransport, count: int, threads: int) -> list[Reply]:
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(lambda _: transport.get("/metrics", PARAMS), range(count)))
+
+
+def test_rate_limit_paces_first_attempts_across_threads(server, make_transport):
+    transport = make_transport(server.base_url, rate_limit=20)
+    replies, took = timed(lambda: run_many(transport, 30, threads=8))
+    assert [r.status for r in replies] == [200] * 30
+    assert took >= (30 - 1) / 20 - 0.05
+
+
+def test_no_rate_limit_means_no_pacing(server, make_transport):
+    # Each answer takes 0.5 s: unpaced, 8 threads are answered at once (paced at 20/s, at most ~10
+    # would overlap anyway, so the point is only that nothing serializes them).
+    server.always("/metrics", slow(0.5))
+    replies = run_many(make_transport(server.base_url, rate_limit=None), 16, threads=8)
+    assert [r.status for r in replies] == [200] * 16
+    assert server.max_in_flight >= 4
+
+
+def test_retry_after_holds_other_threads_first_attempts(server, make_transport):
+    server.script("/metrics", status(429, headers={"Retry-After": "1"}), status(200), status(200))
+    transport = make_transport(server.base_url, rate_limit=None)
+    limited = threading.Thread(target=transport.get, args=("/metrics", PARAMS))
+    limited.start()
+    while server.attempts() == 0:
+        time.sleep(0.01)
+    time.sleep(0.1)  # the 429 is answered and the retry is waiting
+    assert transport.get("/metrics", PARAMS).status == 200
+    limited.join()
+    first_429, retry, fresh = server.requests
+    assert retry.at - first_429.at >= 0.95
+    assert fresh.at - first_429.at >= 0.95  # held as well, not sent during the wait
+
+
+@pytest.mark.parametrize("pool_size", [16, 4])
+def test_connections_are_pooled_and_reused(server, make_transport, pool_size):
+    transport = make_transport(server.base_url, pool_size=pool_size)
+    replies = run_many(transport, 64, threads=16)
+    assert [r.status for r in replies] == [200] * 64
+    assert server.attempts() == 64
+    assert len(server.client_ports()) <= pool_size
+    assert server.max_in_flight <= pool_size
+
+
+# -- against the real server ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def limited_server(tmp_path_factory):
+    # Two keys, so each test starts with a full bucket (the limit is per key).
+    with ServerProcess(DATA, "--rate-limit", "5", key=TEST_KEY,
+                       cache_dir=tmp_path_factory.mktemp("transport-cache"),
+                       env={"METRICS_KIT_API_KEYS": f"{TEST_KEY},{SECOND_KEY}"}) as proc:
+        yield proc
+
+
+def test_real_server_burst_ends_200_thanks_to_retry_after(limited_server):
+    # 16 threads (the client's most) against 5 requests a second: 25 of the first attempts get 429.
+    with HTTPTransport(limited_server.base_url, TEST_KEY, rate_limit=None, retries=5,
+                       backoff_factor=0.3, backoff_max=1.0, read_timeout=10) as transport:
+        replies = run_many(transport, 30, threads=16)
+    assert [r.status for r in replies] == [200] * 30, [r.status for r in replies]
+    assert all(json.loads(r.body)["metric_name"] == "swap_active_users" for r in replies)
+
+
+def test_real_server_never_limits_a_client_paced_below_its_rate(limited_server):
+    count = 12
+    # retries=0: a 429 would come back as a Reply, so all-200 means the server never limited us.
+    with HTTPTransport(limited_server.base_url, SECOND_KEY, rate_limit=4, retries=0,
+                       read_timeout=10) as transport:
+        replies, took = timed(lambda: run_many(transport, count, threads=8))
+    assert [r.status for r in replies] == [200] * count
+    assert took >= (count - 1) / 4 - 0.05
