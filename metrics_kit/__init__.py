@@ -1,5 +1,50 @@
-"""metrics_kit: blockchain protocol metrics for analysts, with a reference service built in."""
+"""metrics_kit: blockchain protocol metrics for analysts, with a reference service built in.
+
+    import metrics_kit as mk
+    mk.series("swap_active_users", "demoswap", "2025-01-01", "2025-03-31", "1_week")
+
+With no configuration the embedded reference service answers, on synthetic demo data; set
+``METRICS_KIT_BASE_URL`` and ``METRICS_KIT_API_KEY`` (or use ``Client(base_url, api_key)``) for a
+remote service.
+"""
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+from .api import (catalogue, chain_rewards, clear_cache, configure, default_client, dex, financials, frame,
+                  lending, projects, series, tokenomics, value, yields)
+from .client import Client
+from .errors import (APIError, AuthenticationError, ConfigurationError, DataFormatError, FetchError,
+                     MetricsKitError, NotFoundError, PartialDataWarning, RateLimitError,
+                     ResponseFormatError, ServerError, TransportError, ValidationError)
+
+__all__ = [
+    "__version__",
+    "Client",
+    "configure",
+    "default_client",
+    "value",
+    "series",
+    "frame",
+    "tokenomics",
+    "yields",
+    "dex",
+    "lending",
+    "chain_rewards",
+    "financials",
+    "catalogue",
+    "projects",
+    "clear_cache",
+    "MetricsKitError",
+    "ConfigurationError",
+    "DataFormatError",
+    "ValidationError",
+    "APIError",
+    "AuthenticationError",
+    "NotFoundError",
+    "RateLimitError",
+    "ServerError",
+    "TransportError",
+    "ResponseFormatError",
+    "FetchError",
+    "PartialDataWarning",
+]

@@ -26,6 +26,8 @@ GRANULARITIES = ("1_day", "1_week", "1_month")
 KINDS = ("tokenomics", "yield", "dex", "lending", "chain")
 FAMILIES = ("tokenomics", "yield", "dex", "lending", "chain_rewards", "financials")
 AGGREGATIONS = ("distinct_count", "count", "sum", "ending_balance", "net_sum", "positive_net", "negative_net")
+# Project ids: lowercase letters, digits, '-' and '_', in parts joined by single dots.
+PROJECT_PATTERN = r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$"
 DEFAULT_CHAIN_UNIT = "sol"
 CHAIN_UNIT_ENV = "METRICS_KIT_CHAIN_UNIT"
 

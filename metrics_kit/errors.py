@@ -1,10 +1,22 @@
 """The one exception tree of metrics_kit.
 
     MetricsKitError
-    ├── ConfigurationError    a setting is missing or wrong (data folder, keys, cache folder)
-    └── DataFormatError       an event data folder breaks docs/data-format.md
+    ├── ConfigurationError        a setting is missing or wrong (base URL, key, cache folder)
+    ├── DataFormatError           an event data folder breaks docs/data-format.md
+    ├── ValidationError           an argument is wrong; raised before any request
+    ├── APIError                  the service answered with an error status
+    │   ├── AuthenticationError   401
+    │   ├── NotFoundError         404
+    │   ├── RateLimitError        429 (after the retries)
+    │   └── ServerError           5xx (after the retries)
+    ├── TransportError            no answer: connection refused or reset, timeout
+    ├── ResponseFormatError       an answer that is not a metric value
+    └── FetchError                some points of a range or panel failed (errors="raise")
 
-Every error message says what was wrong and what is allowed.
+    PartialDataWarning (a UserWarning): the same, with errors="coerce"
+
+Every message says what was wrong and what is allowed. No message, repr or attribute holds an
+API key: requests are described by their URL, and the key travels only in a header.
 """
 
 from __future__ import annotations
@@ -20,3 +32,86 @@ class ConfigurationError(MetricsKitError):
 
 class DataFormatError(MetricsKitError, ValueError):
     """An event data folder does not follow the data format."""
+
+
+class ValidationError(MetricsKitError, ValueError):
+    """An argument is invalid. ``argument`` names it."""
+
+    def __init__(self, message: str, argument: str | None = None):
+        super().__init__(message)
+        self.argument = argument
+
+
+class APIError(MetricsKitError):
+    """The service answered with an error status: its status, code and message, and the request."""
+
+    def __init__(self, status: int, message: str, *, code: str | None = None, url: str | None = None,
+                 param: str | None = None):
+        self.status = status
+        self.code = code
+        self.message = message
+        self.url = url  # never holds the key: it travels in the x-api-key header only
+        self.param = param
+        where = f" for {url}" if url else ""
+        super().__init__(f"{status}{' ' + code if code else ''}: {message}{where}")
+
+
+class AuthenticationError(APIError):
+    """401: the key is missing or not accepted."""
+
+
+class NotFoundError(APIError):
+    """404: unknown project, metric not offered for it, or a date outside coverage."""
+
+
+class RateLimitError(APIError):
+    """429: still rate limited after the retries. ``retry_after`` is in seconds, if given."""
+
+    def __init__(self, *args, retry_after: float | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.retry_after = retry_after
+
+
+class ServerError(APIError):
+    """5xx: the service failed, still after the retries."""
+
+
+class TransportError(MetricsKitError):
+    """The request got no answer: refused, reset or timed out, still after the retries."""
+
+
+class ResponseFormatError(MetricsKitError):
+    """An answer that cannot be read as a metric value; the message shows its start."""
+
+
+class FetchError(MetricsKitError):
+    """Some points of a pull failed. ``failures`` maps each failed point to its exception."""
+
+    def __init__(self, failures: dict, total: int):
+        self.failures = failures
+        self.total = total
+        lines = [f"  {_point(point)}: {error}" for point, error in list(failures.items())[:20]]
+        more = f"\n  ... and {len(failures) - 20} more" if len(failures) > 20 else ""
+        super().__init__(f"{len(failures)} of {total} points failed "
+                         "(errors='coerce' returns NaN for them instead):\n" + "\n".join(lines) + more)
+
+
+def _point(point) -> str:
+    return " ".join(str(part) for part in point)
+
+
+def for_status(status: int):
+    """The APIError subclass for an HTTP status."""
+    if status == 401 or status == 403:
+        return AuthenticationError
+    if status == 404:
+        return NotFoundError
+    if status == 429:
+        return RateLimitError
+    if status >= 500:
+        return ServerError
+    return APIError
+
+
+class PartialDataWarning(UserWarning):
+    """Some points of a pull failed and are missing (errors='coerce'); ``attrs['failed']`` lists them."""

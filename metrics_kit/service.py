@@ -13,8 +13,7 @@ import re
 from collections.abc import Iterable
 
 from .aggregates import Aggregates
-from .catalogue import GRANULARITIES, Catalogue
-from .store import PROJECT_PATTERN
+from .catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue
 
 PARAMETERS = ("metric_name", "project", "granularity", "date")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from .. import __version__
-from ..catalogue import GRANULARITIES, Catalogue
-from ..store import PROJECT_PATTERN
+from ..catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue
 
 _ERROR_CODES = {
     400: "A parameter is missing, repeated or malformed (including an unknown metric_name).",
