@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .config import API_KEY_ENV, BASE_URL_ENV
 from .errors import MetricsKitError
 
 SAMPLE_QUERY = {"metric_name": "swap_active_users", "granularity": "1_week"}
@@ -42,6 +43,35 @@ def _parser() -> argparse.ArgumentParser:
                       help="size: 1 is about 100,000 transactions, 100 about 10 million (default 1)")
     demo.add_argument("--seed", type=int, default=None, help="random seed (default: the demo seed)")
 
+    fetch = commands.add_parser(
+        "fetch", help="pull metrics into a CSV or Parquet file",
+        description="Pull metrics for projects over a date range into a CSV or Parquet file, with the "
+                    "library's validation, cache and progress bar. The service is --base-url (else "
+                    f"{BASE_URL_ENV}, else the embedded reference service on the synthetic demo data); "
+                    f"its API key comes from the environment variable {API_KEY_ENV} only, never from a "
+                    "flag (flags end up in shell history and in ps).")
+    fetch.add_argument("metrics", nargs="+", metavar="METRIC", help="metric names (aliases accepted)")
+    fetch.add_argument("--project", nargs="+", required=True, metavar="P", dest="projects",
+                       help="one or more project ids")
+    fetch.add_argument("--start", required=True, help="first date, YYYY-MM-DD (its period is included)")
+    fetch.add_argument("--end", required=True, help="last date, YYYY-MM-DD (its period is included)")
+    fetch.add_argument("--granularity", default="1_day", help="1_day (default), 1_week or 1_month")
+    fetch.add_argument("--out", type=Path, required=True, metavar="FILE",
+                       help="output file: FILE.csv or FILE.parquet")
+    fetch.add_argument("--base-url", default=None, help=f"the service (default: ${BASE_URL_ENV})")
+    shape = fetch.add_mutually_exclusive_group()
+    shape.add_argument("--long", dest="shape", action="store_const", const="long",
+                       help="tidy rows: period_start, project, metric, value, unit, complete (default)")
+    shape.add_argument("--wide", dest="shape", action="store_const", const="wide",
+                       help="one column per metric (project/metric with several projects)")
+    fetch.set_defaults(shape="long")
+    fetch.add_argument("--no-cache", action="store_true", help="neither read nor write the value cache")
+    fetch.add_argument("--refresh", action="store_true", help="fetch again even what is cached")
+    fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
+    fetch.add_argument("--errors", choices=("raise", "coerce"), default="raise",
+                       help="raise (default): fail if any point fails; "
+                            "coerce: leave it empty, with a warning")
+
     build = commands.add_parser("build", help="validate a data folder and build its aggregates")
     build.add_argument("--data", type=Path, required=True)
     build.add_argument("--chain-unit", default=None)
@@ -52,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"serve": _serve, "demo-data": _demo_data, "build": _build}[args.command](args)
+        return {"serve": _serve, "demo-data": _demo_data, "build": _build,
+                "fetch": _fetch}[args.command](args)
     except MetricsKitError as error:
         print(f"metrics-kit: error: {error}", file=sys.stderr)
         return 2
@@ -118,3 +149,79 @@ def _build(args) -> int:
     print(f"{len(built.projects)} projects, coverage {built.meta['coverage']}, "
           f"{len(built.values):,} series")
     return 0
+
+
+OUTPUT_FORMATS = (".csv", ".parquet")
+
+
+def _fetch(args) -> int:
+    import os
+    import warnings
+
+    from .client import Client
+
+    suffix = args.out.suffix.lower()
+    if suffix not in OUTPUT_FORMATS:
+        return _fail(f"--out must end in {' or '.join(OUTPUT_FORMATS)}, not {args.out.name!r}")
+    folder = args.out.parent
+    if not folder.is_dir():
+        return _fail(f"the folder of --out ({folder}) does not exist")
+    base_url = args.base_url or os.environ.get(BASE_URL_ENV) or None
+    if base_url and not os.environ.get(API_KEY_ENV):
+        return _fail(f"the service {base_url} needs an API key: set the environment variable {API_KEY_ENV} "
+                     "(there is no flag for it, so that it stays out of shell history and ps)")
+    with Client(base_url, cache=not args.no_cache, refresh=args.refresh,
+                progress=False if args.no_progress else None) as client:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            frame = client.frame(args.metrics, args.projects, args.start, args.end, args.granularity,
+                                 shape=args.shape, errors=args.errors)
+        for warning in caught:
+            print(f"metrics-kit: warning: {str(warning.message).splitlines()[0]}", file=sys.stderr)
+    table = _flat(frame) if args.shape == "wide" else frame
+    try:
+        _write(table, args.out, suffix)
+    except OSError as error:
+        return _fail(f"cannot write {args.out}: {error.strerror or error}")
+    attrs = frame.attrs
+    periods = len(frame) if args.shape == "wide" else frame["period_start"].nunique()
+    failed = len(attrs.get("failed", ()))
+    print(f"metrics-kit: wrote {len(table):,} rows ({periods:,} periods of {attrs.get('granularity')}) to "
+          f"{args.out}; {attrs.get('from_cache', 0):,} points from the cache, {attrs.get('fetched', 0):,} "
+          f"fetched{f', {failed:,} failed (left empty)' if failed else ''}", file=sys.stderr)
+    return 0
+
+
+def _fail(message: str) -> int:
+    print(f"metrics-kit: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _flat(wide):
+    """The wide frame with period_start as a column and project/metric column names."""
+    table = wide.copy()
+    if table.columns.nlevels > 1:
+        table.columns = ["/".join(map(str, column)) for column in table.columns]
+    else:
+        table.columns = [str(column) for column in table.columns]
+    return table.reset_index()
+
+
+def _write(table, out: Path, suffix: str) -> None:
+    """Write through a temporary file in the same folder, so a failure leaves no half-written file."""
+    import os
+    import tempfile
+
+    table = table.copy()
+    table.attrs = {}  # attrs hold Timestamps and tuples, which the Parquet metadata cannot take
+    handle, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    os.close(handle)
+    try:
+        if suffix == ".csv":
+            table.to_csv(temporary, index=False)
+        else:
+            table.to_parquet(temporary, index=False)
+        os.replace(temporary, out)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
