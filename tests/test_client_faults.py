@@ -1,0 +1,151 @@
+"""The client against faults a real server won't produce on demand, and every body shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import metrics_kit as mk
+from faults import FaultServer, reset, slow, status
+
+KEY = "fault-test-key-5f1d"
+COUNT = "swap_transaction_count"
+AMOUNT = "transaction_fee_revenue_in_usd"
+
+
+@pytest.fixture
+def server():
+    with FaultServer() as server:
+        server.always("/projects", status(404))  # a service without discovery
+        yield server
+
+
+@pytest.fixture
+def client(server):
+    with mk.Client(server.base_url, KEY, cache=False, progress=False, timeout=0.5, connect_timeout=0.5,
+                   retries=2, workers=1) as client:
+        yield client
+
+
+def metric_attempts(server) -> int:
+    return server.attempts("/metrics")
+
+
+def test_429_with_retry_after_then_success_gives_the_value(server, client):
+    server.script("/metrics", status(429, headers={"Retry-After": "1"}), status(200, {"value": 5}))
+    assert client.value(COUNT, "demoswap", "1_day", "2025-01-01") == 5
+    assert metric_attempts(server) == 2
+
+
+def test_503_then_success_is_retried(server, client):
+    server.script("/metrics", status(503), status(200, {"value": 7}))
+    assert client.value(COUNT, "demoswap", "1_day", "2025-01-01") == 7
+
+
+def test_500_is_a_server_error_and_is_not_retried(server, client):
+    server.script("/metrics", status(500), status(200, {"value": 7}))
+    with pytest.raises(mk.ServerError) as caught:
+        client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+    assert caught.value.status == 500 and caught.value.code == "scripted"
+    assert metric_attempts(server) == 1
+
+
+def test_other_4xx_keep_the_servers_code_and_message(server, client):
+    server.script("/metrics", status(404, {"error": {"code": "unknown_project", "message": "no such project",
+                                                     "param": "project"}}))
+    with pytest.raises(mk.NotFoundError) as caught:
+        client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+    error = caught.value
+    assert (error.status, error.code, error.message, error.param) == (404, "unknown_project", "no such project",
+                                                                      "project")
+    assert "metric_name=swap_transaction_count" in error.url and KEY not in str(error)
+    assert metric_attempts(server) == 1
+
+
+def test_401_is_an_authentication_error(server, client):
+    server.script("/metrics", status(401))
+    with pytest.raises(mk.AuthenticationError):
+        client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+
+
+def test_a_response_slower_than_the_timeout_is_retried_then_fails(server, client):
+    server.script("/metrics", slow(2.0), status(200, {"value": 3}))
+    assert client.value(COUNT, "demoswap", "1_day", "2025-01-01") == 3
+    server.always("/metrics", slow(2.0))
+    with pytest.raises(mk.TransportError, match="timed out"):
+        client.value(COUNT, "demoswap", "1_day", "2025-01-02")
+
+
+def test_a_reset_connection_is_retried_then_fails(server, client):
+    server.script("/metrics", reset(), status(200, {"value": 4}))
+    assert client.value(COUNT, "demoswap", "1_day", "2025-01-01") == 4
+    server.always("/metrics", reset())
+    with pytest.raises(mk.TransportError) as caught:
+        client.value(COUNT, "demoswap", "1_day", "2025-01-02")
+    assert KEY not in str(caught.value) and caught.value.__context__ is None
+
+
+def test_a_body_that_is_not_json_shows_its_start(server, client):
+    server.script("/metrics", status(200, "<html><body>Gateway says hi</body></html>"))
+    with pytest.raises(mk.ResponseFormatError, match="Gateway says hi"):
+        client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+
+
+def test_an_unknown_body_shape_shows_its_start(server, client):
+    server.script("/metrics", status(200, {"result": {"amount": 5}}))
+    with pytest.raises(mk.ResponseFormatError, match="result"):
+        client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("5", 5),
+    ({"value": 5}, 5),
+    ({"data": {"value": 5}}, 5),
+    ({"data": 5}, 5),
+    ("[5]", 5),
+    ([{"value": 5}], 5),
+    ({"value": 5.0}, 5),  # a whole float is a count
+    ({"metric_name": COUNT, "project": "demoswap", "granularity": "1_day", "date": "2025-01-01",
+      "period_start": "2025-01-01", "period_end": "2025-01-01", "unit": "count", "value": 5,
+      "complete": True}, 5),
+])
+def test_every_known_body_shape_gives_the_count(server, client, body, expected):
+    server.script("/metrics", status(200, json.dumps(body) if isinstance(body, list) else body))
+    got = client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+    assert got == expected and type(got) is int
+
+
+def test_amounts_are_floats(server, client):
+    server.script("/metrics", status(200, "12"))
+    got = client.value(AMOUNT, "demoswap", "1_day", "2025-01-01")
+    assert got == 12.0 and type(got) is float
+
+
+@pytest.mark.parametrize("body", ['{"value": null}', '{"value": NaN}', '{"value": true}', '{"value": "5"}',
+                                  "[1, 2]", "[]", '{"value": 5.5}', '{"value": Infinity}'])
+def test_no_number_is_guessed(server, client, body):
+    server.script("/metrics", status(200, body))
+    with pytest.raises(mk.ResponseFormatError):
+        client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+
+
+def test_a_failed_point_in_a_range_is_never_silent(server, client):
+    server.script("/metrics", status(200, "1"), status(404), status(200, "3"))
+    with pytest.warns(mk.PartialDataWarning, match="1 of 3"):
+        series = client.series(COUNT, "demoswap", "2025-01-01", "2025-01-03", errors="coerce")
+    assert series.dtype == "Int64" and series.isna().tolist() == [False, True, False]
+    assert [f[2] for f in series.attrs["failed"]] == ["2025-01-02"]
+    server.script("/metrics", status(200, "1"), status(404), status(200, "3"))
+    with pytest.raises(mk.FetchError) as caught:
+        client.series(COUNT, "demoswap", "2025-01-01", "2025-01-03")
+    assert len(caught.value.failures) == 1 and "2025-01-02" in str(caught.value)
+
+
+def test_the_key_travels_only_in_the_header(server, client):
+    server.script("/metrics", status(200, "1"))
+    client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+    for request in server.requests:
+        assert KEY not in request.target
+        assert request.headers.get("x-api-key") == KEY
+        assert request.headers.get("accept") == "application/json"
