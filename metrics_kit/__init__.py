@@ -14,8 +14,8 @@ from .api import (catalogue, chain_rewards, clear_cache, configure, default_clie
                   lending, projects, series, tokenomics, value, yields)
 from .client import Client
 from .errors import (APIError, AuthenticationError, ConfigurationError, DataFormatError, FetchError,
-                     MetricsKitError, NotFoundError, PartialDataWarning, RateLimitError,
-                     ResponseFormatError, ServerError, TransportError, ValidationError)
+                     MetricsKitError, NotFoundError, PartialDataWarning, RateLimitError, ResponseFormatError,
+                     ServerError, TransportError, ValidationError)
 
 __all__ = [
     "__version__",

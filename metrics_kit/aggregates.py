@@ -101,7 +101,7 @@ class Aggregates:
         values = {}
         for metric, project, granularity, series in zip(
                 table["metric"].to_pylist(), table["project"].to_pylist(),
-                table["granularity"].to_pylist(), table["values"].to_pylist()):
+                table["granularity"].to_pylist(), table["values"].to_pylist(), strict=True):
             values[metric, project, granularity] = [int(v) for v in series] if metric in counts else series
         return cls(meta, values)
 
@@ -143,7 +143,7 @@ def build(event_store: store.EventStore, catalogue: Catalogue) -> Aggregates:
         "count_metrics": [m.name for m in catalogue if m.is_count],
         "fingerprint": event_store.fingerprint,
         "data_dir": str(event_store.directory),
-        "built_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "build_seconds": round(time.perf_counter() - started, 3),
     }
     return Aggregates(meta, values)

@@ -434,7 +434,7 @@ _INSERT = "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 
 
 def _ended_by_calendar(key: Key, entry: Entry) -> bool:
     """Whether the period ended before the day before the fetch (UTC): late data has had a day."""
-    fetched = dt.datetime.fromtimestamp(entry.fetched_at, dt.timezone.utc).date()
+    fetched = dt.datetime.fromtimestamp(entry.fetched_at, dt.UTC).date()
     try:
         if entry.period_end is not None:
             end = dt.date.fromisoformat(entry.period_end)

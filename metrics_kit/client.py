@@ -24,8 +24,15 @@ import pandas as pd
 
 from . import config, parse
 from .catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue, Metric, default_catalogue
-from .errors import (APIError, ConfigurationError, FetchError, PartialDataWarning,
-                     ResponseFormatError, TransportError, ValidationError)
+from .errors import (
+    APIError,
+    ConfigurationError,
+    FetchError,
+    PartialDataWarning,
+    ResponseFormatError,
+    TransportError,
+    ValidationError,
+)
 
 log = logging.getLogger("metrics_kit.client")
 _PROJECT = re.compile(PROJECT_PATTERN, re.ASCII)
@@ -365,7 +372,7 @@ class Client:
         results, failures = self.fetch(points, refresh=refresh, progress=progress)
         if failures and errors == "raise":
             raise FetchError(failures, len(points))
-        today = dt.datetime.now(dt.timezone.utc).date()
+        today = dt.datetime.now(dt.UTC).date()
         rows = []
         for point in points:
             result = results.get(point)

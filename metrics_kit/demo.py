@@ -78,6 +78,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .schema import ACTIONS, FEE_TYPES, FLOWS, POOL_TYPES, RECIPIENTS, REWARD_TYPES, TABLES
+
 DEMO_SEED = 7
 DEMO_START = dt.date(2024, 1, 1)
 DEMO_END = dt.date(2025, 12, 31)
@@ -85,14 +87,6 @@ TRANSACTIONS_PER_SCALE = 100_000
 # Bump whenever the generated data changes, so that cached default demo folders are rebuilt.
 DEMO_VERSION = 1
 
-TABLES = ("projects", "transactions", "fees", "token_flows", "chain_rewards")
-ACTIONS = ("swap", "lp_deposit", "lp_withdraw", "double_dip_deposit", "stake", "unstake",
-           "farm_deposit", "farm_withdraw", "lending_deposit", "lending_withdraw", "borrow", "repay")
-POOL_TYPES = ("regular", "concentrated")
-FEE_TYPES = ("transaction", "staking")
-RECIPIENTS = ("protocol", "supply_side")
-FLOWS = ("mint", "emission", "burn", "buyback")
-REWARD_TYPES = ("staking", "fee", "voting", "rent")
 
 _TS = pa.timestamp("us", tz="UTC")
 SCHEMAS: dict[str, pa.Schema] = {
@@ -489,7 +483,7 @@ def _fees(seed: int, scale: float, plan: _Plan) -> tuple[pa.Table, dict[str, np.
                       np.repeat([RECIPIENTS.index("protocol"), RECIPIENTS.index("supply_side")], n),
                       np.concatenate([protocol, supply])))
         protocol_daily[project] = protocol_daily.get(project, 0) + np.bincount(day, protocol, DAYS)
-    us, pcode, fcode, rcode, amount = (np.concatenate(x) for x in zip(*parts))
+    us, pcode, fcode, rcode, amount = (np.concatenate(x) for x in zip(*parts, strict=True))
     order = np.argsort(us, kind="stable")
     table = pa.table([pa.array(us[order], type=_TS), _strings(_PROJECT_IDS, pcode[order]),
                       _strings(FEE_TYPES, fcode[order]), _strings(RECIPIENTS, rcode[order]),
@@ -560,7 +554,7 @@ def _token_flows(seed: int, plan: _Plan, protocol_daily: dict[str, np.ndarray]) 
             add("demogov", "burn", day, int(rng.integers(0, 86_400)), rng.uniform(50_000, 500_000))
 
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
-    us, pcode, fcode, amount = (np.array(x) for x in zip(*rows))
+    us, pcode, fcode, amount = (np.array(x) for x in zip(*rows, strict=True))
     _check_supply(pcode, fcode, us, amount)
     return pa.table([pa.array(us, type=_TS), _strings(_PROJECT_IDS, pcode), _strings(FLOWS, fcode),
                      pa.array(amount, type=pa.float64())], schema=SCHEMAS["token_flows"])

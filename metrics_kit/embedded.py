@@ -50,7 +50,7 @@ class InProcessTransport:
             scopes.append(scope)
             urls.append(url)
         answers = asyncio.run_coroutine_threadsafe(self._call_many(scopes), self._loop).result(600)
-        return [Reply(status, headers, body, url) for (status, headers, body), url in zip(answers, urls)]
+        return [Reply(status, headers, body, url) for (status, headers, body), url in zip(answers, urls, strict=True)]
 
     def _scope(self, path: str, params: Mapping[str, str]) -> tuple[dict, str]:
         query = urlencode(params)

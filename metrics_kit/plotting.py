@@ -55,7 +55,7 @@ def line_chart(frame: pd.DataFrame | pd.Series, columns: Sequence[str] | None = 
     axes = [ax] if len(by_unit) == 1 else [ax, ax.twinx()]
     handles = []
     styles = ["-", "--"]
-    for axis, (unit, cols), style in zip(axes, by_unit.items(), styles):
+    for axis, (unit, cols), style in zip(axes, by_unit.items(), styles[:len(axes)], strict=True):
         for column in cols:
             label = (labels or {}).get(column, column)
             data = frame[column].astype("float64")

@@ -21,29 +21,18 @@ import duckdb
 
 from .catalogue import KINDS, PROJECT_PATTERN
 from .errors import DataFormatError
+from .schema import (
+    ACTIONS,
+    COLUMNS,
+    EVENT_TABLES,
+    FEE_TYPES,
+    FLOWS,
+    POOL_TYPES,
+    RECIPIENTS,
+    REWARD_TYPES,
+    TABLES,
+)
 
-ACTIONS = ("swap", "lp_deposit", "lp_withdraw", "double_dip_deposit", "stake", "unstake",
-           "farm_deposit", "farm_withdraw", "lending_deposit", "lending_withdraw", "borrow", "repay")
-POOL_TYPES = ("regular", "concentrated")
-FEE_TYPES = ("transaction", "staking")
-RECIPIENTS = ("protocol", "supply_side")
-FLOWS = ("mint", "emission", "burn", "buyback")
-REWARD_TYPES = ("staking", "fee", "voting", "rent")
-EVENT_TABLES = ("transactions", "fees", "token_flows", "chain_rewards")
-TABLES = ("projects", *EVENT_TABLES)
-
-# Column types after normalisation; the order is the order of the views.
-COLUMNS: dict[str, dict[str, str]] = {
-    "projects": {"project": "str", "kinds": "str", "initial_circulating_supply": "float",
-                 "regular_pools": "bool"},
-    "transactions": {"block_time": "time", "tx_id": "str", "signer": "str", "project": "str",
-                     "action": "str", "pool_type": "str"},
-    "fees": {"block_time": "time", "project": "str", "fee_type": "str", "recipient": "str",
-             "amount_usd": "float"},
-    "token_flows": {"block_time": "time", "project": "str", "flow": "str", "amount": "float"},
-    "chain_rewards": {"block_time": "time", "project": "str", "account": "str",
-                      "reward_type": "str", "amount": "float"},
-}
 _SQL_TYPE = {"str": "VARCHAR", "float": "DOUBLE", "bool": "BOOLEAN", "time": "TIMESTAMP"}
 _TIMESTAMP_SOURCES = ("TIMESTAMP", "VARCHAR", "DATE")
 _NUMERIC_SOURCES = ("DOUBLE", "FLOAT", "REAL", "DECIMAL", "INTEGER", "BIGINT", "SMALLINT", "TINYINT",
@@ -356,7 +345,7 @@ def _validate(con, source: Source, relation: _Relation, checks: list[_Check]) ->
         counts = con.execute(_profile_sql(source.table, relation, checks)).fetchone()
     except duckdb.Error as exc:
         raise DataFormatError(f"{source.label}: cannot be read: {str(exc).splitlines()[0]}") from None
-    for check, count in zip(checks, counts):
+    for check, count in zip(checks, counts, strict=True):
         if not count:
             continue
         # Only now, on the way to an error, is the slower numbered scan worth it.

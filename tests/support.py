@@ -39,7 +39,8 @@ class ServerProcess:
         self.base_url = self._wait_ready(timeout=120)
         self.session = requests.Session()
         # Keep draining the child's output so it never blocks on a full pipe.
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
 
     def _wait_ready(self, timeout: float) -> str:
         deadline = time.monotonic() + timeout
@@ -87,10 +88,15 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
+        # The child has exited, so its output reaches EOF: let the drain thread finish reading
+        # before the pipe is closed under it (closing it first raises in that thread).
+        drainer = getattr(self, "_drainer", None)
+        if drainer is not None:
+            drainer.join(timeout=10)
+        if self.proc.stdout is not None and not self.proc.stdout.closed:
+            self.proc.stdout.close()
         if hasattr(self, "session"):
             self.session.close()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
 
     def __enter__(self) -> ServerProcess:
         return self

@@ -22,7 +22,7 @@ URL = "https://metrics.example.test"
 API_KEY = "mk_live_S3CRET-7f3a9c1e5b2d4086"
 OTHER_KEY = "mk_live_OTHER-0c4e8a2f6b1d3957"
 # Noon UTC on Saturday 15 June 2024: "today" for every fetch below.
-FETCHED = dt.datetime(2024, 6, 15, 12, tzinfo=dt.timezone.utc).timestamp()
+FETCHED = dt.datetime(2024, 6, 15, 12, tzinfo=dt.UTC).timestamp()
 TEN_YEARS = 10 * 366 * 86400.0
 TTL = 600.0
 

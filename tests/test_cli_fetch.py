@@ -5,13 +5,9 @@ Values are the hand-worked ones of ``tests/golden/EXPECTED.md``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,25 +21,9 @@ WEEKS = ["--start", "2024-12-28", "--end", "2025-01-12", "--granularity", "1_wee
 SWAPX = ["swap_active_users", "--project", "swapx", "--start", "2025-01-01", "--end", "2025-01-02"]
 
 
-@contextlib.contextmanager
-def serving(data_dir: Path, cache_dir: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(data_dir, cache_dir=cache_dir)
-    try:
-        yield proc
-    finally:
-        proc.stop()
-        deadline = time.monotonic() + 10
-        for thread in threading.enumerate():
-            if getattr(getattr(thread, "_target", None), "__self__", None) is proc:
-                thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        if proc.proc.stdout is not None:
-            proc.proc.stdout.close()
-        proc.session.close()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with serving(GOLDEN, tmp_path_factory.mktemp("golden-server")) as proc:
+    with ServerProcess(GOLDEN, cache_dir=tmp_path_factory.mktemp("golden-server")) as proc:
         yield proc
 
 

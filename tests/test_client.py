@@ -9,14 +9,11 @@ data (2024-01-01 .. 2025-12-31), served both by the embedded default ``Client()`
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import socket
-import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,33 +21,15 @@ import pandas as pd
 import pytest
 from support import ServerProcess
 
-from metrics_kit import (AuthenticationError, Client, FetchError, NotFoundError, PartialDataWarning,
-                         ValidationError)
+from metrics_kit import AuthenticationError, Client, FetchError, NotFoundError, PartialDataWarning, ValidationError
 
 GOLDEN = Path(__file__).parent / "golden" / "data"
 TS = pd.Timestamp
 
 
-@contextlib.contextmanager
-def serving(data_dir: Path | None, cache_dir: Path | None, *args: str) -> Iterator[ServerProcess]:
-    """A server; on exit stopped by PID, its output drained to EOF and its pipe and session closed."""
-    proc = ServerProcess(data_dir, *args, cache_dir=cache_dir)
-    try:
-        yield proc
-    finally:
-        proc.stop()
-        deadline = time.monotonic() + 10
-        for thread in threading.enumerate():
-            if getattr(getattr(thread, "_target", None), "__self__", None) is proc:
-                thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        if proc.proc.stdout is not None:
-            proc.proc.stdout.close()
-        proc.session.close()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with serving(GOLDEN, tmp_path_factory.mktemp("golden-server"), "--access-log") as proc:
+    with ServerProcess(GOLDEN, "--access-log", cache_dir=tmp_path_factory.mktemp("golden-server")) as proc:
         yield proc
 
 
@@ -454,7 +433,7 @@ def embedded():
 @pytest.fixture(scope="module")
 def demo_server(embedded):
     # data_dir None: `metrics-kit serve` on the default demo data of the same cache folder
-    with serving(None, None) as proc:
+    with ServerProcess(None, cache_dir=None) as proc:
         assert any("SYNTHETIC" in line for line in proc.output)
         yield proc
 

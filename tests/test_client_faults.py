@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from faults import FaultServer, reset, slow, status
 
 import metrics_kit as mk
-from faults import FaultServer, reset, slow, status
 
 KEY = "fault-test-key-5f1d"
 COUNT = "swap_transaction_count"

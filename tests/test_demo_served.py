@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from support import ServerProcess
 
 from metrics_kit import demo
 from metrics_kit.catalogue import GRANULARITIES, default_catalogue
-from support import ServerProcess
 
 CATALOGUE = default_catalogue("sol")
 MID = "2025-06-18"  # a Wednesday well inside the demo coverage

@@ -8,10 +8,6 @@ W02 = 2025-01-06.., W03 = 2025-01-13.., W04 = 2025-01-20...
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -29,25 +25,9 @@ WEEKS = ("2024-12-28", "2025-01-20", "1_week")  # W52, W01, W02, W03, W04
 MONTHS = ("2024-12-01", "2025-02-01", "1_month")  # Dec, Jan, Feb
 
 
-@contextlib.contextmanager
-def serving(data_dir: Path, cache_dir: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(data_dir, cache_dir=cache_dir)
-    try:
-        yield proc
-    finally:
-        proc.stop()
-        deadline = time.monotonic() + 10
-        for thread in threading.enumerate():
-            if getattr(getattr(thread, "_target", None), "__self__", None) is proc:
-                thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        if proc.proc.stdout is not None:
-            proc.proc.stdout.close()
-        proc.session.close()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with serving(GOLDEN, tmp_path_factory.mktemp("golden-server")) as proc:
+    with ServerProcess(GOLDEN, cache_dir=tmp_path_factory.mktemp("golden-server")) as proc:
         yield proc
 
 

@@ -13,10 +13,6 @@ Coverage of the data set is 2024-12-28 (Sat) .. 2025-02-01 (Sat), so:
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,24 +21,6 @@ from support import ServerProcess
 from metrics_kit.catalogue import DEFAULT_CHAIN_UNIT, default_catalogue
 
 DATA = Path(__file__).parent / "golden" / "data"
-
-
-@contextlib.contextmanager
-def serving(data_dir: Path, cache_dir: Path) -> Iterator[ServerProcess]:
-    """A server over ``data_dir``; on exit it is stopped by PID, its output drained to EOF and
-    the pipe and HTTP session closed (else the unclosed pipe is a ResourceWarning, an error here)."""
-    proc = ServerProcess(data_dir, cache_dir=cache_dir)
-    try:
-        yield proc
-    finally:
-        proc.stop()
-        deadline = time.monotonic() + 10
-        for thread in threading.enumerate():
-            if getattr(getattr(thread, "_target", None), "__self__", None) is proc:
-                thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        if proc.proc.stdout is not None:
-            proc.proc.stdout.close()
-        proc.session.close()
 
 
 # The probes every metric is asserted at: (granularity, date) -> (period_start, period_end, complete).
@@ -270,7 +248,7 @@ def _cases():
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with serving(DATA, tmp_path_factory.mktemp("cache")) as proc:
+    with ServerProcess(DATA, cache_dir=tmp_path_factory.mktemp("cache")) as proc:
         yield proc
 
 

@@ -18,8 +18,6 @@ import csv
 import http.client
 import json
 import re
-import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,30 +130,6 @@ def assert_value_shape(reply: Reply) -> dict:
     return body
 
 
-def close(proc: ServerProcess) -> None:
-    """Stop the server by its PID, let its output drain to EOF, then release the pipe and session.
-
-    The child is ended here first so that the reader thread of ServerProcess reaches EOF before the
-    pipe is closed (closing it under a blocked reader raises in that thread).
-    """
-    child = proc.proc
-    if child.poll() is None:
-        child.terminate()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    for thread in threading.enumerate():
-        if getattr(getattr(thread, "_target", None), "__self__", None) is proc:
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    proc.stop()
-    if child.stdout is not None and not child.stdout.closed:
-        child.stdout.close()
-    proc.session.close()
-
-
 def output(proc: ServerProcess, settle: float = 0.3) -> str:
     time.sleep(settle)  # let the drain thread catch up with the child's last lines
     return "".join(proc.output)
@@ -172,7 +146,7 @@ def server(cache_dir):
     try:
         yield proc
     finally:
-        close(proc)
+        proc.stop()
 
 
 # -- 200 --------------------------------------------------------------------------------------------------
@@ -713,7 +687,7 @@ def limited(cache_dir):
     try:
         yield proc
     finally:
-        close(proc)
+        proc.stop()
 
 
 def test_rate_limit_burst_then_retry_after(limited):
@@ -818,7 +792,7 @@ def test_without_keys_the_server_generates_one_and_prints_it_once(cache_dir, con
         _key_free(get(proc, "/catalogue", key=key), key)
         assert output(proc).count(key) == 1
     finally:
-        close(proc)
+        proc.stop()
 
 
 def test_keys_are_comma_separated_and_trimmed(limited):
@@ -839,4 +813,4 @@ def test_access_log_logs_requests_but_never_the_key(cache_dir):
         assert TEST_KEY not in text
         assert "GET /projects" in text, text
     finally:
-        close(proc)
+        proc.stop()

@@ -22,38 +22,15 @@ in full instead.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import datetime as dt
 import tempfile
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 from support import ServerProcess
-
-
-@contextlib.contextmanager
-def serving(data_dir: Path, cache_dir: Path) -> Iterator[ServerProcess]:
-    """A server over ``data_dir``; on exit it is stopped by PID, its output drained to EOF and
-    the pipe and HTTP session closed (else the unclosed pipe is a ResourceWarning, an error here)."""
-    proc = ServerProcess(data_dir, cache_dir=cache_dir)
-    try:
-        yield proc
-    finally:
-        proc.stop()
-        deadline = time.monotonic() + 10
-        for thread in threading.enumerate():
-            if getattr(getattr(thread, "_target", None), "__self__", None) is proc:
-                thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        if proc.proc.stdout is not None:
-            proc.proc.stdout.close()
-        proc.session.close()
-
 
 UTC = dt.UTC
 # Coverage is pinned to START .. END (15 days): three ISO weeks, the first and last incomplete,
@@ -229,7 +206,7 @@ def test_invariants_hold_on_random_data_sets(data):
         write_data_set(folder, data)
         for name in sorted(p.name for p in folder.iterdir()):
             note(f"--- {name}\n" + (folder / name).read_text())
-        with serving(folder, Path(tmp) / "cache") as server:
+        with ServerProcess(folder, cache_dir=Path(tmp) / "cache") as server:
             values = Values(server)
             check_distinct_users(values)
             check_supply_follows_net_dilution(values, data["initial_supply"])

@@ -16,9 +16,6 @@ Hypothesis ``explain`` phase, and a fixed derandomised seed so a failure replays
 from __future__ import annotations
 
 import json
-import subprocess
-import threading
-import time
 from pathlib import Path
 
 import hypothesis
@@ -33,37 +30,13 @@ MAX_EXAMPLES = 60
 SEEN: list[tuple[str, str | None, int]] = []  # (operation, generation mode, status) of every call
 
 
-def _close(proc: ServerProcess) -> None:
-    """Stop the server by its PID, let its output drain to EOF, then release the pipe and session.
-
-    The child is ended here first so that the reader thread of ServerProcess reaches EOF before the
-    pipe is closed (closing it under a blocked reader raises in that thread).
-    """
-    child = proc.proc
-    if child.poll() is None:
-        child.terminate()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    for thread in threading.enumerate():
-        if getattr(getattr(thread, "_target", None), "__self__", None) is proc:
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    proc.stop()
-    if child.stdout is not None and not child.stdout.closed:
-        child.stdout.close()
-    proc.session.close()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     proc = ServerProcess(DATA, cache_dir=tmp_path_factory.mktemp("schema-cache"))
     try:
         yield proc
     finally:
-        _close(proc)
+        proc.stop()
 
 
 @pytest.fixture(scope="module")
