@@ -10,12 +10,38 @@ remote service.
 
 __version__ = "0.1.0"
 
-from .api import (catalogue, chain_rewards, clear_cache, configure, default_client, dex, financials, frame,
-                  lending, projects, series, tokenomics, value, yields)
+from .api import (
+    catalogue,
+    chain_rewards,
+    clear_cache,
+    configure,
+    default_client,
+    dex,
+    financials,
+    frame,
+    lending,
+    projects,
+    series,
+    tokenomics,
+    value,
+    yields,
+)
 from .client import Client
-from .errors import (APIError, AuthenticationError, ConfigurationError, DataFormatError, FetchError,
-                     MetricsKitError, NotFoundError, PartialDataWarning, RateLimitError, ResponseFormatError,
-                     ServerError, TransportError, ValidationError)
+from .errors import (
+    APIError,
+    AuthenticationError,
+    ConfigurationError,
+    DataFormatError,
+    FetchError,
+    MetricsKitError,
+    NotFoundError,
+    PartialDataWarning,
+    RateLimitError,
+    ResponseFormatError,
+    ServerError,
+    TransportError,
+    ValidationError,
+)
 
 __all__ = [
     "__version__",
