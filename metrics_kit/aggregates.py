@@ -16,14 +16,19 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import paths, store
+from . import paths
 from .catalogue import GRANULARITIES, Catalogue
+from .sources import find_sources, fingerprint
+
+if TYPE_CHECKING:
+    from .store import EventStore, Project
 from .periods import period_bounds, period_index, period_starts
 
 # Bump when the engine's results change for the same data and catalogue.
@@ -95,7 +100,7 @@ class Aggregates:
 
     @classmethod
     def read(cls, path: Path) -> Aggregates:
-        table = pq.read_table(path)
+        table = pq.ParquetFile(path).read()  # read_table would import pyarrow.dataset (0.1 s)
         meta = json.loads(table.schema.metadata[b"metrics_kit"])
         counts = set(meta["count_metrics"])
         values = {}
@@ -120,7 +125,7 @@ def cache_path(fingerprint: str, catalogue: Catalogue) -> Path:
     return paths.cache_dir() / "aggregates" / f"{fingerprint}-{catalogue_key(catalogue)}.parquet"
 
 
-def build(event_store: store.EventStore, catalogue: Catalogue) -> Aggregates:
+def build(event_store: EventStore, catalogue: Catalogue) -> Aggregates:
     """Run the engine over the whole data set and densify its result."""
     import ibis  # only building needs Ibis; serving from a saved file does not
 
@@ -150,7 +155,7 @@ def build(event_store: store.EventStore, catalogue: Catalogue) -> Aggregates:
 
 
 def _densify(sparse: pd.DataFrame, granularity: str, coverage: tuple[dt.date, dt.date],
-             projects: dict[str, store.Project], catalogue: Catalogue) -> dict:
+             projects: dict[str, Project], catalogue: Catalogue) -> dict:
     grid = {start: i for i, start in enumerate(period_starts(coverage[0], coverage[1], granularity))}
     sparse = sparse.dropna(subset=["value"])
     sparse = sparse.assign(i=sparse["period_start"].map(lambda d: grid[pd.Timestamp(d).date()]))
@@ -178,7 +183,7 @@ def load_or_build(data_dir: str | os.PathLike, catalogue: Catalogue, *, rebuild:
     """The aggregates of ``data_dir``: from the cache while the data is unchanged, else built."""
     # The fingerprint needs only file names, sizes and times: unchanged data is neither validated
     # nor scanned again.
-    path = cache_path(store.fingerprint(store.find_sources(Path(data_dir))), catalogue)
+    path = cache_path(fingerprint(find_sources(Path(data_dir))), catalogue)
     if path.exists() and not rebuild:
         try:
             aggregates = Aggregates.read(path)
@@ -188,6 +193,8 @@ def load_or_build(data_dir: str | os.PathLike, catalogue: Catalogue, *, rebuild:
             log(f"Rebuilding unreadable aggregates {path.name}: {exc}")
     # A 10M-transaction build peaks near 1.3 GiB; the cap keeps a larger data set within bounds by
     # spilling, into the cache folder rather than DuckDB's default of the current directory.
+    from . import store  # DuckDB only when building
+
     con = store.connect(memory_limit=BUILD_MEMORY_LIMIT, temp_directory=paths.cache_dir() / "duckdb-tmp")
     event_store = store.load(data_dir, con=con)
     aggregates = build(event_store, catalogue)

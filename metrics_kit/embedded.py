@@ -16,6 +16,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlencode
 
+from .parse import Reply
+
 log = logging.getLogger("metrics_kit.embedded")
 _lock = threading.Lock()
 _service = None  # (app, key, identity), built once per process
@@ -42,8 +44,6 @@ class InProcessTransport:
     def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list:
         """Answers to several requests in one hand-off to the service's thread (a hand-off costs
         more than an answer)."""
-        from .transport import Reply
-
         scopes, urls = [], []
         for path, params in requests:
             scope, url = self._scope(path, params)

@@ -10,11 +10,23 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .errors import APIError, ResponseFormatError, for_status
 
 _SHOWN = 200
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One HTTP answer, from whichever transport. ``url`` is the full URL with its query string; it
+    never holds the key. ``headers``: names in any case."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    url: str
 
 
 @dataclass(frozen=True)
