@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import config, parse
+from .cache import Entry, ValueCache
 from .catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue, Metric, default_catalogue
 from .errors import (
     APIError,
@@ -133,8 +134,6 @@ class Client:
         transport = self._get_transport()
         with self._lock:
             if self._cache is None:
-                from .cache import ValueCache
-
                 key = self._connection.api_key or transport.base_url
                 self._cache = ValueCache(transport.base_url, key, incomplete_ttl=self.incomplete_ttl)
             return self._cache
@@ -564,9 +563,7 @@ def _typed(series: pd.Series, metric: Metric) -> pd.Series:
     return series.astype("int64")
 
 
-def _entry(parsed: parse.Parsed):
-    from .cache import Entry
-
+def _entry(parsed: parse.Parsed) -> Entry:
     return Entry(parsed.value, parsed.unit, parsed.complete, parsed.period_start, parsed.period_end, time.time())
 
 
