@@ -134,8 +134,9 @@ class Client:
         transport = self._get_transport()
         with self._lock:
             if self._cache is None:
-                key = self._connection.api_key or transport.base_url
-                self._cache = ValueCache(transport.base_url, key, incomplete_ttl=self.incomplete_ttl)
+                identity = getattr(transport, "cache_identity", transport.base_url)
+                key = self._connection.api_key or identity
+                self._cache = ValueCache(identity, key, incomplete_ttl=self.incomplete_ttl)
             return self._cache
 
     def clear_cache(self) -> int:

@@ -21,13 +21,15 @@ from .parse import Reply
 log = logging.getLogger("metrics_kit.embedded")
 _lock = threading.Lock()
 _service = None  # (app, key, identity), built once per process
+EMBEDDED_URL = "embedded://demo"
 
 
 class InProcessTransport:
     """Speaks HTTP to an ASGI application in this process."""
 
-    def __init__(self, app, api_key: str, base_url: str):
+    def __init__(self, app, api_key: str, base_url: str, cache_identity: str | None = None):
         self.base_url = base_url
+        self.cache_identity = cache_identity or base_url
         self._app = app
         self._key = api_key.encode()
         self._loop = asyncio.new_event_loop()
@@ -104,8 +106,9 @@ def transport() -> InProcessTransport:
             built = aggregates.load_or_build(data, catalogue, log=log.info)
             # Nothing outside this process can reach the service, so its key is no secret; it is
             # stable per data set so that the client's cache carries over between sessions.
+            # The address in URLs and messages is constant; the cache is filed per data set.
             identity = f"embedded://demo/{built.meta['fingerprint']}"
             key = f"embedded-{built.meta['fingerprint']}"
             _service = (App(MetricService(built, catalogue), [key]), key, identity)
         app, key, identity = _service
-    return InProcessTransport(app, key, identity)
+    return InProcessTransport(app, key, EMBEDDED_URL, cache_identity=identity)

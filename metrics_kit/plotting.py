@@ -13,13 +13,13 @@ import pandas as pd
 
 from .catalogue import Catalogue, default_catalogue
 
-_UNIT_LABELS = {"count": "count", "usd": "USD", "native_token": "native tokens"}
+_UNIT_LABELS = {"count": "count", "usd": "USD", "native_token": "native tokens", "fraction": "share (%)"}
 
 
 def unit_label(unit: str | None) -> str:
     if unit is None:
         return ""
-    return _UNIT_LABELS.get(unit, unit.upper() if len(unit) <= 4 else unit)
+    return _UNIT_LABELS.get(unit, unit.upper() if len(unit) <= 4 else unit.replace("_", " "))
 
 
 def describe(metric: str, catalogue: Catalogue | None = None) -> str:
@@ -38,7 +38,7 @@ def line_chart(frame: pd.DataFrame | pd.Series, columns: Sequence[str] | None = 
     Incomplete periods (``attrs["incomplete"]``) are shaded and named in the legend."""
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import EngFormatter
+    from matplotlib.ticker import EngFormatter, PercentFormatter
 
     if isinstance(frame, pd.Series):
         frame = frame.to_frame()
@@ -66,7 +66,8 @@ def line_chart(frame: pd.DataFrame | pd.Series, columns: Sequence[str] | None = 
                 (line,) = axis.plot(frame.index, data, style, label=label, linewidth=1.6)
                 handles.append(line)
         axis.set_ylabel(unit_label(unit))
-        axis.yaxis.set_major_formatter(EngFormatter(sep=" "))  # 162.5 M rather than an offset of 1e8
+        # 162.5 M rather than an offset of 1e8; shares as percentages
+        axis.yaxis.set_major_formatter(PercentFormatter(1.0) if unit == "fraction" else EngFormatter(sep=" "))
     incomplete = [pd.Timestamp(t) for t in frame.attrs.get("incomplete", []) if pd.Timestamp(t) in frame.index]
     if incomplete:
         span = _period_span(frame.index)
