@@ -33,7 +33,7 @@ What is modelled
   Sunday and some random days there are transactions on the very first (00:00:00) and very last
   (23:59:59) second, so period boundaries get exercised.
 * **Fees** (USD, cents): trading fees on both exchanges, staking fees on ``demoswap`` and
-  ``demofarm``, performance fees on the farm and interest on the lending market, each split into
+  ``demofarm``, transaction fees on the farm and interest on the lending market, each split into
   a protocol and a supply-side row. Their size follows the project's activity curve. Dollar
   amounts do not depend on ``scale`` (scale only changes how many rows there are).
 * **Token flows** (native tokens, 6 decimals): exact emission schedules (``demoswap`` halves on
