@@ -1,9 +1,9 @@
-# The two commands of the README, and what CI runs.
+# The README's commands (make lab, make test; make serve), and what CI runs.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup serve test clean
+.PHONY: setup lab serve test clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,11 +13,16 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# Set up, build the synthetic demo data set and its aggregates, and open JupyterLab on notebooks/.
+lab: setup
+	$(BIN)/metrics-kit lab
+
 # Set up, build the synthetic demo data set and serve it on http://127.0.0.1:8000.
 serve: setup
 	$(BIN)/metrics-kit serve
 
-# Every test: unit, golden values, HTTP against the real server, schemathesis.
+# Every test: unit, golden values, HTTP against the real server, schemathesis, and the notebooks
+# (nbval on their stored outputs, papermill with other parameters; see notebooks/README.md).
 test: setup
 	$(BIN)/python -m pytest
 

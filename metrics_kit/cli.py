@@ -76,6 +76,32 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--data", type=Path, required=True)
     build.add_argument("--chain-unit", default=None)
     build.add_argument("--rebuild", action="store_true")
+
+    lab = commands.add_parser(
+        "lab", help="JupyterLab on the example notebooks, with the embedded default ready",
+        description="Build the embedded default's demo data and aggregates (once; then from the cache), "
+                    "then start JupyterLab on the example notebooks, on 127.0.0.1 only. The notebooks "
+                    f"use the embedded default unless {BASE_URL_ENV} (and {API_KEY_ENV}) are set.")
+    lab.add_argument("--port", type=int, default=None, help="the port (default: JupyterLab's, 8888 or the "
+                     "next free one)")
+    lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER, metavar="-- JUPYTER_ARGS",
+                     help="further arguments for jupyter lab, after --")
+
+    report = commands.add_parser(
+        "report", help="run a notebook with parameters into a standalone HTML report",
+        description="Run one of the example notebooks (or any notebook with a cell tagged 'parameters') "
+                    "with papermill, in a temporary folder, and write the executed notebook as one "
+                    "standalone HTML file, its charts embedded.")
+    report.add_argument("notebook", help="a short name (quickstart, tokenomics, dex, lending, "
+                        "chain_rewards, yield) or the path of an .ipynb file")
+    report.add_argument("-p", "--parameter", nargs=2, action="append", default=[], dest="parameters",
+                        metavar=("NAME", "VALUE"),
+                        help="set a parameter of the notebook, as papermill's -p: numbers, True, False "
+                             "and None are read as such, lists as JSON ('[\"demoswap\", \"demofarm\"]'), "
+                             "anything else is a string; repeat for several")
+    report.add_argument("--out", type=Path, required=True, metavar="FILE.html", help="the HTML file to write")
+    report.add_argument("--no-input", action="store_true", help="leave the code out of the report")
     return parser
 
 
@@ -83,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return {"serve": _serve, "demo-data": _demo_data, "build": _build,
-                "fetch": _fetch}[args.command](args)
+                "fetch": _fetch, "lab": _lab, "report": _report}[args.command](args)
     except MetricsKitError as error:
         print(f"metrics-kit: error: {error}", file=sys.stderr)
         return 2
@@ -225,3 +251,27 @@ def _write(table, out: Path, suffix: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _lab(args) -> int:
+    from . import notebooks
+
+    extra = args.jupyter_args[1:] if args.jupyter_args[:1] == ["--"] else args.jupyter_args
+    return notebooks.lab(port=args.port, open_browser=not args.no_browser, extra_args=extra)
+
+
+def _report(args) -> int:
+    from . import notebooks
+    from .errors import ValidationError
+
+    values: dict = {}
+    for name, text in args.parameters:
+        if name in values:
+            raise ValidationError(f"the parameter {name!r} is given twice", "parameters")
+        values[name] = notebooks.parse_value(text)
+    path = notebooks.find(args.notebook)
+    out = notebooks.run(path, values, args.out, hide_input=args.no_input)
+    given = ", ".join(f"{name}={value!r}" for name, value in values.items()) or "its defaults"
+    print(f"metrics-kit: wrote {out} ({out.stat().st_size / 1024:,.0f} KiB) from {path.name} with {given}",
+          file=sys.stderr)
+    return 0

@@ -1,0 +1,333 @@
+"""The example notebooks: where they are, running one into an HTML report, JupyterLab on them.
+
+Where the notebooks live
+------------------------
+They are part of the source checkout (``notebooks/`` next to the ``metrics_kit`` package), not of
+the installed package: ``make setup`` installs the package in editable mode, so from a checkout
+they are found next to it. ``$METRICS_KIT_NOTEBOOKS`` names another folder (a copy of them, say,
+for a non-editable install); ``metrics-kit report`` also takes the path of any notebook.
+
+Every notebook starts with a cell tagged ``parameters`` (``projects``/``project``, ``start``,
+``end``, ``granularity``, ``base_url = None``) whose defaults run offline against the embedded
+reference service, so that papermill can run it with other values (see notebooks/README.md).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import BASE_URL_ENV
+from .errors import ConfigurationError, MetricsKitError, ValidationError
+
+NOTEBOOKS_ENV = "METRICS_KIT_NOTEBOOKS"
+KERNEL_NAME = "python3"
+REQUIRED_PARAMETERS = ("start", "end", "granularity", "base_url")
+REPORT_SUFFIXES = (".html", ".htm")
+CELL_TIMEOUT = 600  # seconds per cell in run(); a notebook on the embedded default takes seconds
+
+
+# -- where the notebooks are ------------------------------------------------------------------------
+
+def notebooks_dir() -> Path:
+    """``$METRICS_KIT_NOTEBOOKS``, else the ``notebooks/`` folder of the checkout this package is in."""
+    configured = os.environ.get(NOTEBOOKS_ENV)
+    if configured:
+        folder = Path(configured).expanduser()
+        if not folder.is_dir():
+            raise ConfigurationError(f"{NOTEBOOKS_ENV} names {folder}, which is not a folder")
+        return folder
+    folder = Path(__file__).resolve().parent.parent / "notebooks"
+    if folder.is_dir():
+        return folder
+    raise ConfigurationError(
+        "the example notebooks come with the source checkout (its notebooks/ folder), and this "
+        f"metrics_kit is not installed from one; clone the repository and run `make lab`, set "
+        f"{NOTEBOOKS_ENV} to a folder of notebooks, or give the path of a notebook")
+
+
+def available(folder: Path | None = None) -> list[Path]:
+    """The notebooks of ``folder`` (default: :func:`notebooks_dir`), in name order."""
+    folder = folder or notebooks_dir()
+    return sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith("."))
+
+
+def _short(path: Path) -> str:
+    """``02_tokenomics.ipynb`` -> ``tokenomics``."""
+    stem = path.stem
+    head, _, rest = stem.partition("_")
+    return rest if head.isdigit() and rest else stem
+
+
+def find(notebook: str | os.PathLike) -> Path:
+    """A notebook by path, or by a short name: ``tokenomics``, ``02``, ``02_tokenomics``,
+    ``chain-rewards`` or any unambiguous part of a name (``yield``)."""
+    text = str(notebook)
+    path = Path(text).expanduser()
+    if path.suffix == ".ipynb" or os.sep in text or "/" in text:
+        if path.is_file():
+            return path
+        if path.suffix != ".ipynb":
+            raise ValidationError(f"{text!r} is not a notebook (.ipynb) file", "notebook")
+        if path.parent != Path("."):
+            raise ValidationError(f"no notebook file {text!r}", "notebook")
+    known = available()
+    wanted = path.stem.lower().replace("-", "_").replace(" ", "_")
+    for test in (lambda p: p.stem.lower() == wanted,
+                 lambda p: _short(p).lower() == wanted,
+                 lambda p: p.stem.split("_")[0] == wanted,
+                 lambda p: wanted in p.stem.lower()):
+        found = [p for p in known if test(p)]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise ValidationError(f"{text!r} could be any of {', '.join(p.stem for p in found)}; "
+                                  "give more of the name", "notebook")
+    names = ", ".join(_short(p) for p in known) or "(none)"
+    raise ValidationError(f"no notebook {text!r} in {notebooks_dir()}; the notebooks are: {names} "
+                          "(or give a path to an .ipynb file)", "notebook")
+
+
+# -- parameters ------------------------------------------------------------------------------------
+
+def parameters(notebook: str | os.PathLike) -> dict[str, str]:
+    """The parameters of a notebook (its cell tagged ``parameters``): name -> default, as source."""
+    from papermill.inspection import inspect_notebook
+
+    path = find(notebook)
+    try:
+        found = inspect_notebook(str(path))
+    except Exception as error:  # a notebook papermill cannot read
+        raise ValidationError(f"cannot read the parameters of {path.name}: {error}", "notebook") from error
+    return {name: info["default"] for name, info in found.items()}
+
+
+def parse_value(text: str) -> Any:
+    """A parameter value from the command line, as papermill's ``-p NAME VALUE`` reads it: True,
+    False, None, integers and floats become Python values (the rules of papermill's CLI); lists
+    and dicts written as JSON or Python literals (``'["demoswap", "demofarm"]'``) too; anything
+    else stays a string (dates too)."""
+    stripped = text.strip()
+    if stripped[:1] and stripped[0] in "[{":
+        for parse in (json.loads, ast.literal_eval):
+            try:
+                return parse(stripped)
+            except Exception:
+                continue
+        raise ValidationError(f"cannot read {text!r} as a list or a dict; write it as JSON, "
+                              "such as '[\"demoswap\", \"demofarm\"]'", "parameters")
+    if text in _CONSTANTS:
+        return _CONSTANTS[text]
+    for number in (int, float):
+        try:
+            return number(text)
+        except ValueError:
+            continue
+    return text
+
+
+_CONSTANTS = {"True": True, "False": False, "None": None}
+
+
+def check_parameters(notebook: str | os.PathLike, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` checked against the notebook's parameters cell; a string given for a parameter
+    whose default is a list becomes a list of one."""
+    path = find(notebook)
+    defaults = parameters(path)
+    if values and not defaults:
+        raise ValidationError(f"{path.name} has no cell tagged 'parameters', so it takes no parameters",
+                              "parameters")
+    unknown = [name for name in values if name not in defaults]
+    if unknown:
+        raise ValidationError(
+            f"{path.name} has no parameter {', '.join(map(repr, unknown))}; its parameters are: "
+            f"{', '.join(defaults)}", "parameters")
+    checked = dict(values)
+    for name, value in values.items():
+        if isinstance(value, str) and _literal(defaults[name], list):
+            checked[name] = [value]
+    return checked
+
+
+def _literal(source: str, kind: type) -> bool:
+    try:
+        return isinstance(ast.literal_eval(source), kind)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+
+
+# -- running a notebook ----------------------------------------------------------------------------
+
+def _kernel_manager_class():
+    """A kernel manager that starts ``python3`` as this interpreter's own ipykernel, whatever
+    kernels are installed elsewhere (a user-level ``python3`` spec may point at another Python)."""
+    import subprocess
+
+    import ipykernel.kernelspec
+    from jupyter_client import AsyncKernelManager
+    from jupyter_client.kernelspec import KernelSpecManager
+    from traitlets import default
+
+    class ThisPythonSpecs(KernelSpecManager):
+        def get_kernel_spec(self, kernel_name):
+            if kernel_name == KERNEL_NAME:
+                return self.kernel_spec_class(resource_dir=ipykernel.kernelspec.RESOURCES,
+                                              **ipykernel.kernelspec.get_kernel_dict())
+            return super().get_kernel_spec(kernel_name)
+
+    class ThisPythonKernelManager(AsyncKernelManager):
+        @default("kernel_spec_manager")
+        def _this_python_specs(self):
+            return ThisPythonSpecs(data_dir=self.data_dir)
+
+        async def _async_pre_start_kernel(self, **kw):
+            # The kernel's own log (a warning about its TCP transport, say) is not the notebook's
+            # output: keep it off the terminal, as nbval does. Errors still reach the notebook.
+            kw.setdefault("stderr", subprocess.DEVNULL)
+            return await super()._async_pre_start_kernel(**kw)
+
+    return ThisPythonKernelManager
+
+
+def execute(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = None, *,
+            timeout: float = CELL_TIMEOUT):
+    """Run a notebook with ``parameters`` under papermill (kernel ``python3`` of this Python, in a
+    temporary working folder) and return the executed notebook (an ``nbformat`` node)."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    path = find(notebook)
+    values = check_parameters(path, parameters or {})
+    with tempfile.TemporaryDirectory(prefix="metrics-kit-notebook-") as workdir:
+        try:
+            nb = papermill.execute_notebook(
+                str(path), None, parameters=values, kernel_name=KERNEL_NAME, progress_bar=False,
+                cwd=workdir, execution_timeout=timeout, kernel_manager_class=_kernel_manager_class())
+        except PapermillExecutionError as error:
+            evalue = (error.evalue or "").strip().splitlines()
+            raise MetricsKitError(
+                f"{path.name} failed in cell {error.exec_count}: {error.ename}"
+                f"{': ' + evalue[0] if evalue else ''}") from error
+        except Exception as error:  # the kernel died, timed out or never started
+            raise MetricsKitError(f"{path.name} did not run: {type(error).__name__}: "
+                                  f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+                                  ) from error
+    run_info = nb.metadata.get("papermill", {})
+    run_info.update(input_path=path.name, output_path=None)  # no local path in what is passed on
+    return nb
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_NOTE = ("<p><em>Interactive controls (ipywidgets) are left out of this report: open the notebook "
+               "in JupyterLab (<code>metrics-kit lab</code>) to use them.</em></p>")
+
+
+def to_html(nb, *, title: str, hide_input: bool = False) -> str:
+    """A standalone HTML page of an executed notebook: one file, its images embedded as data URIs.
+
+    Widgets need a live kernel (or a widget manager fetched from a CDN), so each widget output
+    becomes a short note, and the widget state is dropped."""
+    from nbconvert import HTMLExporter
+    from nbformat import NotebookNode
+
+    nb = copy.deepcopy(nb)
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        outputs = []
+        for output in cell.get("outputs", []):
+            if WIDGET_VIEW in output.get("data", {}):
+                output = NotebookNode(output_type="display_data", metadata={},
+                                      data={"text/html": WIDGET_NOTE, "text/plain": "(interactive controls)"})
+                if outputs and outputs[-1].get("data", {}).get("text/html") == WIDGET_NOTE:
+                    continue
+            outputs.append(output)
+        cell.outputs = outputs
+    exporter = HTMLExporter(template_name="lab", embed_images=True, exclude_input_prompt=True,
+                            exclude_output_prompt=True, exclude_input=hide_input)
+    html, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    return html
+
+
+def run(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = None,
+        out_html: str | os.PathLike | None = None, *, hide_input: bool = False,
+        timeout: float = CELL_TIMEOUT) -> Path:
+    """Run ``notebook`` with ``parameters`` and write a standalone HTML report to ``out_html``
+    (default: the notebook's name with ``.html``, in the current folder). Returns its path."""
+    path = find(notebook)
+    out = Path(out_html) if out_html is not None else Path(f"{path.stem}.html")
+    if out.suffix.lower() not in REPORT_SUFFIXES:
+        raise ValidationError(f"the report must be an .html file, not {out.name!r}", "out")
+    if not out.parent.is_dir():
+        raise ValidationError(f"the folder of the report ({out.parent}) does not exist", "out")
+    nb = execute(path, parameters, timeout=timeout)
+    html = to_html(nb, title=path.stem, hide_input=hide_input)
+    _write_text(out, html)
+    return out
+
+
+def _write_text(out: Path, text: str) -> None:
+    """Write through a temporary file in the same folder: a failure leaves no half-written report."""
+    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, out)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+# -- JupyterLab -------------------------------------------------------------------------------------
+
+def warm(log: Callable[[str], Any] = print) -> None:
+    """Build the embedded default's demo data and aggregates now (once per machine, then from the
+    cache), so that the first notebook cell that asks for data answers at once. Nothing to do when
+    ``$METRICS_KIT_BASE_URL`` points the notebooks at a remote service."""
+    if os.environ.get(BASE_URL_ENV):
+        log(f"The notebooks will use the service {os.environ[BASE_URL_ENV]} (${BASE_URL_ENV})")
+        return
+    from . import aggregates, demo
+    from .catalogue import default_catalogue
+
+    data = demo.ensure_default()
+    aggregates.load_or_build(data, default_catalogue(), log=log)
+    log(f"Embedded default ready: the SYNTHETIC demo data set ({data})")
+
+
+def lab_command(port: int | None = None, open_browser: bool = True, folder: Path | None = None,
+                extra_args: Sequence[str] = ()) -> list[str]:
+    """The ``jupyter lab`` command line: this Python's JupyterLab on the notebooks folder, on
+    127.0.0.1 only, opening the quickstart if there is one."""
+    folder = (folder or notebooks_dir()).resolve()
+    command = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={folder}", "--ServerApp.ip=127.0.0.1"]
+    if port is not None:
+        command.append(f"--ServerApp.port={port}")
+    if not open_browser:
+        command.append("--no-browser")
+    first = available(folder)
+    if first and open_browser:
+        command.append(str(first[0]))
+    return command + list(extra_args)
+
+
+def lab(port: int | None = None, open_browser: bool = True, *, extra_args: Sequence[str] = (),
+        log: Callable[[str], Any] = print) -> int:
+    """Warm the embedded default, then replace this process with JupyterLab on the notebooks
+    (``extra_args`` go to ``jupyter lab``)."""
+    command = lab_command(port, open_browser, extra_args=extra_args)
+    warm(log)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.name == "posix":
+        os.execv(command[0], command)  # does not return; Ctrl+C goes straight to JupyterLab
+    import subprocess
+
+    return subprocess.call(command)
