@@ -89,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    import trivial_app
+
     from metrics_kit import aggregates
     from metrics_kit.catalogue import default_catalogue
     from metrics_kit.server.app import App
     from metrics_kit.service import MetricService
-
-    import trivial_app
 
     catalogue = default_catalogue(None)
     built = aggregates.load_or_build(common.data_dir(args.work, args.scale), catalogue, log=lambda *_: None)

@@ -41,7 +41,7 @@ def _label(name: str, args) -> str:
     for a in args:
         if isinstance(a, str) and (a in GRANULARITIES or a.isidentifier()) and len(a) < 40:
             extra.append(a)
-        elif hasattr(a, "table") and isinstance(getattr(a, "table"), str):  # a store.Source
+        elif hasattr(a, "table") and isinstance(a.table, str):  # a store.Source
             extra.append(a.table)
         elif hasattr(a, "get_name"):  # an Ibis table
             try:

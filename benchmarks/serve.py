@@ -209,7 +209,7 @@ def run_wrk(wrk: str, url: str, script: Path, connections: int, threads: int, se
         raise SystemExit(f"wrk failed ({run.returncode}): {' '.join(cmd)}\n{run.output}")
     result = json.loads(line[len("WRKJSON "):])
     if result["responses"] >= max_per_thread(script) * threads:
-        print(f"warning: wrk stopped at the --max-requests bound; req/s of this step is too low", flush=True)
+        print("warning: wrk stopped at the --max-requests bound; req/s of this step is too low", flush=True)
     duration = result["duration_us"] / 1e6
     result.update(
         rps=result["requests"] / duration,
