@@ -91,10 +91,10 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     import trivial_app
 
-    from metrics_kit import aggregates
-    from metrics_kit.catalogue import default_catalogue
-    from metrics_kit.server.app import App
-    from metrics_kit.service import MetricService
+    from metrics_kit.server import build as aggregates
+    from metrics_kit.spec.catalogue import default_catalogue
+    from metrics_kit.server.http.app import App
+    from metrics_kit.server.service import MetricService
 
     catalogue = default_catalogue(None)
     built = aggregates.load_or_build(common.data_dir(args.work, args.scale), catalogue, log=lambda *_: None)

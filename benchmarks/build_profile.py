@@ -96,8 +96,9 @@ def _run(args, data: Path) -> int:
     started = time.perf_counter()
     import ibis
 
-    from metrics_kit import aggregates, engine, store
-    from metrics_kit.catalogue import default_catalogue
+    from metrics_kit.server import build as aggregates, engine
+    from metrics_kit.server.data import store
+    from metrics_kit.spec.catalogue import default_catalogue
     EVENTS.append(("imports (ibis, metrics_kit)", time.perf_counter() - started, _peak_mib()))
 
     for name in ("_validate", "_coverage", "_read_projects"):

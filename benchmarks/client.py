@@ -143,7 +143,7 @@ def child(spec: dict) -> dict:
     if spec.get("base_url"):
         # The HTTP transport is imported on first use (it imports requests and urllib3, ~0.1 s);
         # import it here so that, as for the naive loop's `import requests`, no import is timed.
-        import metrics_kit.transport  # noqa: F401
+        import metrics_kit.client.transports  # noqa: F401
     for name in spec.get("preimport", ()):  # modules the library would import lazily on the first call
         __import__(name)
     out["import_s"] = perf() - started
@@ -200,7 +200,7 @@ def diagnose(spec: dict) -> dict:
     from urllib3.util.retry import Retry
 
     import metrics_kit as mk
-    from metrics_kit.transport import HTTPTransport
+    from metrics_kit.client.transports import HTTPTransport
 
     base, key, n = spec["base_url"], spec["key"], DIAG_REQUESTS
     first = dt.date(2024, 1, 1)
@@ -302,10 +302,12 @@ def start_breakdown(spec: dict) -> dict:
     t0 = perf()
     import metrics_kit  # noqa: F401
     t1 = perf()
-    import duckdb  # noqa: F401  (imported by metrics_kit.store at module level)
+    import duckdb  # noqa: F401  (imported by metrics_kit.server.data.store at module level)
     t2 = perf()
-    from metrics_kit import aggregates, demo, embedded, service  # noqa: F401
-    from metrics_kit.server import app  # noqa: F401
+    from metrics_kit import embedded  # noqa: F401
+    from metrics_kit.server import build, service  # noqa: F401
+    from metrics_kit.server.data import demo  # noqa: F401
+    from metrics_kit.server.http import app  # noqa: F401
     t3 = perf()
     transport = embedded.transport()
     t4 = perf()
@@ -499,7 +501,7 @@ def report(bench: Bench, pairs: list[tuple[str, str]], goals: list[int]) -> dict
             row("same process, 2nd series(): embedded", emb, "again_s"),
             row("fresh process, Client(loopback)+discovery+series", warm_http, "total_s",
                 f"series alone {fmt_s(med(r['pull_s'] for r in warm_http))}"),
-            row("same, metrics_kit.cache imported before timing", P("warm/http-fresh-preimported"), "total_s",
+            row("same, metrics_kit.client.cache imported before timing", P("warm/http-fresh-preimported"), "total_s",
             f"series alone {fmt_s(med(r['pull_s'] for r in P('warm/http-fresh-preimported')))}"),
         row("fresh process, embedded: start", warm_emb, "first_answer_s"),
             row("fresh process, embedded: series", warm_emb, "pull_s"),
@@ -510,7 +512,7 @@ def report(bench: Bench, pairs: list[tuple[str, str]], goals: list[int]) -> dict
             ("same process (loopback client)", med(r["again_s"] for r in http)),
             ("same process (embedded)", med(r["again_s"] for r in emb)),
             ("fresh process, Client(loopback) incl. discovery", med(r["total_s"] for r in warm_http)),
-            ("fresh process, Client(loopback), metrics_kit.cache imported before timing",
+            ("fresh process, Client(loopback), metrics_kit.client.cache imported before timing",
              med(r["total_s"] for r in P("warm/http-fresh-preimported"))),
             ("fresh process, embedded series (service start apart)", med(r["pull_s"] for r in warm_emb)),
         ]
@@ -564,7 +566,7 @@ def report_diagnosis(bench: Bench) -> None:
         print(f"\n## Diagnosis: the embedded default's time to first answer (fresh process, aggregates cached; "
               f"{len(starts)} runs)\n")
         parts = [("import metrics_kit (not in 'first answer')", "import_metrics_kit_s"),
-                 ("import duckdb (metrics_kit.store imports it at module level)", "import_duckdb_s"),
+                 ("import duckdb (metrics_kit.server.data.store imports it at module level)", "import_duckdb_s"),
                  ("import the service modules (aggregates, demo, embedded, service, server.app)",
                   "import_service_s"),
                  ("embedded.transport(): read the cached aggregates, build the App", "load_aggregates_s"),
@@ -573,7 +575,7 @@ def report_diagnosis(bench: Bench) -> None:
         print(common.table(["part", "median", "best", "per run"],
                            [[label, fmt_s(med(r[key] for r in starts)), fmt_s(min(r[key] for r in starts)),
                              per_round(starts, key)] for label, key in parts], "lrrl"))
-        print("the first request imported requests (metrics_kit.transport, for its Reply class): "
+        print("the first request imported requests (metrics_kit.client.transports, for its Reply class): "
               + ("yes" if all(r["first_request_imported_requests"] for r in starts) else "no"))
     layers = next((r for r in bench.extra if r["kind"] == "diagnose"), None)
     if layers:
@@ -764,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
                                                       "base_url": loopback.base_url, **http}, folder, rnd)
                         bench.run("warm/http-fresh-preimported", {
                             "kind": "library", "what": "series", "base_url": loopback.base_url,
-                            "preimport": ["metrics_kit.cache"], **http}, folder, rnd)
+                            "preimport": ["metrics_kit.client.cache"], **http}, folder, rnd)
                     else:
                         bench.run(f"loopback/{name}", {"kind": name, "base_url": loopback.base_url,
                                                        "key": common.BENCH_KEY}, fresh_dir(scratch, "empty"), rnd)

@@ -76,7 +76,7 @@ def _repeated_two_step(backend, events):
 
 def _measure_parts(catalogue) -> list[tuple[str, str, str | None]]:
     """(column name, "s" or "t", restriction predicate or None) for each distinct measure."""
-    from metrics_kit import engine
+    from metrics_kit.server import engine
 
     out: dict[tuple, str] = {}
     for metric in catalogue:
@@ -90,7 +90,7 @@ def _measure_parts(catalogue) -> list[tuple[str, str, str | None]]:
 
 
 def _dedup_once(con, catalogue) -> list:
-    from metrics_kit.catalogue import GRANULARITIES
+    from metrics_kit.spec.catalogue import GRANULARITIES
 
     parts = _measure_parts(catalogue)
     flags = {name: where for name, _, where in parts if where}
@@ -131,7 +131,7 @@ def _dedup_once(con, catalogue) -> list:
 
 def _measures(catalogue) -> list[tuple[str, str]]:
     """(column name, SQL over columns s / t / pool_type) for each distinct measure of the engine."""
-    from metrics_kit import engine
+    from metrics_kit.server import engine
 
     out: dict[tuple, str] = {}
     for metric in catalogue:
@@ -150,7 +150,7 @@ def _long(frames, catalogue):
     metric, value) rows for the catalogue's transaction metrics, as the engine returns them."""
     import pandas as pd
 
-    from metrics_kit import engine
+    from metrics_kit.server import engine
 
     wide = pd.concat(frames, ignore_index=True)
     columns: dict[tuple, str] = {}
@@ -177,8 +177,8 @@ def _checksum(long) -> str:
 
 
 def run_variant(variant: str, data: Path, threads: int | None) -> None:
-    from metrics_kit import store
-    from metrics_kit.catalogue import GRANULARITIES, default_catalogue
+    from metrics_kit.server.data import store
+    from metrics_kit.spec.catalogue import GRANULARITIES, default_catalogue
 
     catalogue = default_catalogue(None)
     started = time.perf_counter()
@@ -193,7 +193,7 @@ def run_variant(variant: str, data: Path, threads: int | None) -> None:
         import ibis
         import pandas as pd
 
-        from metrics_kit import engine
+        from metrics_kit.server import engine
 
         backend = ibis.duckdb.from_connection(con)
         if variant == "engine_two_step":
@@ -206,7 +206,7 @@ def run_variant(variant: str, data: Path, threads: int | None) -> None:
     elif variant.startswith("repeated"):
         import ibis
 
-        from metrics_kit import engine
+        from metrics_kit.server import engine
 
         backend = ibis.duckdb.from_connection(con)
         events = backend.table("transactions")
@@ -228,7 +228,7 @@ def run_variant(variant: str, data: Path, threads: int | None) -> None:
     elif variant == "grouped_distinct":
         import ibis
 
-        from metrics_kit import engine
+        from metrics_kit.server import engine
 
         backend = ibis.duckdb.from_connection(con)
         t = backend.table("transactions")

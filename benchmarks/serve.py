@@ -4,7 +4,7 @@
 
 Starts, on 127.0.0.1 with ports picked by the OS, ``metrics-kit serve`` over the demo data set of
 ``--scale`` (generated under ``--work`` if missing, aggregates built into a private cache) and
-``benchmarks/trivial_app.py`` (Starlette, served through the same ``metrics_kit.server.run``:
+``benchmarks/trivial_app.py`` (Starlette, served through the same ``metrics_kit.server.http.run``:
 httptools, uvloop, one worker, access log off). Then, for each number of connections (1, 8, 64),
 it loads both with ``wrk`` for ``--duration`` seconds after a ``--warmup``, alternating which goes
 first, for ``--rounds`` rounds. ``/metrics`` requests rotate through a fixed set of valid queries

@@ -2,7 +2,7 @@
 
     python benchmarks/trivial_app.py --port 0      # prints "Serving http://127.0.0.1:PORT"
 
-It is served through ``metrics_kit.server.run`` -- the same ``bind`` and the same uvicorn
+It is served through ``metrics_kit.server.http.run`` -- the same ``bind`` and the same uvicorn
 settings as ``metrics-kit serve`` (httptools, uvloop, one worker, access log off, lifespan off,
 no server/date headers) -- so the only difference from ``/metrics`` is the application itself.
 The endpoint is ``async``: a plain function would run in Starlette's thread pool and make the
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
-    from metrics_kit.server import run
+    from metrics_kit.server.http import run
 
     sock = run.bind(args.host, args.port)
     host, port = sock.getsockname()[:2]

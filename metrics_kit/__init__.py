@@ -10,7 +10,7 @@ remote service.
 
 __version__ = "0.1.0"
 
-from .api import (
+from metrics_kit.client.api import (
     catalogue,
     chain_rewards,
     clear_cache,
@@ -26,8 +26,9 @@ from .api import (
     value,
     yields,
 )
-from .client import Client
-from .errors import (
+from metrics_kit.client.client import Client
+from metrics_kit.client.transports import set_default_transport as _set_default_transport
+from metrics_kit.errors import (
     APIError,
     AuthenticationError,
     ConfigurationError,
@@ -42,6 +43,10 @@ from .errors import (
     TransportError,
     ValidationError,
 )
+
+from metrics_kit import embedded as _embedded  # noqa: E402
+
+_set_default_transport(_embedded.transport)
 
 __all__ = [
     "__version__",

@@ -1,3 +1,3 @@
-from .cli import main
+from metrics_kit.tools.cli import main
 
 raise SystemExit(main())

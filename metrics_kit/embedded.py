@@ -16,7 +16,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlencode
 
-from .parse import Reply
+from metrics_kit.spec.wire import Reply
 
 log = logging.getLogger("metrics_kit.embedded")
 _lock = threading.Lock()
@@ -96,10 +96,11 @@ def transport() -> InProcessTransport:
     global _service
     with _lock:
         if _service is None:
-            from . import aggregates, demo
-            from .catalogue import default_catalogue
-            from .server.app import App
-            from .service import MetricService
+            from metrics_kit.server import build as aggregates
+            from metrics_kit.server.data import demo
+            from metrics_kit.spec.catalogue import default_catalogue
+            from metrics_kit.server.http.app import App
+            from metrics_kit.server.service import MetricService
 
             catalogue = default_catalogue()
             data = demo.ensure_default()

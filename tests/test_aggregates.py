@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from metrics_kit import aggregates
-from metrics_kit.catalogue import default_catalogue
+from metrics_kit.server import build as aggregates
+from metrics_kit.spec.catalogue import default_catalogue
 
 GOLDEN = Path(__file__).parent / "golden" / "data"
 
@@ -77,7 +77,7 @@ def test_the_cache_key_is_the_same_in_every_process():
     import subprocess
     import sys
 
-    code = ("from metrics_kit import aggregates; from metrics_kit.catalogue import Catalogue; "
+    code = ("from metrics_kit.server import build as aggregates; from metrics_kit.spec.catalogue import Catalogue; "
             "print(aggregates.catalogue_key(Catalogue('sol')))")
     keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics_kit.cache import Entry, ValueCache, clear_cache, default_path, namespace
+from metrics_kit.client.cache import Entry, ValueCache, clear_cache, default_path, namespace
 from metrics_kit.errors import ConfigurationError
 
 URL = "https://metrics.example.test"
@@ -304,7 +304,7 @@ def _foreign(path: Path) -> None:
 def test_a_broken_file_is_rebuilt(path, caplog, damage):
     _fill(path)
     damage(path)
-    with caplog.at_level(logging.WARNING, logger="metrics_kit.cache"):
+    with caplog.at_level(logging.WARNING, logger="metrics_kit.client.cache"):
         _works_and_old_data_is_gone(path)
     assert "starting a fresh one" in caplog.text
 
@@ -315,7 +315,7 @@ def test_a_file_damaged_while_open_is_rebuilt(cache, path, caplog):
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the rows now live in the main file only
     conn.close()
     _truncated(path)
-    with caplog.at_level(logging.WARNING, logger="metrics_kit.cache"):
+    with caplog.at_level(logging.WARNING, logger="metrics_kit.client.cache"):
         assert cache.get_many([key("2024-01-01")]) == {}
     assert "starting a fresh one" in caplog.text
     cache.put_many([(key(), entry(42))])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from metrics_kit.catalogue import (
+from metrics_kit.spec.catalogue import (
     AGGREGATIONS,
     DEFAULT_CHAIN_UNIT,
     FAMILIES,

@@ -1,4 +1,4 @@
-"""The SYNTHETIC demo data set (metrics_kit.demo): format, determinism, coverage and realism."""
+"""The SYNTHETIC demo data set (metrics_kit.server.data.demo): format, determinism, coverage and realism."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from metrics_kit import demo
-from metrics_kit.catalogue import FLOW_SIGNS, KINDS, default_catalogue
+from metrics_kit.server.data import demo
+from metrics_kit.spec.catalogue import FLOW_SIGNS, KINDS, default_catalogue
 
 SCALE = 0.2
 TABLES = ("projects", "transactions", "fees", "token_flows", "chain_rewards")

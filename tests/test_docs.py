@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from metrics_kit import docgen
-from metrics_kit.catalogue import default_catalogue
+from metrics_kit.tools import docgen
+from metrics_kit.spec.catalogue import default_catalogue
 
 ROOT = Path(__file__).parent.parent
 
@@ -11,7 +11,7 @@ ROOT = Path(__file__).parent.parent
 def test_metrics_table_is_current():
     committed = (ROOT / "docs" / "metrics.md").read_text()
     assert committed == docgen.markdown(default_catalogue("sol")), \
-        "docs/metrics.md is stale: run `python -m metrics_kit.docgen > docs/metrics.md`"
+        "docs/metrics.md is stale: run `python -m metrics_kit.tools.docgen > docs/metrics.md`"
 
 
 def test_every_metric_is_documented():

@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 from support import ServerProcess
 
-from metrics_kit import Client, FetchError, PartialDataWarning, ValidationError, families
-from metrics_kit.catalogue import FAMILIES
+from metrics_kit import Client, FetchError, PartialDataWarning, ValidationError
+from metrics_kit.client import families
+from metrics_kit.spec.catalogue import FAMILIES
 
 GOLDEN = Path(__file__).parent / "golden" / "data"
 TS = pd.Timestamp

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support import ServerProcess
 
-from metrics_kit.catalogue import DEFAULT_CHAIN_UNIT, default_catalogue
+from metrics_kit.spec.catalogue import DEFAULT_CHAIN_UNIT, default_catalogue
 
 DATA = Path(__file__).parent / "golden" / "data"
 

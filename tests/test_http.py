@@ -27,7 +27,7 @@ import pytest
 import requests
 from support import TEST_KEY, ServerProcess
 
-from metrics_kit.catalogue import default_catalogue
+from metrics_kit.spec.catalogue import default_catalogue
 
 DATA = Path(__file__).parent / "http_data"
 COVERAGE = ("2024-03-13", "2024-04-02")

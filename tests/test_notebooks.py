@@ -24,8 +24,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from metrics_kit import notebooks
-from metrics_kit.cli import main
+from metrics_kit.tools import notebooks
+from metrics_kit.tools.cli import main
 from metrics_kit.errors import MetricsKitError, ValidationError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,8 +7,8 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from metrics_kit import plotting  # noqa: E402
-from metrics_kit.catalogue import default_catalogue  # noqa: E402
+from metrics_kit.notebook import charts as plotting  # noqa: E402
+from metrics_kit.spec.catalogue import default_catalogue  # noqa: E402
 
 
 def frame():

@@ -1,6 +1,6 @@
 """Load-time validation of an event data folder (docs/data-format.md), against real DuckDB.
 
-Every test writes a small data folder under ``tmp_path`` and calls :func:`metrics_kit.store.load`
+Every test writes a small data folder under ``tmp_path`` and calls :func:`metrics_kit.server.data.store.load`
 directly. A broken folder must raise :class:`DataFormatError` naming the file, the column and the
 first offending rows (numbered as a person counts data rows); a good one must expose views whose
 ``block_time`` is the right UTC instant, whatever the file format, timestamp unit or time zone.
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from metrics_kit import store
+from metrics_kit.server.data import store
 from metrics_kit.errors import DataFormatError
 
 PROJECTS = """project,kinds,initial_circulating_supply,regular_pools

@@ -1,4 +1,4 @@
-"""metrics_kit.transport: retries, deadline, timeouts, rate limit, pool, error translation, the key.
+"""metrics_kit.client.transports: retries, deadline, timeouts, rate limit, pool, error translation, the key.
 
 The faults a real server won't produce on demand come from tests/faults.py; the last tests run the
 real `metrics-kit serve --rate-limit 5` on tests/http_data.
@@ -22,7 +22,7 @@ from support import TEST_KEY, ServerProcess
 
 from metrics_kit import __version__
 from metrics_kit.errors import ConfigurationError, TransportError, ValidationError
-from metrics_kit.transport import HTTPTransport, Reply, _DeadlineRetry
+from metrics_kit.client.transports import HTTPTransport, Reply, _DeadlineRetry
 
 KEY = "fault-key-SECRET-0123456789abcdef"
 SECOND_KEY = "second-key-SECRET-fedcba9876543210"

@@ -1,1 +1,1 @@
-"""The reference metrics service over HTTP: an ASGI app (``app``) and its runner (``run``)."""
+"""The reference metrics service: event data, the engine, aggregates, the query layer and HTTP."""

@@ -10,8 +10,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DataFormatError
-from .schema import TABLES
+from metrics_kit.errors import DataFormatError
+from metrics_kit.server.data.schema import TABLES
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,16 @@
 """Documentation generated from the catalogue, so that it cannot drift from the code.
 
-``python -m metrics_kit.docgen > docs/metrics.md`` rewrites the table; a test fails when the
+``python -m metrics_kit.tools.docgen > docs/metrics.md`` rewrites the table; a test fails when the
 committed file differs from what this prints.
 """
 
 from __future__ import annotations
 
-from .catalogue import FAMILIES, Catalogue, default_catalogue
+from metrics_kit.spec.catalogue import FAMILIES, Catalogue, default_catalogue
 
 _HEADER = """# Metric catalogue
 
-Generated from `metrics_kit/catalogue.py` by `python -m metrics_kit.docgen > docs/metrics.md`;
+Generated from `metrics_kit/catalogue.py` by `python -m metrics_kit.tools.docgen > docs/metrics.md`;
 do not edit by hand. Every metric accepts the granularities `1_day`, `1_week` and `1_month`.
 Chain reward metrics end in the chain's unit, here `{unit}` (a setting: `--chain-unit`).
 

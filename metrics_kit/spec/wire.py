@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .errors import APIError, ResponseFormatError, for_status
+from metrics_kit.errors import APIError, ResponseFormatError, for_status
 
 _SHOWN = 200
 

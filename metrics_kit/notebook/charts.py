@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from .catalogue import Catalogue, default_catalogue
+from metrics_kit.spec.catalogue import Catalogue, default_catalogue
 
 _UNIT_LABELS = {"count": "count", "usd": "USD", "native_token": "native tokens", "fraction": "share (%)"}
 

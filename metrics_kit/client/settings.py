@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .errors import ConfigurationError
+from metrics_kit.errors import ConfigurationError
 
 BASE_URL_ENV = "METRICS_KIT_BASE_URL"
 API_KEY_ENV = "METRICS_KIT_API_KEY"

@@ -7,7 +7,7 @@ import secrets
 import socket
 import sys
 
-from ..errors import ConfigurationError
+from metrics_kit.errors import ConfigurationError
 
 KEYS_ENV = "METRICS_KIT_API_KEYS"
 
@@ -41,7 +41,7 @@ def bind(host: str, port: int) -> socket.socket:
 def _protocol():
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    from ..service import QueryError
+    from metrics_kit.server.service import QueryError
 
     class JsonErrorsProtocol(HttpToolsProtocol):
         """Requests the HTTP parser rejects (a 64 KiB request line, an unknown method token, a

@@ -11,7 +11,7 @@ import threading
 
 import pandas as pd
 
-from .client import Client
+from metrics_kit.client.client import Client
 
 _lock = threading.Lock()
 _default: Client | None = None

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .. import __version__
-from ..catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue
+from metrics_kit import __version__
+from metrics_kit.spec.catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue
 
 _ERROR_CODES = {
     400: "A parameter is missing, repeated or malformed (including an unknown metric_name).",

@@ -50,9 +50,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import ConfigurationError
-from .paths import CACHE_DIR_ENV, cache_dir
-from .periods import period_bounds
+from metrics_kit.errors import ConfigurationError
+from metrics_kit.files import CACHE_DIR_ENV, cache_dir
+from metrics_kit.spec.calendar import period_bounds
 
 __all__ = ["Entry", "Key", "ValueCache", "clear_cache", "default_path", "namespace"]
 

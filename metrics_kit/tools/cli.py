@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .config import API_KEY_ENV, BASE_URL_ENV
-from .errors import MetricsKitError
+from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV
+from metrics_kit.errors import MetricsKitError
 
 SAMPLE_QUERY = {"metric_name": "swap_active_users", "granularity": "1_week"}
 
@@ -118,16 +118,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args) -> int:
-    from . import aggregates
-    from .catalogue import default_catalogue
-    from .server import run
-    from .server.app import App
-    from .service import MetricService
+    from metrics_kit.server import build as aggregates
+    from metrics_kit.spec.catalogue import default_catalogue
+    from metrics_kit.server.http import run
+    from metrics_kit.server.http.app import App
+    from metrics_kit.server.service import MetricService
 
     catalogue = default_catalogue(args.chain_unit)
     data = args.data
     if data is None:
-        from . import demo
+        from metrics_kit.server.data import demo
 
         data = demo.ensure_default()
         print(f"Serving the SYNTHETIC demo data set ({data})", flush=True)
@@ -158,7 +158,7 @@ def _sample_project(built, catalogue) -> str | None:
 
 
 def _demo_data(args) -> int:
-    from . import demo
+    from metrics_kit.server.data import demo
 
     kwargs = {} if args.seed is None else {"seed": args.seed}
     counts = demo.generate(args.out, scale=args.scale, **kwargs)
@@ -168,8 +168,8 @@ def _demo_data(args) -> int:
 
 
 def _build(args) -> int:
-    from . import aggregates
-    from .catalogue import default_catalogue
+    from metrics_kit.server import build as aggregates
+    from metrics_kit.spec.catalogue import default_catalogue
 
     built = aggregates.load_or_build(args.data, default_catalogue(args.chain_unit), rebuild=args.rebuild)
     print(f"{len(built.projects)} projects, coverage {built.meta['coverage']}, "
@@ -184,7 +184,7 @@ def _fetch(args) -> int:
     import os
     import warnings
 
-    from .client import Client
+    from metrics_kit.client.client import Client
 
     suffix = args.out.suffix.lower()
     if suffix not in OUTPUT_FORMATS:
@@ -254,15 +254,15 @@ def _write(table, out: Path, suffix: str) -> None:
 
 
 def _lab(args) -> int:
-    from . import notebooks
+    from metrics_kit.tools import notebooks
 
     extra = args.jupyter_args[1:] if args.jupyter_args[:1] == ["--"] else args.jupyter_args
     return notebooks.lab(port=args.port, open_browser=not args.no_browser, extra_args=extra)
 
 
 def _report(args) -> int:
-    from . import notebooks
-    from .errors import ValidationError
+    from metrics_kit.tools import notebooks
+    from metrics_kit.errors import ValidationError
 
     values: dict = {}
     for name, text in args.parameters:

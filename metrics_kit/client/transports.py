@@ -55,7 +55,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -76,11 +76,11 @@ from urllib3.exceptions import (
 )
 from urllib3.util.retry import Retry
 
-from . import __version__
-from .errors import ConfigurationError, TransportError, ValidationError
-from .parse import Reply
+from metrics_kit import __version__
+from metrics_kit.errors import ConfigurationError, TransportError, ValidationError
+from metrics_kit.spec.wire import Reply
 
-__all__ = ["HTTPTransport", "Reply"]
+__all__ = ["HTTPTransport", "Reply", "default_transport", "set_default_transport"]
 
 log = logging.getLogger("metrics_kit.transport")
 
@@ -481,3 +481,21 @@ def _os_error(error: BaseException | None) -> str:
         if isinstance(e, OSError) and e.strerror:
             return e.strerror
     return ""
+
+
+# The transport of a client given no base URL. The client layer never imports the server, so the
+# package root registers the embedded reference service here (see metrics_kit/embedded.py).
+_default_factory: Callable[[], Any] | None = None
+
+
+def set_default_transport(factory: Callable[[], Any] | None) -> None:
+    """Make ``factory()`` the transport of every client given no base URL."""
+    global _default_factory
+    _default_factory = factory
+
+
+def default_transport() -> Any:
+    if _default_factory is None:
+        raise ConfigurationError("no base URL given and no default service registered; give base_url= "
+                                 "(or set METRICS_KIT_BASE_URL), or import metrics_kit for the embedded default")
+    return _default_factory()

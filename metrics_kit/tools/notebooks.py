@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import BASE_URL_ENV
-from .errors import ConfigurationError, MetricsKitError, ValidationError
+from metrics_kit.client.settings import BASE_URL_ENV
+from metrics_kit.errors import ConfigurationError, MetricsKitError, ValidationError
 
 NOTEBOOKS_ENV = "METRICS_KIT_NOTEBOOKS"
 KERNEL_NAME = "python3"
@@ -44,7 +44,7 @@ def notebooks_dir() -> Path:
         if not folder.is_dir():
             raise ConfigurationError(f"{NOTEBOOKS_ENV} names {folder}, which is not a folder")
         return folder
-    folder = Path(__file__).resolve().parent.parent / "notebooks"
+    folder = Path(__file__).resolve().parents[2] / "notebooks"
     if folder.is_dir():
         return folder
     raise ConfigurationError(
@@ -294,8 +294,9 @@ def warm(log: Callable[[str], Any] = print) -> None:
     if os.environ.get(BASE_URL_ENV):
         log(f"The notebooks will use the service {os.environ[BASE_URL_ENV]} (${BASE_URL_ENV})")
         return
-    from . import aggregates, demo
-    from .catalogue import default_catalogue
+    from metrics_kit.server import build as aggregates
+    from metrics_kit.server.data import demo
+    from metrics_kit.spec.catalogue import default_catalogue
 
     data = demo.ensure_default()
     aggregates.load_or_build(data, default_catalogue(), log=log)

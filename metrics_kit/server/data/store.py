@@ -18,9 +18,9 @@ from pathlib import Path
 
 import duckdb
 
-from .catalogue import KINDS, PROJECT_PATTERN
-from .errors import DataFormatError
-from .schema import (
+from metrics_kit.spec.catalogue import KINDS, PROJECT_PATTERN
+from metrics_kit.errors import DataFormatError
+from metrics_kit.server.data.schema import (
     ACTIONS,
     COLUMNS,
     EVENT_TABLES,
@@ -31,7 +31,7 @@ from .schema import (
     REWARD_TYPES,
     TABLES,
 )
-from .sources import Source, find_sources, fingerprint  # noqa: F401 (the store's API)
+from metrics_kit.server.data.sources import Source, find_sources, fingerprint  # noqa: F401 (the store's API)
 
 _SQL_TYPE = {"str": "VARCHAR", "float": "DOUBLE", "bool": "BOOLEAN", "time": "TIMESTAMP"}
 _TIMESTAMP_SOURCES = ("TIMESTAMP", "VARCHAR", "DATE")

@@ -12,8 +12,8 @@ import json
 import re
 from collections.abc import Iterable
 
-from .aggregates import Aggregates
-from .catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue
+from metrics_kit.server.build import Aggregates
+from metrics_kit.spec.catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue
 
 PARAMETERS = ("metric_name", "project", "granularity", "date")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")

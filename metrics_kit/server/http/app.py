@@ -19,9 +19,9 @@ import time
 from collections.abc import Iterable
 from urllib.parse import parse_qsl
 
-from ..catalogue import GRANULARITIES, Catalogue
-from ..service import MetricService, QueryError
-from . import openapi
+from metrics_kit.spec.catalogue import GRANULARITIES, Catalogue
+from metrics_kit.server.service import MetricService, QueryError
+from metrics_kit.server.http import openapi
 
 log = logging.getLogger("metrics_kit.server")
 _JSON = [(b"content-type", b"application/json")]

@@ -61,8 +61,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .catalogue import FAMILIES, Catalogue, Metric
-from .errors import FetchError, NotFoundError, ValidationError
+from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric
+from metrics_kit.errors import FetchError, NotFoundError, ValidationError
 
 __all__ = ["FAMILIES", "build", "chain_rewards", "derived_columns", "dex", "financials", "lending",
            "tokenomics", "yields"]

@@ -22,10 +22,11 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from . import config, parse
-from .cache import Entry, ValueCache
-from .catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue, Metric, default_catalogue
-from .errors import (
+from metrics_kit.client import settings as config
+from metrics_kit.spec import wire as parse
+from metrics_kit.client.cache import Entry, ValueCache
+from metrics_kit.spec.catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue, Metric, default_catalogue
+from metrics_kit.errors import (
     APIError,
     ConfigurationError,
     FetchError,
@@ -116,11 +117,11 @@ class Client:
         with self._lock:
             if self._transport is None:
                 if self.embedded:
-                    from . import embedded
+                    from metrics_kit.client.transports import default_transport
 
-                    self._transport = embedded.transport()
+                    self._transport = default_transport()
                 else:
-                    from .transport import HTTPTransport
+                    from metrics_kit.client.transports import HTTPTransport
 
                     self._transport = HTTPTransport(
                         self._connection.base_url, self._connection.api_key, pool_size=self.workers,
@@ -169,7 +170,7 @@ class Client:
         if metric is None:
             close = self.catalogue.suggest(name)
             hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else \
-                "; metrics_kit.catalogue() lists every metric"
+                "; metrics_kit.spec.catalogue() lists every metric"
             raise ValidationError(f"unknown metric {name!r}{hint}", "metric")
         return metric
 
@@ -467,47 +468,47 @@ class Client:
                          "metrics": info.get("metrics")})
         return pd.DataFrame(rows).set_index("project")
 
-    # -- family helpers (metrics_kit.families) ---------------------------------------------------
+    # -- family helpers (metrics_kit.client.families) ---------------------------------------------------
 
     def tokenomics(self, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
         """The tokenomics metrics of ``project`` in one wide frame, with supply_change and
-        net_dilution_share (see ``metrics_kit.families``)."""
-        from . import families
+        net_dilution_share (see ``metrics_kit.client.families``)."""
+        from metrics_kit.client import families
 
         return families.build(self, "tokenomics", project, start, end, granularity, **kwargs)
 
     def yields(self, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
         """The yield metrics that apply to ``project`` in one wide frame, with protocol_take_rate,
-        staking_per_user and farm_deposits_per_user (see ``metrics_kit.families``)."""
-        from . import families
+        staking_per_user and farm_deposits_per_user (see ``metrics_kit.client.families``)."""
+        from metrics_kit.client import families
 
         return families.build(self, "yield", project, start, end, granularity, **kwargs)
 
     def dex(self, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
         """The exchange metrics that apply to ``project`` in one wide frame, with swaps_per_user and,
-        with regular pools, regular_pool_swap_share (see ``metrics_kit.families``)."""
-        from . import families
+        with regular pools, regular_pool_swap_share (see ``metrics_kit.client.families``)."""
+        from metrics_kit.client import families
 
         return families.build(self, "dex", project, start, end, granularity, **kwargs)
 
     def lending(self, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
         """The lending metrics of ``project`` in one wide frame, with transactions per user and
-        borrow_to_repay_ratio (see ``metrics_kit.families``)."""
-        from . import families
+        borrow_to_repay_ratio (see ``metrics_kit.client.families``)."""
+        from metrics_kit.client import families
 
         return families.build(self, "lending", project, start, end, granularity, **kwargs)
 
     def chain_rewards(self, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
         """The chain reward metrics of ``project`` in one wide frame, with net_rent and total_rewards
-        (see ``metrics_kit.families``)."""
-        from . import families
+        (see ``metrics_kit.client.families``)."""
+        from metrics_kit.client import families
 
         return families.build(self, "chain_rewards", project, start, end, granularity, **kwargs)
 
     def financials(self, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
         """The financial metrics of ``project`` in one wide frame, with total_revenue_in_usd and
-        protocol_take_rate (see ``metrics_kit.families``)."""
-        from . import families
+        protocol_take_rate (see ``metrics_kit.client.families``)."""
+        from metrics_kit.client import families
 
         return families.build(self, "financials", project, start, end, granularity, **kwargs)
 

@@ -23,13 +23,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import paths
-from .catalogue import GRANULARITIES, Catalogue
-from .sources import find_sources, fingerprint
+from metrics_kit import files
+from metrics_kit.spec.catalogue import GRANULARITIES, Catalogue
+from metrics_kit.server.data.sources import find_sources, fingerprint
 
 if TYPE_CHECKING:
-    from .store import EventStore, Project
-from .periods import period_bounds, period_index, period_starts
+    from metrics_kit.server.data.store import EventStore, Project
+from metrics_kit.spec.calendar import period_bounds, period_index, period_starts
 
 # Bump when the engine's results change for the same data and catalogue.
 ENGINE_VERSION = 1
@@ -122,7 +122,7 @@ def catalogue_key(catalogue: Catalogue) -> str:
 
 
 def cache_path(fingerprint: str, catalogue: Catalogue) -> Path:
-    return paths.cache_dir() / "aggregates" / f"{fingerprint}-{catalogue_key(catalogue)}.parquet"
+    return files.cache_dir() / "aggregates" / f"{fingerprint}-{catalogue_key(catalogue)}.parquet"
 
 
 def build(event_store: EventStore, catalogue: Catalogue) -> Aggregates:
@@ -135,7 +135,7 @@ def build(event_store: EventStore, catalogue: Catalogue) -> Aggregates:
     coverage = event_store.coverage
     values: dict[tuple[str, str, str], list] = {}
     if coverage is not None:
-        from . import engine
+        from metrics_kit.server import engine
 
         for granularity, sparse in engine.compute(backend, catalogue):
             values.update(_densify(sparse, granularity, coverage, projects, catalogue))
@@ -193,9 +193,9 @@ def load_or_build(data_dir: str | os.PathLike, catalogue: Catalogue, *, rebuild:
             log(f"Rebuilding unreadable aggregates {path.name}: {exc}")
     # A 10M-transaction build peaks near 1.3 GiB; the cap keeps a larger data set within bounds by
     # spilling, into the cache folder rather than DuckDB's default of the current directory.
-    from . import store  # DuckDB only when building
+    from metrics_kit.server.data import store  # DuckDB only when building
 
-    con = store.connect(memory_limit=BUILD_MEMORY_LIMIT, temp_directory=paths.cache_dir() / "duckdb-tmp")
+    con = store.connect(memory_limit=BUILD_MEMORY_LIMIT, temp_directory=files.cache_dir() / "duckdb-tmp")
     event_store = store.load(data_dir, con=con)
     aggregates = build(event_store, catalogue)
     aggregates.save(cache_path(event_store.fingerprint, catalogue))

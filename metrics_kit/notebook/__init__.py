@@ -1,0 +1,1 @@
+"""What the notebooks import: charts and controls over the client."""

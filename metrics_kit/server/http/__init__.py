@@ -1,0 +1,1 @@
+"""The HTTP shell over the query layer: an ASGI app, its OpenAPI document, the runner."""

@@ -1,0 +1,136 @@
+"""Calendar periods, all UTC: a day, a week, a calendar month. The one calendar of metrics_kit.
+
+A period is named by its first day; its end is its last day (inclusive). Any date inside a period
+answers for that period. Weeks are ISO weeks (Monday to Sunday) unless a calendar is made with
+``week_start="sunday"``, for a service whose weeks run Sunday to Saturday. The reference service
+uses ISO weeks (:data:`ISO`); the client takes the week convention of the service it talks to.
+
+Dates past 9999-12-31 do not exist in Python: a period that would end there is a ValidationError,
+never an OverflowError.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from metrics_kit.errors import ValidationError
+
+GRANULARITIES = ("1_day", "1_week", "1_month")
+WEEK_STARTS = ("monday", "sunday")
+ONE_DAY = dt.timedelta(days=1)
+
+
+def _unknown(granularity: str) -> ValidationError:
+    return ValidationError(f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}",
+                           "granularity")
+
+
+def _too_far(day: dt.date) -> ValidationError:
+    return ValidationError(f"the period containing {day.isoformat()} reaches past 9999-12-31, the last date "
+                           "metrics_kit can represent; choose an earlier date", "date")
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """Period arithmetic for one week convention."""
+
+    week_start: str = "monday"
+
+    def __post_init__(self) -> None:
+        if self.week_start not in WEEK_STARTS:
+            raise ValidationError(f"week_start must be one of {', '.join(WEEK_STARTS)}, not {self.week_start!r}",
+                                  "week_start")
+
+    @property
+    def _week_offset(self) -> int:
+        return 0 if self.week_start == "monday" else 1
+
+    def start(self, day: dt.date, granularity: str) -> dt.date:
+        """The first day of the period containing ``day``."""
+        if granularity == "1_day":
+            return day
+        if granularity == "1_week":
+            back = dt.timedelta(days=(day.weekday() + self._week_offset) % 7)
+            if day - dt.date.min < back:
+                raise ValidationError(f"the week containing {day.isoformat()} starts before 0001-01-01", "date")
+            return day - back
+        if granularity == "1_month":
+            return day.replace(day=1)
+        raise _unknown(granularity)
+
+    def next_start(self, start: dt.date, granularity: str) -> dt.date:
+        """The first day of the period after the one that starts on ``start``."""
+        try:
+            if granularity == "1_day":
+                return start + ONE_DAY
+            if granularity == "1_week":
+                return start + dt.timedelta(days=7)
+            if granularity == "1_month":
+                return (start.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
+        except OverflowError:
+            raise _too_far(start) from None
+        raise _unknown(granularity)
+
+    def end(self, day: dt.date, granularity: str) -> dt.date:
+        """The last day of the period containing ``day``."""
+        start = self.start(day, granularity)
+        if granularity == "1_day":
+            return start
+        if granularity == "1_week":
+            try:
+                return start + dt.timedelta(days=6)
+            except OverflowError:
+                raise _too_far(day) from None
+        if granularity == "1_month":
+            if start.month == 12:
+                return start.replace(day=31)
+            return start.replace(month=start.month + 1) - ONE_DAY
+        raise _unknown(granularity)
+
+    def bounds(self, day: dt.date, granularity: str) -> tuple[dt.date, dt.date]:
+        """First and last day of the period containing ``day``."""
+        return self.start(day, granularity), self.end(day, granularity)
+
+    def starts(self, first: dt.date, last: dt.date, granularity: str) -> Iterator[dt.date]:
+        """Starts of every period that overlaps ``first``..``last`` (inclusive), in order."""
+        start, final = self.start(first, granularity), self.start(last, granularity)
+        while start <= final:
+            yield start
+            if start == final:  # stepping past it could leave the calendar (after 9999-12)
+                return
+            start = self.next_start(start, granularity)
+
+    def index(self, day: dt.date, origin: dt.date, granularity: str) -> int:
+        """Ordinal of the period containing ``day``, counting from the period containing ``origin``."""
+        if granularity == "1_day":
+            return (day - origin).days
+        if granularity == "1_week":
+            return (self.start(day, granularity) - self.start(origin, granularity)).days // 7
+        if granularity == "1_month":
+            return (day.year - origin.year) * 12 + day.month - origin.month
+        raise _unknown(granularity)
+
+    def label(self, start: dt.date, granularity: str) -> str:
+        """A short human label: ``2025-06-04``, ``week of 2025-06-02`` (``2025-W23`` for ISO weeks), ``2025-06``."""
+        if granularity == "1_day":
+            return start.isoformat()
+        if granularity == "1_week":
+            if self.week_start == "monday":
+                year, week, _ = start.isocalendar()
+                return f"{year}-W{week:02d}"
+            return f"week of {start.isoformat()}"
+        if granularity == "1_month":
+            return f"{start.year:04d}-{start.month:02d}"
+        raise _unknown(granularity)
+
+
+ISO = Calendar("monday")
+
+# The reference service's calendar, as functions.
+period_start = ISO.start
+next_start = ISO.next_start
+period_bounds = ISO.bounds
+period_starts = ISO.starts
+period_index = ISO.index
