@@ -29,16 +29,18 @@ import common  # noqa: E402
 def _queries(aggregates, catalogue, count: int, seed: int) -> list[bytes]:
     first, last = aggregates.coverage
     days = (last - first).days + 1
-    combos = [(p, m.name) for p, info in sorted(aggregates.projects.items())
-              for m in catalogue.applicable(info["kinds"], info["regular_pools"])]
+    combos = [
+        (p, m.name)
+        for p, info in sorted(aggregates.projects.items())
+        for m in catalogue.applicable(info["kinds"], info["regular_pools"])
+    ]
     rng = random.Random(seed)
     out = []
     for _ in range(count):
         project, metric = rng.choice(combos)
         granularity = rng.choice(("1_day", "1_week", "1_month"))
         date = first + dt.timedelta(days=rng.randrange(days))
-        out.append(f"metric_name={metric}&project={project}&granularity={granularity}"
-                   f"&date={date.isoformat()}".encode())
+        out.append(f"metric_name={metric}&project={project}&granularity={granularity}&date={date.isoformat()}".encode())
     return out
 
 
@@ -60,12 +62,24 @@ async def _drive(app, scopes: list[dict], n: int) -> tuple[float, int]:
 
 
 def _scope(path: str, query: bytes) -> dict:
-    return {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-            "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 50000), "scheme": "http",
-            "method": "GET", "root_path": "", "path": path, "raw_path": path.encode(),
-            "query_string": query,
-            "headers": [(b"host", b"127.0.0.1:8000"), (b"x-api-key", common.BENCH_KEY.encode()),
-                        (b"accept", b"application/json")]}
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 50000),
+        "scheme": "http",
+        "method": "GET",
+        "root_path": "",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query,
+        "headers": [
+            (b"host", b"127.0.0.1:8000"),
+            (b"x-api-key", common.BENCH_KEY.encode()),
+            (b"accept", b"application/json"),
+        ],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,9 +106,9 @@ def _run(args) -> int:
     import trivial_app
 
     from metrics_kit.server import build as aggregates
-    from metrics_kit.spec.catalogue import default_catalogue
     from metrics_kit.server.http.app import App
     from metrics_kit.server.service import MetricService
+    from metrics_kit.spec.catalogue import default_catalogue
 
     catalogue = default_catalogue(None)
     built = aggregates.load_or_build(common.data_dir(args.work, args.scale), catalogue, log=lambda *_: None)
@@ -108,17 +122,25 @@ def _run(args) -> int:
     except ImportError:
         runner = asyncio.run
     results = {}
-    for name, target, scopes in (("trivial", trivial_app.app, trivial_scopes), ("/metrics", app, metrics_scopes),
-                                 ("trivial ", trivial_app.app, trivial_scopes),
-                                 ("/metrics ", app, metrics_scopes)):
+    for name, target, scopes in (
+        ("trivial", trivial_app.app, trivial_scopes),
+        ("/metrics", app, metrics_scopes),
+        ("trivial ", trivial_app.app, trivial_scopes),
+        ("/metrics ", app, metrics_scopes),
+    ):
         runner(_drive(target, scopes, min(args.requests, 5000)))  # warm-up
         elapsed, bad = runner(_drive(target, scopes, args.requests))
         results.setdefault(name.strip(), []).append(1e6 * elapsed / args.requests)
-        print(f"{name.strip():>8}: {1e6 * elapsed / args.requests:6.1f} us per request "
-              f"({args.requests:,} calls, non-200 {bad})", flush=True)
+        print(
+            f"{name.strip():>8}: {1e6 * elapsed / args.requests:6.1f} us per request "
+            f"({args.requests:,} calls, non-200 {bad})",
+            flush=True,
+        )
     best = {k: min(v) for k, v in results.items()}
-    print(f"best of two: trivial {best['trivial']:.1f} us, /metrics {best['/metrics']:.1f} us, "
-          f"difference /metrics - trivial: {best['/metrics'] - best['trivial']:+.1f} us per request")
+    print(
+        f"best of two: trivial {best['trivial']:.1f} us, /metrics {best['/metrics']:.1f} us, "
+        f"difference /metrics - trivial: {best['/metrics'] - best['trivial']:+.1f} us per request"
+    )
     if args.profile:
         profiler = cProfile.Profile()
         profiler.enable()

@@ -96,9 +96,11 @@ def _run(args, data: Path) -> int:
     started = time.perf_counter()
     import ibis
 
-    from metrics_kit.server import build as aggregates, engine
+    from metrics_kit.server import build as aggregates
+    from metrics_kit.server import engine
     from metrics_kit.server.data import store
     from metrics_kit.spec.catalogue import default_catalogue
+
     EVENTS.append(("imports (ibis, metrics_kit)", time.perf_counter() - started, _peak_mib()))
 
     for name in ("_validate", "_coverage", "_read_projects"):
@@ -116,10 +118,12 @@ def _run(args, data: Path) -> int:
     built = aggregates.build(event_store, catalogue)
     t2 = time.perf_counter()
     EVENTS.append(("= aggregates.build total (engine + densify)", t2 - t1, _peak_mib()))
-    held = con.execute("SELECT tag, round(memory_usage_bytes / 2^20) AS mib, "
-                       "round(temporary_storage_bytes / 2^20) AS spilled_mib FROM duckdb_memory() "
-                       "WHERE memory_usage_bytes > 0 OR temporary_storage_bytes > 0 "
-                       "ORDER BY memory_usage_bytes DESC").fetchall()
+    held = con.execute(
+        "SELECT tag, round(memory_usage_bytes / 2^20) AS mib, "
+        "round(temporary_storage_bytes / 2^20) AS spilled_mib FROM duckdb_memory() "
+        "WHERE memory_usage_bytes > 0 OR temporary_storage_bytes > 0 "
+        "ORDER BY memory_usage_bytes DESC"
+    ).fetchall()
     built.save(aggregates.cache_path(event_store.fingerprint, catalogue))
     t3 = time.perf_counter()
     EVENTS.append(("save", t3 - t2, _peak_mib()))
@@ -128,21 +132,33 @@ def _run(args, data: Path) -> int:
 
     setting = lambda name: con.execute(f"SELECT current_setting('{name}')").fetchone()[0]  # noqa: E731
     print(f"data: {data}; DuckDB {setting('threads')} threads, memory_limit {setting('memory_limit')}")
-    print(common.table(["phase", "seconds", "peak RSS so far MiB"],
-                       [[label, f"{s:.2f}", f"{peak:,.0f}"] for label, s, peak in EVENTS]))
-    print(f"peak RSS {_peak_mib():,.0f} MiB; CPU user {usage.ru_utime:.1f} s + system {usage.ru_stime:.1f} s "
-          f"over {time.perf_counter() - started:.1f} s wall")
-    print("DuckDB memory still held after the engine (duckdb_memory()): "
-          + (", ".join(f"{tag} {mib:,.0f} MiB" + (f" (+{sp:,.0f} spilled)" if sp else "")
-                       for tag, mib, sp in held) or "none"))
+    print(
+        common.table(
+            ["phase", "seconds", "peak RSS so far MiB"],
+            [[label, f"{s:.2f}", f"{peak:,.0f}"] for label, s, peak in EVENTS],
+        )
+    )
+    print(
+        f"peak RSS {_peak_mib():,.0f} MiB; CPU user {usage.ru_utime:.1f} s + system {usage.ru_stime:.1f} s "
+        f"over {time.perf_counter() - started:.1f} s wall"
+    )
+    print(
+        "DuckDB memory still held after the engine (duckdb_memory()): "
+        + (
+            ", ".join(f"{tag} {mib:,.0f} MiB" + (f" (+{sp:,.0f} spilled)" if sp else "") for tag, mib, sp in held)
+            or "none"
+        )
+    )
 
     if args.explain:
         backend = ibis.duckdb.from_connection(con)
         events = backend.table("transactions")
         try:
             measures = engine._measures([m for m in catalogue if m.source == "transactions"])
-            exprs = {"signer_days": engine.signer_days(events, measures),
-                     "repeated_transactions": engine.repeated_transactions(events)}
+            exprs = {
+                "signer_days": engine.signer_days(events, measures),
+                "repeated_transactions": engine.repeated_transactions(events),
+            }
         except AttributeError as exc:
             print(f"--explain: the engine no longer has {exc.name}; nothing to explain")
             exprs = {}

@@ -66,23 +66,45 @@ DAYS = 365
 PANEL_PROJECTS = ["demoswap", "demoswap.clmm", "demofarm", "demolend", "demochain"]
 PANEL_METRICS = [
     # revenue: demoswap, demoswap.clmm, demofarm, demolend (the first two), and not demolend (third)
-    "protocol_revenue_in_usd", "supply_side_revenue_in_usd", "transaction_fee_revenue_in_usd",
+    "protocol_revenue_in_usd",
+    "supply_side_revenue_in_usd",
+    "transaction_fee_revenue_in_usd",
     # exchange: demoswap and demoswap.clmm (regular pools: demoswap only)
-    "swap_active_users", "liquidity_pool_deposit_active_users", "liquidity_pool_withdraw_active_users",
-    "swap_transaction_count", "liquidity_pool_deposit_transaction_count",
-    "liquidity_pool_withdraw_transaction_count", "regular_pool_swap_transaction_count",
+    "swap_active_users",
+    "liquidity_pool_deposit_active_users",
+    "liquidity_pool_withdraw_active_users",
+    "swap_transaction_count",
+    "liquidity_pool_deposit_transaction_count",
+    "liquidity_pool_withdraw_transaction_count",
+    "regular_pool_swap_transaction_count",
     # lending: demolend
-    "lending_deposit_active_users", "lending_withdraw_active_users", "borrowing_active_users",
-    "loan_repayment_active_users", "lending_deposit_transaction_count", "lending_withdraw_transaction_count",
-    "borrowing_transaction_count", "loan_repayment_transaction_count",
+    "lending_deposit_active_users",
+    "lending_withdraw_active_users",
+    "borrowing_active_users",
+    "loan_repayment_active_users",
+    "lending_deposit_transaction_count",
+    "lending_withdraw_transaction_count",
+    "borrowing_transaction_count",
+    "loan_repayment_transaction_count",
     # yield: demofarm
-    "protocol_transaction_fee_revenue_in_usd", "supply_side_transaction_fee_revenue_in_usd",
-    "staking_fee_revenue_in_usd", "protocol_staking_fee_revenue_in_usd", "supply_side_staking_fee_revenue_in_usd",
-    "staking_active_users", "unstaking_active_users", "farm_deposit_active_users", "farm_withdraw_active_users",
-    "staking_transaction_count", "unstaking_transaction_count", "farm_deposit_transaction_count",
+    "protocol_transaction_fee_revenue_in_usd",
+    "supply_side_transaction_fee_revenue_in_usd",
+    "staking_fee_revenue_in_usd",
+    "protocol_staking_fee_revenue_in_usd",
+    "supply_side_staking_fee_revenue_in_usd",
+    "staking_active_users",
+    "unstaking_active_users",
+    "farm_deposit_active_users",
+    "farm_withdraw_active_users",
+    "staking_transaction_count",
+    "unstaking_transaction_count",
+    "farm_deposit_transaction_count",
     "farm_withdrawal_transaction_count",
     # chain rewards: demochain
-    "reward_staking_in_sol", "reward_mining_fee_in_sol", "reward_voting_in_sol", "reward_negative_rent_in_sol",
+    "reward_staking_in_sol",
+    "reward_mining_fee_in_sol",
+    "reward_voting_in_sol",
+    "reward_negative_rent_in_sol",
     "reward_positive_rent_in_sol",
 ]
 PANEL_PAIRS = 50
@@ -97,6 +119,7 @@ _RESULT = "RESULT "
 
 
 # -- the child -----------------------------------------------------------------------------------
+
 
 def _days() -> list[str]:
     first, last = dt.date.fromisoformat(START), dt.date.fromisoformat(END)
@@ -129,8 +152,12 @@ def child(spec: dict) -> dict:
         session = requests.Session() if spec["kind"] == "session" else None
         get = session.get if session is not None else requests.get
         for day in _days():  # bounded: 365 requests
-            response = get(url, params={"metric_name": SERIES_METRIC, "project": SERIES_PROJECT,
-                                        "granularity": "1_day", "date": day}, headers=headers, timeout=30)
+            response = get(
+                url,
+                params={"metric_name": SERIES_METRIC, "project": SERIES_PROJECT, "granularity": "1_day", "date": day},
+                headers=headers,
+                timeout=30,
+            )
             response.raise_for_status()
             values.append(response.json()["value"])
         if session is not None:
@@ -160,20 +187,31 @@ def child(spec: dict) -> dict:
     if spec["what"] == "series":
         series = client.series(SERIES_METRIC, SERIES_PROJECT, START, END, "1_day")
         t3 = perf()
-        out.update(pull_s=t3 - t2, points=len(series), fetched=series.attrs["fetched"],
-                   from_cache=series.attrs["from_cache"], checksum=float(series.sum()))
+        out.update(
+            pull_s=t3 - t2,
+            points=len(series),
+            fetched=series.attrs["fetched"],
+            from_cache=series.attrs["from_cache"],
+            checksum=float(series.sum()),
+        )
         if spec.get("again"):
             t4 = perf()
             again = client.series(SERIES_METRIC, SERIES_PROJECT, START, END, "1_day")
-            out.update(again_s=perf() - t4, again_from_cache=again.attrs["from_cache"],
-                       again_checksum=float(again.sum()))
+            out.update(
+                again_s=perf() - t4, again_from_cache=again.attrs["from_cache"], again_checksum=float(again.sum())
+            )
     else:
-        wide = client.frame(PANEL_METRICS, PANEL_PROJECTS, START, END, "1_day", shape="wide",
-                            skip_inapplicable=True)
+        wide = client.frame(PANEL_METRICS, PANEL_PROJECTS, START, END, "1_day", shape="wide", skip_inapplicable=True)
         t3 = perf()
-        out.update(pull_s=t3 - t2, points=int(wide.notna().sum().sum()), rows=len(wide),
-                   columns=len(wide.columns), fetched=wide.attrs["fetched"], from_cache=wide.attrs["from_cache"],
-                   checksum=float(wide.astype("float64").sum().sum()))
+        out.update(
+            pull_s=t3 - t2,
+            points=int(wide.notna().sum().sum()),
+            rows=len(wide),
+            columns=len(wide.columns),
+            fetched=wide.attrs["fetched"],
+            from_cache=wide.attrs["from_cache"],
+            checksum=float(wide.astype("float64").sum().sum()),
+        )
     out["total_s"] = perf() - t0
     out["rss_before_close_mib"] = _rss_mib()
     client.close()
@@ -209,8 +247,12 @@ def diagnose(spec: dict) -> dict:
     parts = urlsplit(base)
 
     def query(i: int) -> dict:
-        return {"metric_name": SERIES_METRIC, "project": SERIES_PROJECT, "granularity": "1_day",
-                "date": days[i % len(days)]}
+        return {
+            "metric_name": SERIES_METRIC,
+            "project": SERIES_PROJECT,
+            "granularity": "1_day",
+            "date": days[i % len(days)],
+        }
 
     def check(status: int) -> None:
         if status != 200:
@@ -220,6 +262,7 @@ def diagnose(spec: dict) -> dict:
         def run():
             for i in range(n):
                 get(i)
+
         return run
 
     def sixteen(get):
@@ -227,6 +270,7 @@ def diagnose(spec: dict) -> dict:
             with ThreadPoolExecutor(WORKERS) as pool:
                 for future in as_completed([pool.submit(get, i) for i in range(n)]):
                     future.result()
+
         return run
 
     def transport_get():
@@ -236,37 +280,53 @@ def diagnose(spec: dict) -> dict:
     def lean_requests():
         session = requests.Session()
         session.trust_env = False  # no proxy / netrc lookups in the environment per request
+
         def get(i):
             response = session.get(base + "/metrics?" + urlencode(query(i)), headers=headers, allow_redirects=False)
             _ = response.content  # read the body, as the transport does
             check(response.status_code)
+
         return get, session.close
 
     def plain_urllib3():
-        pool = urllib3.HTTPConnectionPool(parts.hostname, parts.port, maxsize=WORKERS, block=True, retries=Retry(
-            5, redirect=0, status_forcelist=[429, 502, 503, 504], backoff_factor=0.5, raise_on_status=False))
+        pool = urllib3.HTTPConnectionPool(
+            parts.hostname,
+            parts.port,
+            maxsize=WORKERS,
+            block=True,
+            retries=Retry(
+                5, redirect=0, status_forcelist=[429, 502, 503, 504], backoff_factor=0.5, raise_on_status=False
+            ),
+        )
+
         def get(i):
             check(pool.request("GET", "/metrics?" + urlencode(query(i)), headers=headers, redirect=False).status)
+
         return get, pool.close
 
     def plain_http_client():
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+
         def get(i):
             conn.request("GET", "/metrics?" + urlencode(query(i)), headers=headers)
             response = conn.getresponse()
             response.read()
             check(response.status)
+
         return get, conn.close
 
     def library(workers: int):
         def setup():
             client = mk.Client(base, key, workers=workers, cache=False, progress=False)
             client.discovery()
+
             def run():
                 frame = client.frame(DIAG_METRICS, SERIES_PROJECT, START, END, "1_day")
                 if frame.size != n:
                     raise SystemExit(f"diagnose: {frame.size} values, expected {n}")
+
             return run, client.close
+
         return setup
 
     variants = [
@@ -301,13 +361,16 @@ def start_breakdown(spec: dict) -> dict:
     perf = time.perf_counter
     t0 = perf()
     import metrics_kit  # noqa: F401
+
     t1 = perf()
     import duckdb  # noqa: F401  (imported by metrics_kit.server.data.store at module level)
+
     t2 = perf()
     from metrics_kit import embedded  # noqa: F401
     from metrics_kit.server import build, service  # noqa: F401
     from metrics_kit.server.data import demo  # noqa: F401
     from metrics_kit.server.http import app  # noqa: F401
+
     t3 = perf()
     transport = embedded.transport()
     t4 = perf()
@@ -318,12 +381,20 @@ def start_breakdown(spec: dict) -> dict:
     transport.get("/projects", {})
     t6 = perf()
     transport.close()
-    return {"kind": "start", "import_metrics_kit_s": t1 - t0, "import_duckdb_s": t2 - t1,
-            "import_service_s": t3 - t2, "load_aggregates_s": t4 - t3, "first_request_s": t5 - t4,
-            "second_request_s": t6 - t5, "first_request_imported_requests": (not before) and after}
+    return {
+        "kind": "start",
+        "import_metrics_kit_s": t1 - t0,
+        "import_duckdb_s": t2 - t1,
+        "import_service_s": t3 - t2,
+        "load_aggregates_s": t4 - t3,
+        "first_request_s": t5 - t4,
+        "second_request_s": t6 - t5,
+        "first_request_imported_requests": (not before) and after,
+    }
 
 
 # -- the parent ----------------------------------------------------------------------------------
+
 
 class Bench:
     def __init__(self, args, py_spy: str | None):
@@ -332,8 +403,9 @@ class Bench:
         self.results: list[dict] = []
         self.extra: list[dict] = []  # --diagnose children
 
-    def run(self, step: str, spec: dict, cache_dir: Path, rnd: int, *, profile: Path | None = None,
-            record: bool = True) -> dict:
+    def run(
+        self, step: str, spec: dict, cache_dir: Path, rnd: int, *, profile: Path | None = None, record: bool = True
+    ) -> dict:
         """Run one child; record its in-process figures, wall time, peak RSS and the load before."""
         load = os.getloadavg()[0]
         cmd = [sys.executable, str(HERE), "_child", json.dumps(spec)]
@@ -341,23 +413,48 @@ class Bench:
             # --gil: only the thread holding the GIL is sampled, so the shares are shares of the Python
             # CPU time (16 worker threads waiting on sockets or locks would otherwise fill the samples);
             # --nonblocking: the child is not paused to be sampled, so its timing stays close to normal.
-            cmd = [self.py_spy, "record", "-r", "100", "--gil", "--nonblocking", "--format", "raw",
-                   "-o", str(profile), "--", *cmd]
+            cmd = [
+                self.py_spy,
+                "record",
+                "-r",
+                "100",
+                "--gil",
+                "--nonblocking",
+                "--format",
+                "raw",
+                "-o",
+                str(profile),
+                "--",
+                *cmd,
+            ]
         run = common.run_child(cmd, common.child_env(cache_dir), self.args.timeout)
         line = next((ln for ln in run.output.splitlines() if ln.startswith(_RESULT)), None)
         if run.returncode != 0 or line is None:
             raise SystemExit(f"{step} failed ({run.returncode}): {' '.join(cmd)}\n{run.output[-4000:]}")
-        result = json.loads(line[len(_RESULT):])
-        result.update(step=step, round=rnd, wall_s=run.seconds, peak_rss_mib=run.peak_rss_mib,
-                      cpu_s=run.cpu_seconds, load_before=load, profiled=profile is not None)
+        result = json.loads(line[len(_RESULT) :])
+        result.update(
+            step=step,
+            round=rnd,
+            wall_s=run.seconds,
+            peak_rss_mib=run.peak_rss_mib,
+            cpu_s=run.cpu_seconds,
+            load_before=load,
+            profiled=profile is not None,
+        )
         if profile is None and record:
             self.results.append(result)
         elif profile is None:
             self.extra.append(result)
-        shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in result.items()
-                 if k in ("first_answer_s", "pull_s", "total_s", "again_s", "points", "fetched", "from_cache")}
-        print(f"round {rnd} {step:<22} {shown} | wall {run.seconds:.2f} s, peak RSS {run.peak_rss_mib:.0f} MiB, "
-              f"load {load:.2f}", flush=True)
+        shown = {
+            k: (round(v, 4) if isinstance(v, float) else v)
+            for k, v in result.items()
+            if k in ("first_answer_s", "pull_s", "total_s", "again_s", "points", "fetched", "from_cache")
+        }
+        print(
+            f"round {rnd} {step:<22} {shown} | wall {run.seconds:.2f} s, peak RSS {run.peak_rss_mib:.0f} MiB, "
+            f"load {load:.2f}",
+            flush=True,
+        )
         return result
 
     def pick(self, step: str) -> list[dict]:
@@ -384,8 +481,9 @@ def check_panel(base_url: str) -> list[tuple[str, str]]:
     """The applicable (project, metric) pairs of the panel, per the server's /projects."""
     import requests
 
-    body = requests.get(base_url + "/projects", headers={"x-api-key": common.BENCH_KEY,
-                                                         "Accept": "application/json"}, timeout=30).json()
+    body = requests.get(
+        base_url + "/projects", headers={"x-api-key": common.BENCH_KEY, "Accept": "application/json"}, timeout=30
+    ).json()
     offered = {p["project"]: set(p["metrics"]) for p in body["projects"]}
     pairs = [(p, m) for p in PANEL_PROJECTS for m in PANEL_METRICS if m in offered.get(p, ())]
     if len(pairs) != PANEL_PAIRS:
@@ -394,6 +492,7 @@ def check_panel(base_url: str) -> list[tuple[str, str]]:
 
 
 # -- summaries -----------------------------------------------------------------------------------
+
 
 def med(values):
     values = [v for v in values if v is not None]
@@ -418,18 +517,36 @@ def loads(results: list[dict]) -> str:
 def row(name: str, results: list[dict], key: str, note: str = "") -> list:
     if not results:
         return [name, 0, "-", "-", "-", "-", "-", "-", note]
-    return [name, len(results), fmt_s(med(r[key] for r in results)), fmt_s(min(r[key] for r in results)),
-            per_round(results, key), fmt_s(med(r["import_s"] for r in results)),
-            fmt_s(med(r["wall_s"] for r in results)), f"{max(r['peak_rss_mib'] for r in results):.0f}", note]
+    return [
+        name,
+        len(results),
+        fmt_s(med(r[key] for r in results)),
+        fmt_s(min(r[key] for r in results)),
+        per_round(results, key),
+        fmt_s(med(r["import_s"] for r in results)),
+        fmt_s(med(r["wall_s"] for r in results)),
+        f"{max(r['peak_rss_mib'] for r in results):.0f}",
+        note,
+    ]
 
 
-HEAD = ["measurement", "runs", "median", "best", "per run", "import (not counted)", "process wall",
-        "peak RSS MiB", "note"]
+HEAD = [
+    "measurement",
+    "runs",
+    "median",
+    "best",
+    "per run",
+    "import (not counted)",
+    "process wall",
+    "peak RSS MiB",
+    "note",
+]
 ALIGN = "lrrrlrrrl"
 
 
-def ratio_line(label: str, slow: list[dict], slow_key: str, fast: list[dict], fast_key: str,
-               goal: float | None) -> tuple[str, float, bool | None]:
+def ratio_line(
+    label: str, slow: list[dict], slow_key: str, fast: list[dict], fast_key: str, goal: float | None
+) -> tuple[str, float, bool | None]:
     """Median of per-round ratios (rounds where both ran), and best ÷ best."""
     if not slow or not fast:
         return f"{label}: not measured", float("nan"), None
@@ -439,8 +556,10 @@ def ratio_line(label: str, slow: list[dict], slow_key: str, fast: list[dict], fa
     best = min(s[slow_key] for s in slow) / min(f[fast_key] for f in fast)
     met = None if goal is None else ratio >= goal
     verdict = "" if goal is None else f" -> goal >= {goal:g}x: {'MET' if met else 'MISSED'}"
-    text = (f"{label}: {ratio:.1f}x (median of per-round ratios {', '.join(f'{x:.1f}' for x in paired)}; "
-            f"best ÷ best {best:.1f}x){verdict}")
+    text = (
+        f"{label}: {ratio:.1f}x (median of per-round ratios {', '.join(f'{x:.1f}' for x in paired)}; "
+        f"best ÷ best {best:.1f}x){verdict}"
+    )
     return text, ratio, met
 
 
@@ -448,45 +567,76 @@ def report(bench: Bench, pairs: list[tuple[str, str]], goals: list[int]) -> dict
     verdicts = {}
     P = bench.pick
     print("\n" + "=" * 100)
-    print("All times are measured inside a fresh child process after its imports (import time shown apart); "
-          "'process wall' is fork to exit. Medians over the runs; 'best' = fastest run.")
+    print(
+        "All times are measured inside a fresh child process after its imports (import time shown apart); "
+        "'process wall' is fork to exit. Medians over the runs; 'best' = fastest run."
+    )
 
     # -- goal 1
     if 1 in goals:
         lib, naive = P("latency/library"), P("latency/naive")
-        print(f"\n## Goal 1: {LATENCY_MS:g} ms per answer, {DAYS} daily values of {SERIES_METRIC}/{SERIES_PROJECT}, "
-              f"cold (empty private cache)\n")
-        print(common.table(HEAD, [
-            row("library: Client(url, key) + discovery + series", lib, "total_s",
-                f"of which series {fmt_s(med(r['pull_s'] for r in lib))}"),
-            row("naive: requests.get loop, no session", naive, "pull_s"),
-        ], ALIGN))
+        print(
+            f"\n## Goal 1: {LATENCY_MS:g} ms per answer, {DAYS} daily values of {SERIES_METRIC}/{SERIES_PROJECT}, "
+            f"cold (empty private cache)\n"
+        )
+        print(
+            common.table(
+                HEAD,
+                [
+                    row(
+                        "library: Client(url, key) + discovery + series",
+                        lib,
+                        "total_s",
+                        f"of which series {fmt_s(med(r['pull_s'] for r in lib))}",
+                    ),
+                    row("naive: requests.get loop, no session", naive, "pull_s"),
+                ],
+                ALIGN,
+            )
+        )
         floor = DAYS * LATENCY_MS / 1000 / WORKERS
         text, ratio, met = ratio_line("naive ÷ library", naive, "pull_s", lib, "total_s", GOAL1_RATIO)
-        print(f"\nfloor with {WORKERS} in flight: {DAYS} x {LATENCY_MS:g} ms / {WORKERS} = {floor:.2f} s; "
-              f"load average {loads(lib + naive)}")
+        print(
+            f"\nfloor with {WORKERS} in flight: {DAYS} x {LATENCY_MS:g} ms / {WORKERS} = {floor:.2f} s; "
+            f"load average {loads(lib + naive)}"
+        )
         print(f"GOAL 1 {text}")
         verdicts["goal1"] = {"ratio": ratio, "met": met}
 
     # -- goal 2
     if 2 in goals:
-        emb, http, naive0, sess = P("loopback/embedded"), P("loopback/http-client"), P("loopback/naive"), \
-            P("loopback/session")
+        emb, http, naive0, sess = (
+            P("loopback/embedded"),
+            P("loopback/http-client"),
+            P("loopback/naive"),
+            P("loopback/session"),
+        )
         print(f"\n## Goal 2: no delay, the same {DAYS} values, cold\n")
-        print(common.table(HEAD, [
-            row("embedded Client(): first answer (service start)", emb, "first_answer_s", "aggregates cached"),
-            row("embedded Client(): series (the pull)", emb, "pull_s"),
-            row("embedded Client(): start + pull", emb, "total_s"),
-            row("naive: requests.get loop vs loopback serve", naive0, "pull_s"),
-            row("one requests.Session loop (info)", sess, "pull_s"),
-            row("Client(loopback url, key): discovery + series (info)", http, "total_s",
-                f"of which series {fmt_s(med(r['pull_s'] for r in http))}"),
-        ], ALIGN))
+        print(
+            common.table(
+                HEAD,
+                [
+                    row("embedded Client(): first answer (service start)", emb, "first_answer_s", "aggregates cached"),
+                    row("embedded Client(): series (the pull)", emb, "pull_s"),
+                    row("embedded Client(): start + pull", emb, "total_s"),
+                    row("naive: requests.get loop vs loopback serve", naive0, "pull_s"),
+                    row("one requests.Session loop (info)", sess, "pull_s"),
+                    row(
+                        "Client(loopback url, key): discovery + series (info)",
+                        http,
+                        "total_s",
+                        f"of which series {fmt_s(med(r['pull_s'] for r in http))}",
+                    ),
+                ],
+                ALIGN,
+            )
+        )
         print(f"\nload average {loads(emb + http + naive0 + sess)}")
         text, ratio, met = ratio_line("naive ÷ embedded pull", naive0, "pull_s", emb, "pull_s", GOAL2_RATIO)
         print(f"GOAL 2 {text}")
-        text_b, ratio_b, met_b = ratio_line("naive ÷ embedded start + pull", naive0, "pull_s", emb, "total_s",
-                                            GOAL2_RATIO)
+        text_b, ratio_b, met_b = ratio_line(
+            "naive ÷ embedded start + pull", naive0, "pull_s", emb, "total_s", GOAL2_RATIO
+        )
         print(f"       {text_b}")
         print("       " + ratio_line("naive ÷ Client(loopback) (info)", naive0, "pull_s", http, "total_s", None)[0])
         print("       " + ratio_line("naive ÷ Session loop (info)", naive0, "pull_s", sess, "pull_s", None)[0])
@@ -496,55 +646,95 @@ def report(bench: Bench, pairs: list[tuple[str, str]], goals: list[int]) -> dict
     if 2 in goals:
         warm_http, warm_emb = P("warm/http-fresh"), P("warm/embedded-fresh")
         print(f"\n## Goal 3: the same {DAYS} values from a warm on-disk cache (goal < {GOAL3_SECONDS * 1000:.0f} ms)\n")
-        print(common.table(HEAD, [
-            row("same process, 2nd series(): Client(loopback)", http, "again_s"),
-            row("same process, 2nd series(): embedded", emb, "again_s"),
-            row("fresh process, Client(loopback)+discovery+series", warm_http, "total_s",
-                f"series alone {fmt_s(med(r['pull_s'] for r in warm_http))}"),
-            row("same, metrics_kit.client.cache imported before timing", P("warm/http-fresh-preimported"), "total_s",
-            f"series alone {fmt_s(med(r['pull_s'] for r in P('warm/http-fresh-preimported')))}"),
-        row("fresh process, embedded: start", warm_emb, "first_answer_s"),
-            row("fresh process, embedded: series", warm_emb, "pull_s"),
-        ], ALIGN))
-        hits_ok = all(r["again_from_cache"] == DAYS for r in http + emb) and \
-            all(r["from_cache"] == DAYS for r in warm_http + warm_emb + P("warm/http-fresh-preimported"))
+        print(
+            common.table(
+                HEAD,
+                [
+                    row("same process, 2nd series(): Client(loopback)", http, "again_s"),
+                    row("same process, 2nd series(): embedded", emb, "again_s"),
+                    row(
+                        "fresh process, Client(loopback)+discovery+series",
+                        warm_http,
+                        "total_s",
+                        f"series alone {fmt_s(med(r['pull_s'] for r in warm_http))}",
+                    ),
+                    row(
+                        "same, metrics_kit.client.cache imported before timing",
+                        P("warm/http-fresh-preimported"),
+                        "total_s",
+                        f"series alone {fmt_s(med(r['pull_s'] for r in P('warm/http-fresh-preimported')))}",
+                    ),
+                    row("fresh process, embedded: start", warm_emb, "first_answer_s"),
+                    row("fresh process, embedded: series", warm_emb, "pull_s"),
+                ],
+                ALIGN,
+            )
+        )
+        hits_ok = all(r["again_from_cache"] == DAYS for r in http + emb) and all(
+            r["from_cache"] == DAYS for r in warm_http + warm_emb + P("warm/http-fresh-preimported")
+        )
         checks = [
             ("same process (loopback client)", med(r["again_s"] for r in http)),
             ("same process (embedded)", med(r["again_s"] for r in emb)),
             ("fresh process, Client(loopback) incl. discovery", med(r["total_s"] for r in warm_http)),
-            ("fresh process, Client(loopback), metrics_kit.client.cache imported before timing",
-             med(r["total_s"] for r in P("warm/http-fresh-preimported"))),
+            (
+                "fresh process, Client(loopback), metrics_kit.client.cache imported before timing",
+                med(r["total_s"] for r in P("warm/http-fresh-preimported")),
+            ),
             ("fresh process, embedded series (service start apart)", med(r["pull_s"] for r in warm_emb)),
         ]
         print(f"\nevery warm call served all {DAYS} points from the cache: {'yes' if hits_ok else 'NO'}")
         for label, value in checks:
             print(f"GOAL 3 {label}: {fmt_s(value)} -> {'MET' if value < GOAL3_SECONDS else 'MISSED'}")
         emb_fresh = med(r["total_s"] for r in warm_emb)
-        print(f"       (fresh process, embedded, start + series: {fmt_s(emb_fresh)}; "
-              f"{'under' if emb_fresh < GOAL3_SECONDS else 'over'} the goal)")
+        print(
+            f"       (fresh process, embedded, start + series: {fmt_s(emb_fresh)}; "
+            f"{'under' if emb_fresh < GOAL3_SECONDS else 'over'} the goal)"
+        )
         verdicts["goal3"] = {label: {"seconds": v, "met": v < GOAL3_SECONDS} for label, v in checks}
 
     # -- goal 4
     if 4 in goals:
         ph, pe = P("panel/http"), P("panel/embedded")
-        print(f"\n## Goal 4: panel of {len(pairs)} (project, metric) pairs x {DAYS} days = {len(pairs) * DAYS:,} "
-              f"points, cold\n")
-        print(common.table(HEAD, [
-            row("Client(loopback).frame(wide): discovery + frame", ph, "total_s",
-                f"of which frame {fmt_s(med(r['pull_s'] for r in ph))}"),
-            row("embedded Client().frame(wide) (info)", pe, "total_s",
-                f"start {fmt_s(med(r['first_answer_s'] for r in pe))}, frame {fmt_s(med(r['pull_s'] for r in pe))}"),
-        ], ALIGN))
+        print(
+            f"\n## Goal 4: panel of {len(pairs)} (project, metric) pairs x {DAYS} days = {len(pairs) * DAYS:,} "
+            f"points, cold\n"
+        )
+        print(
+            common.table(
+                HEAD,
+                [
+                    row(
+                        "Client(loopback).frame(wide): discovery + frame",
+                        ph,
+                        "total_s",
+                        f"of which frame {fmt_s(med(r['pull_s'] for r in ph))}",
+                    ),
+                    row(
+                        "embedded Client().frame(wide) (info)",
+                        pe,
+                        "total_s",
+                        f"start {fmt_s(med(r['first_answer_s'] for r in pe))}, "
+                        f"frame {fmt_s(med(r['pull_s'] for r in pe))}",
+                    ),
+                ],
+                ALIGN,
+            )
+        )
         if ph:
             seconds, rss = med(r["total_s"] for r in ph), max(r["peak_rss_mib"] for r in ph)
             cpu = med(r["cpu_s"] for r in ph)
             rate = PANEL_POINTS / med(r["pull_s"] for r in ph)
-            print(f"\nload average {loads(ph + pe)}; loopback client CPU {cpu:.1f} s per run (median), "
-                  f"{rate:,.0f} points/s; RSS after imports {med(r['rss_after_import_mib'] for r in ph):.0f} MiB")
+            print(
+                f"\nload average {loads(ph + pe)}; loopback client CPU {cpu:.1f} s per run (median), "
+                f"{rate:,.0f} points/s; RSS after imports {med(r['rss_after_import_mib'] for r in ph):.0f} MiB"
+            )
             ok = seconds < GOAL4_SECONDS and rss < GOAL4_RSS_MIB
-            print(f"GOAL 4 {fmt_s(seconds)} (< {GOAL4_SECONDS:g} s: {'yes' if seconds < GOAL4_SECONDS else 'NO'}), "
-                  f"peak RSS {rss:.0f} MiB (highest run; < {GOAL4_RSS_MIB:g}: {'yes' if rss < GOAL4_RSS_MIB else 'NO'})"
-                  f" -> {'MET' if ok else 'MISSED'}")
+            print(
+                f"GOAL 4 {fmt_s(seconds)} (< {GOAL4_SECONDS:g} s: {'yes' if seconds < GOAL4_SECONDS else 'NO'}), "
+                f"peak RSS {rss:.0f} MiB (highest run; < {GOAL4_RSS_MIB:g}: {'yes' if rss < GOAL4_RSS_MIB else 'NO'})"
+                f" -> {'MET' if ok else 'MISSED'}"
+            )
             verdicts["goal4"] = {"seconds": seconds, "peak_rss_mib": rss, "met": ok}
 
     # consistency: every path returned the same numbers
@@ -553,9 +743,11 @@ def report(bench: Bench, pairs: list[tuple[str, str]], goals: list[int]) -> dict
     panel_sums = [r["checksum"] for r in bench.results if r["step"].startswith("panel")]
     same = len({round(v, 3) for v in series_sums}) <= 1 and len({round(v, 3) for v in panel_sums}) <= 1
     counts = all(r["points"] == (PANEL_POINTS if r["step"].startswith("panel") else DAYS) for r in bench.results)
-    print(f"\nchecks: every series/panel has the expected point count: {'yes' if counts else 'NO'}; "
-          f"the same checksum on every path: {'yes' if same else 'NO'} "
-          f"(series sum {series_sums[0] if series_sums else float('nan'):,.0f})")
+    print(
+        f"\nchecks: every series/panel has the expected point count: {'yes' if counts else 'NO'}; "
+        f"the same checksum on every path: {'yes' if same else 'NO'} "
+        f"(series sum {series_sums[0] if series_sums else float('nan'):,.0f})"
+    )
     verdicts["checks"] = {"counts": counts, "same_values": same}
     return verdicts
 
@@ -563,33 +755,63 @@ def report(bench: Bench, pairs: list[tuple[str, str]], goals: list[int]) -> dict
 def report_diagnosis(bench: Bench) -> None:
     starts = [r for r in bench.extra if r["kind"] == "start"]
     if starts:
-        print(f"\n## Diagnosis: the embedded default's time to first answer (fresh process, aggregates cached; "
-              f"{len(starts)} runs)\n")
-        parts = [("import metrics_kit (not in 'first answer')", "import_metrics_kit_s"),
-                 ("import duckdb (metrics_kit.server.data.store imports it at module level)", "import_duckdb_s"),
-                 ("import the service modules (aggregates, demo, embedded, service, server.app)",
-                  "import_service_s"),
-                 ("embedded.transport(): read the cached aggregates, build the App", "load_aggregates_s"),
-                 ("first request (GET /projects)", "first_request_s"),
-                 ("second request (GET /projects)", "second_request_s")]
-        print(common.table(["part", "median", "best", "per run"],
-                           [[label, fmt_s(med(r[key] for r in starts)), fmt_s(min(r[key] for r in starts)),
-                             per_round(starts, key)] for label, key in parts], "lrrl"))
-        print("the first request imported requests (metrics_kit.client.transports, for its Reply class): "
-              + ("yes" if all(r["first_request_imported_requests"] for r in starts) else "no"))
+        print(
+            f"\n## Diagnosis: the embedded default's time to first answer (fresh process, aggregates cached; "
+            f"{len(starts)} runs)\n"
+        )
+        parts = [
+            ("import metrics_kit (not in 'first answer')", "import_metrics_kit_s"),
+            ("import duckdb (metrics_kit.server.data.store imports it at module level)", "import_duckdb_s"),
+            ("import the service modules (aggregates, demo, embedded, service, server.app)", "import_service_s"),
+            ("embedded.transport(): read the cached aggregates, build the App", "load_aggregates_s"),
+            ("first request (GET /projects)", "first_request_s"),
+            ("second request (GET /projects)", "second_request_s"),
+        ]
+        print(
+            common.table(
+                ["part", "median", "best", "per run"],
+                [
+                    [
+                        label,
+                        fmt_s(med(r[key] for r in starts)),
+                        fmt_s(min(r[key] for r in starts)),
+                        per_round(starts, key),
+                    ]
+                    for label, key in parts
+                ],
+                "lrrl",
+            )
+        )
+        print(
+            "the first request imported requests (metrics_kit.client.transports, for its Reply class): "
+            + ("yes" if all(r["first_request_imported_requests"] for r in starts) else "no")
+        )
     layers = next((r for r in bench.extra if r["kind"] == "diagnose"), None)
     if layers:
-        print(f"\n## Diagnosis: client cost per request on the loopback server ({layers['requests']:,} requests "
-              f"per variant, {len(next(iter(layers['variants'].values())))} repetitions; CPU = the client "
-              f"process, all threads)\n")
+        print(
+            f"\n## Diagnosis: client cost per request on the loopback server ({layers['requests']:,} requests "
+            f"per variant, {len(next(iter(layers['variants'].values())))} repetitions; CPU = the client "
+            f"process, all threads)\n"
+        )
         rows = []
         for name in layers["order"]:
             runs = layers["variants"][name]
             cpu = med(c for _, c in runs)
-            rows.append([name, f"{med(w for w, _ in runs):,.0f}", f"{min(w for w, _ in runs):,.0f}", f"{cpu:,.0f}",
-                         f"{min(c for _, c in runs):,.0f}", f"{PANEL_POINTS * cpu / 1e6:.1f}"])
-        print(common.table(["variant", "wall us/req", "best", "client CPU us/req", "best",
-                            "CPU s for 18,250"], rows, "lrrrrr"))
+            rows.append(
+                [
+                    name,
+                    f"{med(w for w, _ in runs):,.0f}",
+                    f"{min(w for w, _ in runs):,.0f}",
+                    f"{cpu:,.0f}",
+                    f"{min(c for _, c in runs):,.0f}",
+                    f"{PANEL_POINTS * cpu / 1e6:.1f}",
+                ]
+            )
+        print(
+            common.table(
+                ["variant", "wall us/req", "best", "client CPU us/req", "best", "CPU s for 18,250"], rows, "lrrrrr"
+            )
+        )
 
 
 # -- profiling -----------------------------------------------------------------------------------
@@ -642,8 +864,10 @@ def summarise_py_spy(path: Path, top: int = 12) -> str:
                 inclusive[label] += n
     if not total:
         return "  (no samples)"
-    lines = [f"  {total} samples outside imports (and {imports} in imports), 100 Hz, the thread holding the GIL; "
-             "inclusive shares:"]
+    lines = [
+        f"  {total} samples outside imports (and {imports} in imports), 100 Hz, the thread holding the GIL; "
+        "inclusive shares:"
+    ]
     lines += [f"  {100 * inclusive[label] / total:5.1f}%  {label}" for label, _ in _GROUPS if inclusive[label]]
     lines.append("  self (top frames):")
     lines += [f"  {100 * n / total:5.1f}%  {frame[:120]}" for frame, n in leaf.most_common(top)]
@@ -652,8 +876,16 @@ def summarise_py_spy(path: Path, top: int = 12) -> str:
 
 # -- main ----------------------------------------------------------------------------------------
 
-STEPS = ("latency/library", "latency/naive", "loopback/embedded", "loopback/naive", "loopback/session",
-         "loopback/http-client", "panel/http", "panel/embedded")
+STEPS = (
+    "latency/library",
+    "latency/naive",
+    "loopback/embedded",
+    "loopback/naive",
+    "loopback/session",
+    "loopback/http-client",
+    "panel/http",
+    "panel/embedded",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -667,20 +899,36 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every step (default 3); medians shown")
-    parser.add_argument("--slow-rounds", type=int, default=2,
-                        help=f"rounds of the naive loop against the {LATENCY_MS:g} ms server (~19 s each; default 2)")
-    parser.add_argument("--goals", type=int, nargs="+", default=[1, 2, 3, 4], choices=[1, 2, 3, 4],
-                        help="which goals to measure (3 comes with 2)")
+    parser.add_argument(
+        "--slow-rounds",
+        type=int,
+        default=2,
+        help=f"rounds of the naive loop against the {LATENCY_MS:g} ms server (~19 s each; default 2)",
+    )
+    parser.add_argument(
+        "--goals",
+        type=int,
+        nargs="+",
+        default=[1, 2, 3, 4],
+        choices=[1, 2, 3, 4],
+        help="which goals to measure (3 comes with 2)",
+    )
     parser.add_argument("--timeout", type=float, default=300, help="seconds before a child is killed")
     parser.add_argument("--work", type=Path, default=common.DEFAULT_WORK)
     parser.add_argument("--json", type=Path, help="also write every measurement to this file")
-    parser.add_argument("--diagnose", action="store_true",
-                        help="after the rounds: client CPU per request layer by layer (requests, urllib3, "
-                        "http.client, the client at 1/4/16 workers) on the loopback server, and where the "
-                        "embedded default's start goes")
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="after the rounds: client CPU per request layer by layer (requests, urllib3, "
+        "http.client, the client at 1/4/16 workers) on the loopback server, and where the "
+        "embedded default's start goes",
+    )
     parser.add_argument("--diagnose-reps", type=int, default=2, help="repetitions of each --diagnose variant")
-    parser.add_argument("--profile-dir", type=Path, help="after the rounds, run the --profile steps once more "
-                        "under py-spy (250 Hz) and summarise them")
+    parser.add_argument(
+        "--profile-dir",
+        type=Path,
+        help="after the rounds, run the --profile steps once more under py-spy (250 Hz) and summarise them",
+    )
     parser.add_argument("--profile", nargs="*", default=[], choices=STEPS, help="steps to profile")
     args = parser.parse_args(argv)
     if not 1 <= args.rounds <= 20 or not 0 <= args.slow_rounds <= args.rounds:
@@ -697,18 +945,26 @@ def main(argv: list[str] | None = None) -> int:
 
     info = common.machine()
     common.print_machine(info)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=common.REPO, capture_output=True,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--", "metrics_kit"],
-                           cwd=common.REPO, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=common.REPO, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "--no-optional-locks", "status", "--porcelain", "--", "metrics_kit"],
+        cwd=common.REPO,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     import hashlib
 
     digest = hashlib.sha256()
     for path in sorted((common.REPO / "metrics_kit").rglob("*.py")):
         digest.update(str(path.relative_to(common.REPO)).encode() + b"\0" + path.read_bytes())
     code = digest.hexdigest()[:12]
-    print(f"# commit {commit}{' + uncommitted changes in metrics_kit/' if dirty else ''} (metrics_kit/*.py "
-          f"sha256 {code}); load average before {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"# commit {commit}{' + uncommitted changes in metrics_kit/' if dirty else ''} (metrics_kit/*.py "
+        f"sha256 {code}); load average before {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
 
     args.work.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="mk-client-", dir=args.work))
@@ -720,21 +976,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         env = common.child_env(service_cache)
         serve_cmd = common.metrics_kit("serve", "--host", "127.0.0.1", "--port", "0")
-        print("starting the loopback server (generates the demo data and builds its aggregates once) ...",
-              flush=True)
+        print("starting the loopback server (generates the demo data and builds its aggregates once) ...", flush=True)
         loopback = Server("metrics-kit serve", serve_cmd, env, timeout=900)
         servers.append(loopback)
-        remote = Server("metrics-kit serve --latency-ms", serve_cmd + ["--latency-ms", f"{LATENCY_MS:g}"], env,
-                        timeout=300)
+        remote = Server(
+            "metrics-kit serve --latency-ms", serve_cmd + ["--latency-ms", f"{LATENCY_MS:g}"], env, timeout=300
+        )
         servers.append(remote)
-        print(f"loopback {loopback.base_url} (PID {loopback.pid}); {LATENCY_MS:g} ms latency {remote.base_url} "
-              f"(PID {remote.pid})", flush=True)
+        print(
+            f"loopback {loopback.base_url} (PID {loopback.pid}); {LATENCY_MS:g} ms latency {remote.base_url} "
+            f"(PID {remote.pid})",
+            flush=True,
+        )
         pairs = check_panel(loopback.base_url)
         http = {"cache": True, "key": common.BENCH_KEY}
 
         # pre-warm the embedded default: demo data and aggregates already there, values cache dropped
-        prewarm = bench.run("prewarm/embedded", {"kind": "library", "what": "series", "cache": False},
-                            service_cache, 0)
+        prewarm = bench.run("prewarm/embedded", {"kind": "library", "what": "series", "cache": False}, service_cache, 0)
         bench.results.remove(prewarm)
 
         for rnd in range(1, args.rounds + 1):
@@ -742,62 +1000,114 @@ def main(argv: list[str] | None = None) -> int:
                 order = ["library", "naive"] if rnd % 2 else ["naive", "library"]
                 for name in order:
                     if name == "library":
-                        bench.run("latency/library", {"kind": "library", "what": "series", "base_url": remote.base_url,
-                                                      **http}, fresh_dir(scratch, f"lat-lib-{rnd}"), rnd)
+                        bench.run(
+                            "latency/library",
+                            {"kind": "library", "what": "series", "base_url": remote.base_url, **http},
+                            fresh_dir(scratch, f"lat-lib-{rnd}"),
+                            rnd,
+                        )
                     elif rnd <= args.slow_rounds:
-                        bench.run("latency/naive", {"kind": "naive", "base_url": remote.base_url,
-                                                    "key": common.BENCH_KEY}, fresh_dir(scratch, "empty"), rnd)
+                        bench.run(
+                            "latency/naive",
+                            {"kind": "naive", "base_url": remote.base_url, "key": common.BENCH_KEY},
+                            fresh_dir(scratch, "empty"),
+                            rnd,
+                        )
             if 2 in args.goals:
                 steps = ["embedded", "naive", "session", "http-client"]
-                steps = steps[(rnd - 1) % 4:] + steps[:(rnd - 1) % 4]
+                steps = steps[(rnd - 1) % 4 :] + steps[: (rnd - 1) % 4]
                 for name in steps:
                     if name == "embedded":
                         clear_values(service_cache)
-                        bench.run("loopback/embedded", {"kind": "library", "what": "series", "cache": True,
-                                                        "again": True}, service_cache, rnd)
-                        bench.run("warm/embedded-fresh", {"kind": "library", "what": "series", "cache": True},
-                                  service_cache, rnd)
+                        bench.run(
+                            "loopback/embedded",
+                            {"kind": "library", "what": "series", "cache": True, "again": True},
+                            service_cache,
+                            rnd,
+                        )
+                        bench.run(
+                            "warm/embedded-fresh",
+                            {"kind": "library", "what": "series", "cache": True},
+                            service_cache,
+                            rnd,
+                        )
                     elif name == "http-client":
                         folder = fresh_dir(scratch, f"loop-lib-{rnd}")
-                        bench.run("loopback/http-client", {"kind": "library", "what": "series",
-                                                           "base_url": loopback.base_url, "again": True, **http},
-                                  folder, rnd)
-                        bench.run("warm/http-fresh", {"kind": "library", "what": "series",
-                                                      "base_url": loopback.base_url, **http}, folder, rnd)
-                        bench.run("warm/http-fresh-preimported", {
-                            "kind": "library", "what": "series", "base_url": loopback.base_url,
-                            "preimport": ["metrics_kit.client.cache"], **http}, folder, rnd)
+                        bench.run(
+                            "loopback/http-client",
+                            {"kind": "library", "what": "series", "base_url": loopback.base_url, "again": True, **http},
+                            folder,
+                            rnd,
+                        )
+                        bench.run(
+                            "warm/http-fresh",
+                            {"kind": "library", "what": "series", "base_url": loopback.base_url, **http},
+                            folder,
+                            rnd,
+                        )
+                        bench.run(
+                            "warm/http-fresh-preimported",
+                            {
+                                "kind": "library",
+                                "what": "series",
+                                "base_url": loopback.base_url,
+                                "preimport": ["metrics_kit.client.cache"],
+                                **http,
+                            },
+                            folder,
+                            rnd,
+                        )
                     else:
-                        bench.run(f"loopback/{name}", {"kind": name, "base_url": loopback.base_url,
-                                                       "key": common.BENCH_KEY}, fresh_dir(scratch, "empty"), rnd)
+                        bench.run(
+                            f"loopback/{name}",
+                            {"kind": name, "base_url": loopback.base_url, "key": common.BENCH_KEY},
+                            fresh_dir(scratch, "empty"),
+                            rnd,
+                        )
             if 4 in args.goals:
                 order = ["http", "embedded"] if rnd % 2 else ["embedded", "http"]
                 for name in order:
                     if name == "http":
-                        bench.run("panel/http", {"kind": "library", "what": "panel", "base_url": loopback.base_url,
-                                                 **http}, fresh_dir(scratch, f"panel-{rnd}"), rnd)
+                        bench.run(
+                            "panel/http",
+                            {"kind": "library", "what": "panel", "base_url": loopback.base_url, **http},
+                            fresh_dir(scratch, f"panel-{rnd}"),
+                            rnd,
+                        )
                     else:
                         clear_values(service_cache)
-                        bench.run("panel/embedded", {"kind": "library", "what": "panel", "cache": True},
-                                  service_cache, rnd)
+                        bench.run(
+                            "panel/embedded", {"kind": "library", "what": "panel", "cache": True}, service_cache, rnd
+                        )
         print(f"measured in {time.monotonic() - began:.0f} s", flush=True)
         if args.diagnose:
             for rnd in range(1, args.rounds + 1):
                 bench.run("diagnose/start", {"kind": "start"}, service_cache, rnd, record=False)
-            bench.run("diagnose/layers", {"kind": "diagnose", "base_url": loopback.base_url, "key": common.BENCH_KEY,
-                                          "reps": args.diagnose_reps}, fresh_dir(scratch, "empty"), 1, record=False)
+            bench.run(
+                "diagnose/layers",
+                {
+                    "kind": "diagnose",
+                    "base_url": loopback.base_url,
+                    "key": common.BENCH_KEY,
+                    "reps": args.diagnose_reps,
+                },
+                fresh_dir(scratch, "empty"),
+                1,
+                record=False,
+            )
 
         for step in args.profile:
             out = args.profile_dir / f"py-spy-{step.replace('/', '-')}.txt"
-            spec = {"latency/library": {"kind": "library", "what": "series", "base_url": remote.base_url, **http},
-                    "latency/naive": {"kind": "naive", "base_url": remote.base_url, "key": common.BENCH_KEY},
-                    "loopback/embedded": {"kind": "library", "what": "series", "cache": True},
-                    "loopback/naive": {"kind": "naive", "base_url": loopback.base_url, "key": common.BENCH_KEY},
-                    "loopback/session": {"kind": "session", "base_url": loopback.base_url, "key": common.BENCH_KEY},
-                    "loopback/http-client": {"kind": "library", "what": "series", "base_url": loopback.base_url,
-                                             **http},
-                    "panel/http": {"kind": "library", "what": "panel", "base_url": loopback.base_url, **http},
-                    "panel/embedded": {"kind": "library", "what": "panel", "cache": True}}[step]
+            spec = {
+                "latency/library": {"kind": "library", "what": "series", "base_url": remote.base_url, **http},
+                "latency/naive": {"kind": "naive", "base_url": remote.base_url, "key": common.BENCH_KEY},
+                "loopback/embedded": {"kind": "library", "what": "series", "cache": True},
+                "loopback/naive": {"kind": "naive", "base_url": loopback.base_url, "key": common.BENCH_KEY},
+                "loopback/session": {"kind": "session", "base_url": loopback.base_url, "key": common.BENCH_KEY},
+                "loopback/http-client": {"kind": "library", "what": "series", "base_url": loopback.base_url, **http},
+                "panel/http": {"kind": "library", "what": "panel", "base_url": loopback.base_url, **http},
+                "panel/embedded": {"kind": "library", "what": "panel", "cache": True},
+            }[step]
             if "base_url" in spec:
                 folder = fresh_dir(scratch, "profile")
             else:
@@ -816,13 +1126,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.diagnose:
         report_diagnosis(bench)
     per_project = {p: sum(1 for q, _ in pairs if q == p) for p in PANEL_PROJECTS}
-    print(f"panel: {len(PANEL_METRICS)} metrics x {len(PANEL_PROJECTS)} projects, skip_inapplicable=True -> "
-          + ", ".join(f"{p} {n}" for p, n in per_project.items()) + " metrics")
+    print(
+        f"panel: {len(PANEL_METRICS)} metrics x {len(PANEL_PROJECTS)} projects, skip_inapplicable=True -> "
+        + ", ".join(f"{p} {n}" for p, n in per_project.items())
+        + " metrics"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"machine": info, "commit": commit, "dirty": bool(dirty), "code_sha256": code,
-                                         "args": {k: str(v) for k, v in vars(args).items()},
-                                         "results": bench.results, "verdicts": verdicts,
-                                         "panel_pairs": pairs}, indent=1, default=str))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "machine": info,
+                    "commit": commit,
+                    "dirty": bool(dirty),
+                    "code_sha256": code,
+                    "args": {k: str(v) for k, v in vars(args).items()},
+                    "results": bench.results,
+                    "verdicts": verdicts,
+                    "panel_pairs": pairs,
+                },
+                indent=1,
+                default=str,
+            )
+        )
     return 0
 
 

@@ -70,8 +70,7 @@ def run_child(cmd: list[str], env: dict[str, str], timeout: float) -> Run:
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped: keep Popen from waiting again
         out.seek(0)
         text = out.read()
-    return Run(cmd, proc.returncode, seconds, usage.ru_maxrss / 1024.0,
-               usage.ru_utime + usage.ru_stime, text)
+    return Run(cmd, proc.returncode, seconds, usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime, text)
 
 
 def metrics_kit(*args: str) -> list[str]:
@@ -99,8 +98,7 @@ def data_complete(directory: Path, scale: float) -> bool:
     return bool(match) and float(match.group(1)) == float(scale)
 
 
-def ensure_data(work: Path, scale: float, timeout: float, *, regenerate: bool = False,
-                log=print) -> dict:
+def ensure_data(work: Path, scale: float, timeout: float, *, regenerate: bool = False, log=print) -> dict:
     """Generate the demo data set of ``scale`` under ``work`` unless it is there already.
 
     Returns the generation record: seconds, peak RSS, row counts, and whether it was reused now.
@@ -114,14 +112,19 @@ def ensure_data(work: Path, scale: float, timeout: float, *, regenerate: bool = 
         return record
     work.mkdir(parents=True, exist_ok=True)
     log(f"generating the demo data set at scale {scale_label(scale)} into {directory} ...")
-    run = run_child(metrics_kit("demo-data", "--out", str(directory), "--scale", str(scale)),
-                    child_env(work / "gen-cache"), timeout)
+    run = run_child(
+        metrics_kit("demo-data", "--out", str(directory), "--scale", str(scale)), child_env(work / "gen-cache"), timeout
+    )
     if run.returncode != 0:
         raise SystemExit(f"demo-data failed ({run.returncode}):\n{run.output}")
-    record = {"scale": scale, "seconds": round(run.seconds, 2), "peak_rss_mib": round(run.peak_rss_mib, 1),
-              "rows": row_counts(directory),
-              "bytes": sum(p.stat().st_size for p in directory.iterdir() if p.is_file()),
-              "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    record = {
+        "scale": scale,
+        "seconds": round(run.seconds, 2),
+        "peak_rss_mib": round(run.peak_rss_mib, 1),
+        "rows": row_counts(directory),
+        "bytes": sum(p.stat().st_size for p in directory.iterdir() if p.is_file()),
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     record_path.write_text(json.dumps(record, indent=1))
     record["reused"] = False
     return record
@@ -130,8 +133,11 @@ def ensure_data(work: Path, scale: float, timeout: float, *, regenerate: bool = 
 def row_counts(directory: Path) -> dict[str, int]:
     import pyarrow.parquet as pq
 
-    return {t: pq.ParquetFile(directory / f"{t}.parquet").metadata.num_rows for t in TABLES
-            if (directory / f"{t}.parquet").exists()}
+    return {
+        t: pq.ParquetFile(directory / f"{t}.parquet").metadata.num_rows
+        for t in TABLES
+        if (directory / f"{t}.parquet").exists()
+    }
 
 
 def machine() -> dict:
@@ -157,15 +163,23 @@ def machine() -> dict:
                 mem_kib = int(line.split()[1])
     except OSError:
         pass
-    return {"nproc": os.cpu_count(), "cpu": model, "mem_gib": round(mem_kib / 2**20, 1) if mem_kib else None,
-            "python": platform.python_version(), "platform": platform.platform(),
-            "date": time.strftime("%Y-%m-%d %H:%M %Z"), **versions}
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": model,
+        "mem_gib": round(mem_kib / 2**20, 1) if mem_kib else None,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        **versions,
+    }
 
 
 def print_machine(info: dict) -> None:
-    print(f"# {info['date']} | nproc {info['nproc']} | {info['cpu']} | {info['mem_gib']} GiB | "
-          f"Python {info['python']} | DuckDB {info['duckdb']} | Ibis {info['ibis']} | "
-          f"uvicorn {info['uvicorn']} | Starlette {info['starlette']}")
+    print(
+        f"# {info['date']} | nproc {info['nproc']} | {info['cpu']} | {info['mem_gib']} GiB | "
+        f"Python {info['python']} | DuckDB {info['duckdb']} | Ibis {info['ibis']} | "
+        f"uvicorn {info['uvicorn']} | Starlette {info['starlette']}"
+    )
 
 
 def table(headers: list[str], rows: list[list], aligns: str | None = None) -> str:
@@ -175,9 +189,9 @@ def table(headers: list[str], rows: list[list], aligns: str | None = None) -> st
     aligns = aligns or "l" + "r" * (len(headers) - 1)
 
     def line(values):
-        return "| " + " | ".join(v.ljust(w) if a == "l" else v.rjust(w)
-                                 for v, w, a in zip(values, widths, aligns)) + " |"
+        padded = (v.ljust(w) if a == "l" else v.rjust(w) for v, w, a in zip(values, widths, aligns, strict=True))
+        return "| " + " | ".join(padded) + " |"
 
-    rule = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else ("-" * (w + 2))
-                          for w, a in zip(widths, aligns)) + "|"
+    dashes = (("-" * (w + 1) + ":") if a == "r" else ("-" * (w + 2)) for w, a in zip(widths, aligns, strict=True))
+    rule = "|" + "|".join(dashes) + "|"
     return "\n".join([line(headers), rule, *(line(r) for r in cells)])

@@ -58,8 +58,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-VARIANTS = ("engine", "engine_two_step", "grouped_distinct", "materialise", "hash128", "encode", "grouping_sets", "dedup_once",
-            "repeated_engine", "repeated_two_step")
+VARIANTS = (
+    "engine",
+    "engine_two_step",
+    "grouped_distinct",
+    "materialise",
+    "hash128",
+    "encode",
+    "grouping_sets",
+    "dedup_once",
+    "repeated_engine",
+    "repeated_two_step",
+)
 _TRUNC = {"1_day": "day", "1_week": "week", "1_month": "month"}
 
 
@@ -69,8 +79,9 @@ def _repeated_two_step(backend, events):
     hashed = events.mutate(tx_hash=events.tx_id.hash())
     keys = ["project", "action", "tx_hash"]
     counted = hashed.group_by(keys).aggregate(n=hashed.count())
-    repeated_keys = backend.create_table(f"rep_keys_{uuid.uuid4().hex}", counted.filter(counted.n > 1).drop("n"),
-                                         temp=True)
+    repeated_keys = backend.create_table(
+        f"rep_keys_{uuid.uuid4().hex}", counted.filter(counted.n > 1).drop("n"), temp=True
+    )
     return hashed.semi_join(repeated_keys, keys)
 
 
@@ -96,34 +107,42 @@ def _dedup_once(con, catalogue) -> list:
     flags = {name: where for name, _, where in parts if where}
     flag_cols = "".join(f", ({where}) AS f_{name}" for name, where in flags.items())
     con.execute("SET preserve_insertion_order = false")
-    con.execute(f"CREATE TEMP TABLE tx AS SELECT project, action, CAST(block_time AS DATE) AS day, "
-                f"signer AS s, tx_id AS t{flag_cols} FROM transactions")
+    con.execute(
+        f"CREATE TEMP TABLE tx AS SELECT project, action, CAST(block_time AS DATE) AS day, "
+        f"signer AS s, tx_id AS t{flag_cols} FROM transactions"
+    )
     s_flags = [f"f_{n}" for n, kind, w in parts if kind == "s" and w]
     t_parts = [(n, w) for n, kind, w in parts if kind == "t"]
-    con.execute(f"CREATE TEMP TABLE sd AS SELECT DISTINCT project, action, day, s"
-                f"{''.join(', ' + f for f in s_flags)} FROM tx")
+    con.execute(
+        f"CREATE TEMP TABLE sd AS SELECT DISTINCT project, action, day, s{''.join(', ' + f for f in s_flags)} FROM tx"
+    )
     t_aggs = "".join(f", bool_or(f_{n}) AS f_{n}" for n, w in t_parts if w)
-    con.execute(f"CREATE TEMP TABLE td AS SELECT project, action, t, min(day) AS d0, max(day) AS d1{t_aggs} "
-                f"FROM tx GROUP BY project, action, t")
-    con.execute("CREATE TEMP TABLE multi AS SELECT tx.* FROM tx SEMI JOIN "
-                "(SELECT project, action, t FROM td WHERE d0 <> d1) m USING (project, action, t)")
+    con.execute(
+        f"CREATE TEMP TABLE td AS SELECT project, action, t, min(day) AS d0, max(day) AS d1{t_aggs} "
+        f"FROM tx GROUP BY project, action, t"
+    )
+    con.execute(
+        "CREATE TEMP TABLE multi AS SELECT tx.* FROM tx SEMI JOIN "
+        "(SELECT project, action, t FROM td WHERE d0 <> d1) m USING (project, action, t)"
+    )
     frames = []
     for g in GRANULARITIES:
         trunc = f"CAST(date_trunc('{_TRUNC[g]}', day) AS DATE)"
         s_aggs = ", ".join(
             f"count({'*' if g == '1_day' else 'DISTINCT s'}){f' FILTER (WHERE f_{n})' if w else ''} AS {n}"
-            for n, kind, w in parts if kind == "s")
-        signers = con.execute(f"SELECT project, action, {trunc} AS period_start, {s_aggs} "
-                              f"FROM sd GROUP BY ALL").df()
+            for n, kind, w in parts
+            if kind == "s"
+        )
+        signers = con.execute(f"SELECT project, action, {trunc} AS period_start, {s_aggs} FROM sd GROUP BY ALL").df()
         single_aggs = ", ".join(f"count(*){f' FILTER (WHERE f_{n})' if w else ''} AS {n}" for n, w in t_parts)
-        multi_aggs = ", ".join(f"count(DISTINCT t){f' FILTER (WHERE f_{n})' if w else ''} AS {n}"
-                               for n, w in t_parts)
+        multi_aggs = ", ".join(f"count(DISTINCT t){f' FILTER (WHERE f_{n})' if w else ''} AS {n}" for n, w in t_parts)
         txs = con.execute(
             f"SELECT project, action, period_start, {', '.join(f'sum({n})::BIGINT AS {n}' for n, _ in t_parts)} "
             f"FROM (SELECT project, action, CAST(date_trunc('{_TRUNC[g]}', d0) AS DATE) AS period_start, "
             f"{single_aggs} FROM td WHERE d0 = d1 GROUP BY ALL "
             f"UNION ALL SELECT project, action, {trunc} AS period_start, {multi_aggs} FROM multi GROUP BY ALL) "
-            f"GROUP BY ALL").df()
+            f"GROUP BY ALL"
+        ).df()
         wide = signers.merge(txs, on=["project", "action", "period_start"], how="outer")
         frames.append(wide.fillna(0).astype({n: "int64" for n, _, _ in parts}).assign(granularity=g))
     return frames
@@ -160,8 +179,7 @@ def _long(frames, catalogue):
             continue
         column = columns.setdefault(engine._measure_key(metric), f"m{len(columns)}")
         rows = wide[wide["action"] == metric.select["action"][0]]
-        out.append(rows[["granularity", "project", "period_start"]].assign(metric=metric.name,
-                                                                           value=rows[column]))
+        out.append(rows[["granularity", "project", "period_start"]].assign(metric=metric.name, value=rows[column]))
     return pd.concat(out, ignore_index=True)
 
 
@@ -219,8 +237,7 @@ def run_variant(variant: str, data: Path, threads: int | None) -> None:
             repeated_keys = backend.create_table("rep_keys", counted.filter(counted.n > 1).drop("n"), temp=True)
             table = backend.create_table("rep", hashed.semi_join(repeated_keys, keys), temp=True)
         done = time.perf_counter()
-        rows = con.execute(f"SELECT project, action, tx_id, block_time FROM {table.get_name()} "
-                           "ORDER BY ALL").fetchall()
+        rows = con.execute(f"SELECT project, action, tx_id, block_time FROM {table.get_name()} ORDER BY ALL").fetchall()
         print(f"load {loaded - started:.2f} s, distinct counts {done - loaded:.2f} s", flush=True)
         digest = hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
         print(f"RESULT {len(rows)} rows, sha256 {digest}", flush=True)
@@ -241,45 +258,62 @@ def run_variant(variant: str, data: Path, threads: int | None) -> None:
             for (aggregation, restriction), column in cols.items():
                 target = t.signer if aggregation == "distinct_count" else t.tx_id
                 ibis_aggs[column] = target.nunique(where=engine._where(t, dict(restriction)))
-            expr = t.group_by(project=t.project, action=t.action,
-                              period_start=engine._period(t, g)).aggregate(**ibis_aggs)
+            expr = t.group_by(project=t.project, action=t.action, period_start=engine._period(t, g)).aggregate(
+                **ibis_aggs
+            )
             frames.append(backend.execute(expr).assign(granularity=g))
     elif variant == "dedup_once":
         frames = _dedup_once(con, catalogue)
     else:
         if variant == "materialise":
-            con.execute("CREATE TEMP TABLE tx AS SELECT project, action, CAST(block_time AS DATE) AS day, "
-                        "pool_type, signer AS s, tx_id AS t FROM transactions")
+            con.execute(
+                "CREATE TEMP TABLE tx AS SELECT project, action, CAST(block_time AS DATE) AS day, "
+                "pool_type, signer AS s, tx_id AS t FROM transactions"
+            )
         elif variant in ("hash128", "grouping_sets"):
-            con.execute("CREATE TEMP TABLE tx AS SELECT project, action, CAST(block_time AS DATE) AS day, "
-                        "pool_type, md5_number(signer) AS s, md5_number(tx_id) AS t FROM transactions")
+            con.execute(
+                "CREATE TEMP TABLE tx AS SELECT project, action, CAST(block_time AS DATE) AS day, "
+                "pool_type, md5_number(signer) AS s, md5_number(tx_id) AS t FROM transactions"
+            )
         elif variant == "encode":
-            con.execute("CREATE TEMP TABLE raw AS SELECT project, action, CAST(block_time AS DATE) AS day, "
-                        "pool_type, signer, tx_id FROM transactions")
-            con.execute("CREATE TEMP TABLE sig AS SELECT signer, CAST(row_number() OVER () AS UINTEGER) AS s "
-                        "FROM (SELECT DISTINCT signer FROM raw)")
-            con.execute("CREATE TEMP TABLE txn AS SELECT tx_id, CAST(row_number() OVER () AS UINTEGER) AS t "
-                        "FROM (SELECT DISTINCT tx_id FROM raw)")
-            con.execute("CREATE TEMP TABLE tx AS SELECT project, action, day, pool_type, s, t "
-                        "FROM raw JOIN sig USING (signer) JOIN txn USING (tx_id)")
+            con.execute(
+                "CREATE TEMP TABLE raw AS SELECT project, action, CAST(block_time AS DATE) AS day, "
+                "pool_type, signer, tx_id FROM transactions"
+            )
+            con.execute(
+                "CREATE TEMP TABLE sig AS SELECT signer, CAST(row_number() OVER () AS UINTEGER) AS s "
+                "FROM (SELECT DISTINCT signer FROM raw)"
+            )
+            con.execute(
+                "CREATE TEMP TABLE txn AS SELECT tx_id, CAST(row_number() OVER () AS UINTEGER) AS t "
+                "FROM (SELECT DISTINCT tx_id FROM raw)"
+            )
+            con.execute(
+                "CREATE TEMP TABLE tx AS SELECT project, action, day, pool_type, s, t "
+                "FROM raw JOIN sig USING (signer) JOIN txn USING (tx_id)"
+            )
             con.execute("DROP TABLE raw; DROP TABLE sig; DROP TABLE txn")
         prepared = time.perf_counter()
         print(f"prepare {prepared - loaded:.2f} s", flush=True)
         if variant == "grouping_sets":
-            sql = (f"SELECT project, action, grouping(w) AS gw, grouping(m) AS gm, "
-                   f"coalesce(day, w, m) AS period_start, {aggs} FROM "
-                   f"(SELECT *, date_trunc('week', day) AS w, date_trunc('month', day) AS m FROM tx) "
-                   f"GROUP BY GROUPING SETS ((project, action, day), (project, action, w), "
-                   f"(project, action, m))")
+            sql = (
+                f"SELECT project, action, grouping(w) AS gw, grouping(m) AS gm, "
+                f"coalesce(day, w, m) AS period_start, {aggs} FROM "
+                f"(SELECT *, date_trunc('week', day) AS w, date_trunc('month', day) AS m FROM tx) "
+                f"GROUP BY GROUPING SETS ((project, action, day), (project, action, w), "
+                f"(project, action, m))"
+            )
             wide = con.execute(sql).df()
             # day rows have w and m ungrouped (1, 1); week rows group w (0, 1); month rows (1, 0)
             names = {(1, 1): "1_day", (0, 1): "1_week", (1, 0): "1_month"}
-            wide["granularity"] = [names[(a, b)] for a, b in zip(wide["gw"], wide["gm"])]
+            wide["granularity"] = [names[(a, b)] for a, b in zip(wide["gw"], wide["gm"], strict=True)]
             frames.append(wide.drop(columns=["gw", "gm"]))
         else:
             for g in GRANULARITIES:
-                sql = (f"SELECT project, action, CAST(date_trunc('{_TRUNC[g]}', day) AS DATE) AS period_start, "
-                       f"{aggs} FROM tx GROUP BY ALL")
+                sql = (
+                    f"SELECT project, action, CAST(date_trunc('{_TRUNC[g]}', day) AS DATE) AS period_start, "
+                    f"{aggs} FROM tx GROUP BY ALL"
+                )
                 frames.append(con.execute(sql).df().assign(granularity=g))
     done = time.perf_counter()
     print(f"load {loaded - started:.2f} s, distinct counts {done - loaded:.2f} s", flush=True)
@@ -290,9 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=100.0)
     parser.add_argument("--work", type=Path, default=common.DEFAULT_WORK)
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS,
-                        default=["engine", "engine_two_step", "grouped_distinct", "dedup_once",
-                                 "repeated_engine", "repeated_two_step"])
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=VARIANTS,
+        default=["engine", "engine_two_step", "grouped_distinct", "dedup_once", "repeated_engine", "repeated_two_step"],
+    )
     parser.add_argument("--threads", type=int, help="DuckDB threads (default: one per core)")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
@@ -320,21 +357,56 @@ def main(argv: list[str] | None = None) -> int:
         result = found.get("RESULT", "?")
         if variant.startswith("repeated"):
             reference_rep = reference_rep or result
-            same = "reference" if result == reference_rep and variant == "repeated_engine" else \
-                ("yes (same table)" if result == reference_rep else
-                 "differs: since ebd67d7 the engine groups by the hash alone and may keep a superset")
+            same = (
+                "reference"
+                if result == reference_rep and variant == "repeated_engine"
+                else (
+                    "yes (same table)"
+                    if result == reference_rep
+                    else "differs: since ebd67d7 the engine groups by the hash alone and may keep a superset"
+                )
+            )
         else:
             reference = reference or (result if variant == "engine" else None)
-            same = "reference" if variant == "engine" else ("yes" if result == reference else
-                                                            "NO" if reference else "?")
-        rows.append([variant, f"{run.seconds:.1f}", found.get("load", "?").split(",")[0].removesuffix(" s"),
-                     times.group(1) if times else "?", f"{run.cpu_seconds:.1f}", f"{run.peak_rss_mib:,.0f}",
-                     f"{load:.1f}", result, same])
-        print(f"{variant}: {run.seconds:.1f} s, peak RSS {run.peak_rss_mib:,.0f} MiB | "
-              + " | ".join(run.output.strip().splitlines()), flush=True)
+            same = (
+                "reference" if variant == "engine" else ("yes" if result == reference else "NO" if reference else "?")
+            )
+        rows.append(
+            [
+                variant,
+                f"{run.seconds:.1f}",
+                found.get("load", "?").split(",")[0].removesuffix(" s"),
+                times.group(1) if times else "?",
+                f"{run.cpu_seconds:.1f}",
+                f"{run.peak_rss_mib:,.0f}",
+                f"{load:.1f}",
+                result,
+                same,
+            ]
+        )
+        print(
+            f"{variant}: {run.seconds:.1f} s, peak RSS {run.peak_rss_mib:,.0f} MiB | "
+            + " | ".join(run.output.strip().splitlines()),
+            flush=True,
+        )
     print()
-    print(common.table(["variant", "wall s", "store.load s", "prepare + distinct counts s (3 granularities)", "CPU s",
-                        "peak RSS MiB", "load avg", "result", "same as engine"], rows, "lrrrrrrll"))
+    print(
+        common.table(
+            [
+                "variant",
+                "wall s",
+                "store.load s",
+                "prepare + distinct counts s (3 granularities)",
+                "CPU s",
+                "peak RSS MiB",
+                "load avg",
+                "result",
+                "same as engine",
+            ],
+            rows,
+            "lrrrrrrll",
+        )
+    )
     import shutil
 
     shutil.rmtree(cache, ignore_errors=True)

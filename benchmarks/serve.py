@@ -110,8 +110,9 @@ class Server:
         self.name = name
         self.output: list[str] = []
         self._lines: queue.Queue = queue.Queue()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=env, cwd=common.REPO)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=common.REPO
+        )
         self.pid = self.proc.pid
         threading.Thread(target=self._drain, daemon=True).start()
         self.base_url = self._wait_ready(timeout)
@@ -173,8 +174,9 @@ def pick_queries(server: Server, count: int, seed: int) -> list[str]:
         project, metric = rng.choice(combos)
         granularity = rng.choice(("1_day", "1_week", "1_month"))
         date = first + dt.timedelta(days=rng.randrange(days))
-        paths.append(f"/metrics?metric_name={metric}&project={project}&granularity={granularity}"
-                     f"&date={date.isoformat()}")
+        paths.append(
+            f"/metrics?metric_name={metric}&project={project}&granularity={granularity}&date={date.isoformat()}"
+        )
     with requests.Session() as session:  # every query must be a valid one
         for path in paths:
             response = session.get(server.base_url + path, headers=headers, timeout=30)
@@ -185,8 +187,11 @@ def pick_queries(server: Server, count: int, seed: int) -> list[str]:
 
 def lua_script(paths: list[str], max_per_thread: int, folder: Path, name: str) -> Path:
     listed = ",\n  ".join(json.dumps(p) for p in paths)  # ASCII JSON strings are Lua strings
-    text = LUA.replace("KEY", common.BENCH_KEY).replace("MAX", str(max_per_thread)) \
+    text = (
+        LUA.replace("KEY", common.BENCH_KEY)
+        .replace("MAX", str(max_per_thread))
         .replace("{PATHS}", "{\n  " + listed + "\n}")
+    )
     path = folder / f"{name}.lua"
     path.write_text(text)
     return path
@@ -196,18 +201,29 @@ def max_per_thread(script: Path) -> int:
     return int(re.search(r"local max_per_thread = (\d+)", script.read_text()).group(1))
 
 
-def run_wrk(wrk: str, url: str, script: Path, connections: int, threads: int, seconds: int,
-            server: Server | None = None) -> dict:
+def run_wrk(
+    wrk: str, url: str, script: Path, connections: int, threads: int, seconds: int, server: Server | None = None
+) -> dict:
     threads = max(1, min(threads, connections))
-    cmd = [wrk, f"-t{threads}", f"-c{connections}", f"-d{int(seconds)}s", "--timeout", "5s", "--latency",
-           "-s", str(script), url]
+    cmd = [
+        wrk,
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{int(seconds)}s",
+        "--timeout",
+        "5s",
+        "--latency",
+        "-s",
+        str(script),
+        url,
+    ]
     cpu_before = server.cpu_seconds() if server else 0.0
     run = common.run_child(cmd, dict(os.environ), timeout=seconds + 60)
     cpu_after = server.cpu_seconds() if server else 0.0
     line = next((ln for ln in run.output.splitlines() if ln.startswith("WRKJSON ")), None)
     if run.returncode != 0 or line is None:
         raise SystemExit(f"wrk failed ({run.returncode}): {' '.join(cmd)}\n{run.output}")
-    result = json.loads(line[len("WRKJSON "):])
+    result = json.loads(line[len("WRKJSON ") :])
     if result["responses"] >= max_per_thread(script) * threads:
         print("warning: wrk stopped at the --max-requests bound; req/s of this step is too low", flush=True)
     duration = result["duration_us"] / 1e6
@@ -217,20 +233,50 @@ def run_wrk(wrk: str, url: str, script: Path, connections: int, threads: int, se
         server_cpu_pct=100 * (cpu_after - cpu_before) / duration,
         server_us_per_req=1e6 * (cpu_after - cpu_before) / max(1, result["requests"]),
         wrk_cpu_pct=100 * run.cpu_seconds / run.seconds,
-        cmd=" ".join(cmd))
+        cmd=" ".join(cmd),
+    )
     return result
 
 
-def profile(wrk: str, py_spy: str, server: Server, url: str, script: Path, connections: int, threads: int,
-            seconds: int, out: Path) -> None:
+def profile(
+    wrk: str,
+    py_spy: str,
+    server: Server,
+    url: str,
+    script: Path,
+    connections: int,
+    threads: int,
+    seconds: int,
+    out: Path,
+) -> None:
     """Sample ``server`` with py-spy (500 Hz, ``seconds``) while wrk loads it a little longer."""
     threads = max(1, min(threads, connections))
-    load = subprocess.Popen([wrk, f"-t{threads}", f"-c{connections}", f"-d{seconds + 3}s", "--timeout", "5s",
-                             "-s", str(script), url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    load = subprocess.Popen(
+        [wrk, f"-t{threads}", f"-c{connections}", f"-d{seconds + 3}s", "--timeout", "5s", "-s", str(script), url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         time.sleep(1)
-        subprocess.run([py_spy, "record", "-p", str(server.pid), "-d", str(seconds), "-r", "500",
-                        "--format", "raw", "-o", str(out)], capture_output=True, timeout=seconds + 60, check=True)
+        subprocess.run(
+            [
+                py_spy,
+                "record",
+                "-p",
+                str(server.pid),
+                "-d",
+                str(seconds),
+                "-r",
+                "500",
+                "--format",
+                "raw",
+                "-o",
+                str(out),
+            ],
+            capture_output=True,
+            timeout=seconds + 60,
+            check=True,
+        )
     finally:
         try:
             load.wait(timeout=seconds + 30)
@@ -240,8 +286,10 @@ def profile(wrk: str, py_spy: str, server: Server, url: str, script: Path, conne
 
 
 _GROUPS = [  # (label, pattern matched against one frame of a py-spy raw stack)
-    ("the ASGI application (App.__call__ / Starlette.__call__)",
-     re.compile(r"^(App\.__call__ \(metrics_kit/server/app\.py|Starlette\.__call__ \(starlette/applications)")),
+    (
+        "the ASGI application (App.__call__ / Starlette.__call__)",
+        re.compile(r"^(App\.__call__ \(metrics_kit/server/app\.py|Starlette\.__call__ \(starlette/applications)"),
+    ),
     ("  App._metrics (query parsing + MetricService.answer)", re.compile(r"^App\._metrics \(metrics_kit/")),
     ("    MetricService.answer", re.compile(r"^MetricService\.answer \(metrics_kit/")),
     ("    urllib.parse.parse_qsl", re.compile(r"^parse_qsl \(")),
@@ -281,23 +329,33 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="demo data scale (default 1)")
     parser.add_argument("--duration", type=int, default=8, help="seconds per measured step (default 8)")
-    parser.add_argument("--warmup", type=int, default=1,
-                        help="seconds of load before each step, 0 for none (default 1)")
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="seconds of load before each step, 0 for none (default 1)"
+    )
     parser.add_argument("--connections", type=int, nargs="+", default=[1, 8, 64])
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="repeat every step, alternating the order; medians are shown (default 5)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="wrk threads (default 1: wrk and the server then share the 2 cores)")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="repeat every step, alternating the order; medians are shown (default 5)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="wrk threads (default 1: wrk and the server then share the 2 cores)"
+    )
     parser.add_argument("--queries", type=int, default=2000, help="distinct /metrics queries to rotate")
-    parser.add_argument("--max-requests", type=int, default=2_000_000,
-                        help="stop a wrk thread after this many responses (a bound, normally not hit)")
+    parser.add_argument(
+        "--max-requests",
+        type=int,
+        default=2_000_000,
+        help="stop a wrk thread after this many responses (a bound, normally not hit)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", type=Path, default=common.DEFAULT_WORK)
     parser.add_argument("--json", type=Path, help="also write every measurement to this file")
-    parser.add_argument("--profile-dir", type=Path,
-                        help="after the rounds, sample each server with py-spy during one more step at "
-                        "the highest connection count, write the raw stacks here and summarise them "
-                        "(needs py-spy: pip install py-spy)")
+    parser.add_argument(
+        "--profile-dir",
+        type=Path,
+        help="after the rounds, sample each server with py-spy during one more step at "
+        "the highest connection count, write the raw stacks here and summarise them "
+        "(needs py-spy: pip install py-spy)",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.duration <= 120 or not 0 <= args.warmup <= 30 or not 1 <= args.rounds <= 20:
         parser.error("--duration must be in (0, 120], --warmup in [0, 30], --rounds in [1, 20]")
@@ -313,8 +371,11 @@ def main(argv: list[str] | None = None) -> int:
         args.profile_dir.mkdir(parents=True, exist_ok=True)
     wrk = shutil.which("wrk")
     if wrk is None:
-        print("serve.py: wrk is not installed. Install it (Debian/Ubuntu: "
-              "`sudo apt-get update && sudo apt-get install -y wrk`) and run again.", file=sys.stderr)
+        print(
+            "serve.py: wrk is not installed. Install it (Debian/Ubuntu: "
+            "`sudo apt-get update && sudo apt-get install -y wrk`) and run again.",
+            file=sys.stderr,
+        )
         return 3
 
     info = common.machine()
@@ -329,23 +390,32 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict] = []
     try:
         env = common.child_env(scratch / "cache")
-        metrics = Server("metrics-kit serve", common.metrics_kit(
-            "serve", "--data", str(data), "--host", "127.0.0.1", "--port", "0"), env, timeout=900)
+        metrics = Server(
+            "metrics-kit serve",
+            common.metrics_kit("serve", "--data", str(data), "--host", "127.0.0.1", "--port", "0"),
+            env,
+            timeout=900,
+        )
         servers.append(metrics)
-        trivial = Server("trivial app", [sys.executable, str(HERE / "trivial_app.py"), "--host", "127.0.0.1",
-                                         "--port", "0"], env, timeout=120)
+        trivial = Server(
+            "trivial app",
+            [sys.executable, str(HERE / "trivial_app.py"), "--host", "127.0.0.1", "--port", "0"],
+            env,
+            timeout=120,
+        )
         servers.append(trivial)
-        print(f"/metrics: {metrics.base_url} (PID {metrics.pid}); trivial: {trivial.base_url} "
-              f"(PID {trivial.pid})", flush=True)
+        print(
+            f"/metrics: {metrics.base_url} (PID {metrics.pid}); trivial: {trivial.base_url} (PID {trivial.pid})",
+            flush=True,
+        )
         paths = pick_queries(metrics, args.queries, args.seed)
         print(f"{len(paths)} distinct /metrics queries, each checked to answer 200; e.g. {paths[0]}", flush=True)
         per_thread = max(1, args.max_requests // max(1, args.threads))
         targets = {
             "trivial": (trivial, trivial.base_url + "/", lua_script(["/"], per_thread, scratch, "trivial")),
-            "/metrics": (metrics, metrics.base_url + "/metrics",
-                         lua_script(paths, per_thread, scratch, "metrics")),
+            "/metrics": (metrics, metrics.base_url + "/metrics", lua_script(paths, per_thread, scratch, "metrics")),
         }
-        for name, (server, url, script) in targets.items():  # one longer warm-up per server
+        for _server, url, script in targets.values():  # one longer warm-up per server
             run_wrk(wrk, url, script, 8, args.threads, max(2, args.warmup), None)
         started = time.monotonic()
         for rnd in range(args.rounds):
@@ -358,18 +428,20 @@ def main(argv: list[str] | None = None) -> int:
                     r = run_wrk(wrk, url, script, conns, args.threads, args.duration, server)
                     r.update(endpoint=name, connections=conns, round=rnd + 1)
                     results.append(r)
-                    print(f"round {rnd + 1} {name:>8} c={conns:<3} {r['rps']:>9,.0f} req/s  "
-                          f"p50 {r['p50_us'] / 1000:6.2f} ms  p99 {r['p99_us'] / 1000:6.2f} ms  "
-                          f"non-200 {r['non200']}  socket errors {r['socket_errors']}  "
-                          f"server CPU {r['server_cpu_pct']:.0f}% ({r['server_us_per_req']:.0f} us/req)  "
-                          f"wrk CPU {r['wrk_cpu_pct']:.0f}%", flush=True)
+                    print(
+                        f"round {rnd + 1} {name:>8} c={conns:<3} {r['rps']:>9,.0f} req/s  "
+                        f"p50 {r['p50_us'] / 1000:6.2f} ms  p99 {r['p99_us'] / 1000:6.2f} ms  "
+                        f"non-200 {r['non200']}  socket errors {r['socket_errors']}  "
+                        f"server CPU {r['server_cpu_pct']:.0f}% ({r['server_us_per_req']:.0f} us/req)  "
+                        f"wrk CPU {r['wrk_cpu_pct']:.0f}%",
+                        flush=True,
+                    )
         rss = {"/metrics": metrics.rss_mib(), "trivial": trivial.rss_mib()}
         print(f"measured in {time.monotonic() - started:.0f} s", flush=True)
         if py_spy:
             for name, (server, url, script) in targets.items():
                 out = args.profile_dir / f"py-spy-{'metrics' if name == '/metrics' else name}.txt"
-                profile(wrk, py_spy, server, url, script, max(args.connections), args.threads,
-                        args.duration, out)
+                profile(wrk, py_spy, server, url, script, max(args.connections), args.threads, args.duration, out)
                 print(f"\npy-spy of the {name} server at {max(args.connections)} connections ({out}):")
                 print(summarise_py_spy(out))
     finally:
@@ -387,18 +459,34 @@ def main(argv: list[str] | None = None) -> int:
     for conns in args.connections:
         for name in ("trivial", "/metrics"):
             rs = pick(name, conns)
-            s = {"rps": med(r["rps"] for r in rs), "p50_ms": med(r["p50_us"] for r in rs) / 1000,
-                 "p99_ms": med(r["p99_us"] for r in rs) / 1000, "non200": sum(r["non200"] for r in rs),
-                 "socket_errors": sum(r["socket_errors"] for r in rs),
-                 "requests": sum(r["requests"] for r in rs),
-                 "server_cpu_pct": med(r["server_cpu_pct"] for r in rs),
-                 "server_us_per_req": med(r["server_us_per_req"] for r in rs),
-                 "rps_best": max(r["rps"] for r in rs), "p99_best_ms": min(r["p99_us"] for r in rs) / 1000}
+            s = {
+                "rps": med(r["rps"] for r in rs),
+                "p50_ms": med(r["p50_us"] for r in rs) / 1000,
+                "p99_ms": med(r["p99_us"] for r in rs) / 1000,
+                "non200": sum(r["non200"] for r in rs),
+                "socket_errors": sum(r["socket_errors"] for r in rs),
+                "requests": sum(r["requests"] for r in rs),
+                "server_cpu_pct": med(r["server_cpu_pct"] for r in rs),
+                "server_us_per_req": med(r["server_us_per_req"] for r in rs),
+                "rps_best": max(r["rps"] for r in rs),
+                "p99_best_ms": min(r["p99_us"] for r in rs) / 1000,
+            }
             summary[name, conns] = s
-            rows.append([name, conns, f"{s['rps']:,.0f}", f"{s['rps_best']:,.0f}", f"{s['p50_ms']:.2f}",
-                         f"{s['p99_ms']:.2f}",
-                         s["non200"], s["socket_errors"], f"{s['requests']:,}", f"{s['server_cpu_pct']:.0f}",
-                         f"{s['server_us_per_req']:.0f}"])
+            rows.append(
+                [
+                    name,
+                    conns,
+                    f"{s['rps']:,.0f}",
+                    f"{s['rps_best']:,.0f}",
+                    f"{s['p50_ms']:.2f}",
+                    f"{s['p99_ms']:.2f}",
+                    s["non200"],
+                    s["socket_errors"],
+                    f"{s['requests']:,}",
+                    f"{s['server_cpu_pct']:.0f}",
+                    f"{s['server_us_per_req']:.0f}",
+                ]
+            )
         per_round = []
         for rnd in range(1, args.rounds + 1):
             t = next(r for r in pick("trivial", conns) if r["round"] == rnd)
@@ -409,38 +497,102 @@ def main(argv: list[str] | None = None) -> int:
         t_s, m_s = summary["trivial", conns], summary["/metrics", conns]
         best_rps = m_s["rps_best"] / t_s["rps_best"]
         best_p99 = m_s["p99_best_ms"] / t_s["p99_best_ms"]
-        summary["ratio", conns] = {"rps": rps_ratio, "p99": p99_ratio, "per_round": per_round,
-                                   "rps_best": best_rps, "p99_best": best_p99}
-        ratio_rows.append([conns, f"{rps_ratio:.2f}", f"{p99_ratio:.2f}", f"{best_rps:.2f}", f"{best_p99:.2f}",
-                           " ".join(f"{x:.2f}" for x, _ in per_round), " ".join(f"{y:.2f}" for _, y in per_round)])
+        summary["ratio", conns] = {
+            "rps": rps_ratio,
+            "p99": p99_ratio,
+            "per_round": per_round,
+            "rps_best": best_rps,
+            "p99_best": best_p99,
+        }
+        ratio_rows.append(
+            [
+                conns,
+                f"{rps_ratio:.2f}",
+                f"{p99_ratio:.2f}",
+                f"{best_rps:.2f}",
+                f"{best_p99:.2f}",
+                " ".join(f"{x:.2f}" for x, _ in per_round),
+                " ".join(f"{y:.2f}" for _, y in per_round),
+            ]
+        )
 
-    print(f"\nmedians over {args.rounds} round(s) of {args.duration:g} s; errors and requests summed; "
-          f"wrk -t{args.threads} --latency; scale {common.scale_label(args.scale)}\n")
-    print(common.table(["endpoint", "connections", "req/s", "best req/s", "p50 ms", "p99 ms", "non-200",
-                        "socket errors", "requests", "server CPU %", "server CPU us/req"], rows, "lrrrrrrrrrr"))
+    print(
+        f"\nmedians over {args.rounds} round(s) of {args.duration:g} s; errors and requests summed; "
+        f"wrk -t{args.threads} --latency; scale {common.scale_label(args.scale)}\n"
+    )
+    print(
+        common.table(
+            [
+                "endpoint",
+                "connections",
+                "req/s",
+                "best req/s",
+                "p50 ms",
+                "p99 ms",
+                "non-200",
+                "socket errors",
+                "requests",
+                "server CPU %",
+                "server CPU us/req",
+            ],
+            rows,
+            "lrrrrrrrrrr",
+        )
+    )
     print()
-    print(common.table(["connections", "/metrics ÷ trivial req/s", "/metrics ÷ trivial p99",
-                        "best req/s ÷ best", "best p99 ÷ best", "req/s ratio per round",
-                        "p99 ratio per round"], ratio_rows, "rrrrrll"))
-    print("(ratios: median of the per-round ratios; 'best': best round of each endpoint -- other load on the "
-          "machine only ever lowers req/s and raises p99, so best-of is the least disturbed estimate)")
+    print(
+        common.table(
+            [
+                "connections",
+                "/metrics ÷ trivial req/s",
+                "/metrics ÷ trivial p99",
+                "best req/s ÷ best",
+                "best p99 ÷ best",
+                "req/s ratio per round",
+                "p99 ratio per round",
+            ],
+            ratio_rows,
+            "rrrrrll",
+        )
+    )
+    print(
+        "(ratios: median of the per-round ratios; 'best': best round of each endpoint -- other load on the "
+        "machine only ever lowers req/s and raises p99, so best-of is the least disturbed estimate)"
+    )
     print(f"\nserver RSS after the run: /metrics {rss['/metrics']:.0f} MiB, trivial {rss['trivial']:.0f} MiB")
 
     ok = True
     if GOAL_CONNECTIONS in args.connections:
         ratio = summary["ratio", GOAL_CONNECTIONS]
-        errors = sum(summary[n, c]["non200"] + summary[n, c]["socket_errors"]
-                     for n in ("trivial", "/metrics") for c in args.connections)
-        checks = [(f"req/s ratio {ratio['rps']:.2f} >= {GOAL_RPS_RATIO:.2f}", ratio["rps"] >= GOAL_RPS_RATIO),
-                  (f"p99 ratio {ratio['p99']:.2f} <= {GOAL_P99_RATIO:.2f}", ratio["p99"] <= GOAL_P99_RATIO),
-                  (f"errors {errors} == 0", errors == 0)]
+        errors = sum(
+            summary[n, c]["non200"] + summary[n, c]["socket_errors"]
+            for n in ("trivial", "/metrics")
+            for c in args.connections
+        )
+        checks = [
+            (f"req/s ratio {ratio['rps']:.2f} >= {GOAL_RPS_RATIO:.2f}", ratio["rps"] >= GOAL_RPS_RATIO),
+            (f"p99 ratio {ratio['p99']:.2f} <= {GOAL_P99_RATIO:.2f}", ratio["p99"] <= GOAL_P99_RATIO),
+            (f"errors {errors} == 0", errors == 0),
+        ]
         ok = all(passed for _, passed in checks)
-        print(f"goal at {GOAL_CONNECTIONS} connections: {'MET' if ok else 'MISSED'} ("
-              + "; ".join(f"{text}: {'yes' if passed else 'NO'}" for text, passed in checks) + ")")
+        print(
+            f"goal at {GOAL_CONNECTIONS} connections: {'MET' if ok else 'MISSED'} ("
+            + "; ".join(f"{text}: {'yes' if passed else 'NO'}" for text, passed in checks)
+            + ")"
+        )
     if args.json:
-        args.json.write_text(json.dumps({
-            "machine": info, "args": {k: str(v) for k, v in vars(args).items()}, "results": results,
-            "summary": {f"{k[0]}@{k[1]}": v for k, v in summary.items()}, "rss_mib": rss}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "machine": info,
+                    "args": {k: str(v) for k, v in vars(args).items()},
+                    "results": results,
+                    "summary": {f"{k[0]}@{k[1]}": v for k, v in summary.items()},
+                    "rss_mib": rss,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

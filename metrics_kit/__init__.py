@@ -10,6 +10,7 @@ remote service.
 
 __version__ = "0.1.0"
 
+from metrics_kit import embedded as _embedded  # noqa: E402
 from metrics_kit.client.api import (
     catalogue,
     chain_rewards,
@@ -43,8 +44,6 @@ from metrics_kit.errors import (
     TransportError,
     ValidationError,
 )
-
-from metrics_kit import embedded as _embedded  # noqa: E402
 
 _set_default_transport(_embedded.transport)
 

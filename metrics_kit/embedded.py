@@ -33,8 +33,7 @@ class InProcessTransport:
         self._app = app
         self._key = api_key.encode()
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="metrics-kit-embedded",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop.run_forever, name="metrics-kit-embedded", daemon=True)
         self._thread.start()
 
     def __repr__(self) -> str:
@@ -57,9 +56,17 @@ class InProcessTransport:
     def _scope(self, path: str, params: Mapping[str, str]) -> tuple[dict, str]:
         query = urlencode(params)
         scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-            "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": query.encode(),
-            "root_path": "", "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0),
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": query.encode(),
+            "root_path": "",
+            "client": ("127.0.0.1", 0),
+            "server": ("127.0.0.1", 0),
             "headers": [(b"host", b"embedded"), (b"accept", b"application/json"), (b"x-api-key", self._key)],
         }
         return scope, f"{self.base_url}{path}?{query}"
@@ -98,9 +105,9 @@ def transport() -> InProcessTransport:
         if _service is None:
             from metrics_kit.server import build as aggregates
             from metrics_kit.server.data import demo
-            from metrics_kit.spec.catalogue import default_catalogue
             from metrics_kit.server.http.app import App
             from metrics_kit.server.service import MetricService
+            from metrics_kit.spec.catalogue import default_catalogue
 
             catalogue = default_catalogue()
             data = demo.ensure_default()

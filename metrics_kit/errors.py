@@ -45,8 +45,9 @@ class ValidationError(MetricsKitError, ValueError):
 class APIError(MetricsKitError):
     """The service answered with an error status: its status, code and message, and the request."""
 
-    def __init__(self, status: int, message: str, *, code: str | None = None, url: str | None = None,
-                 param: str | None = None):
+    def __init__(
+        self, status: int, message: str, *, code: str | None = None, url: str | None = None, param: str | None = None
+    ):
         self.status = status
         self.code = code
         self.message = message
@@ -92,8 +93,10 @@ class FetchError(MetricsKitError):
         self.total = total
         lines = [f"  {_point(point)}: {error}" for point, error in list(failures.items())[:20]]
         more = f"\n  ... and {len(failures) - 20} more" if len(failures) > 20 else ""
-        super().__init__(f"{len(failures)} of {total} points failed "
-                         "(errors='coerce' returns NaN for them instead):\n" + "\n".join(lines) + more)
+        super().__init__(
+            f"{len(failures)} of {total} points failed "
+            "(errors='coerce' returns NaN for them instead):\n" + "\n".join(lines) + more
+        )
 
 
 def _point(point) -> str:

@@ -19,8 +19,13 @@ HERE = Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs"
 TAG = "readme-figure"
 # docs/<family>.png <- the notebook whose name holds the word
-FAMILIES = {"tokenomics": "tokenomics", "dex": "dex", "lending": "lending", "chain_rewards": "chain",
-            "yield_and_financials": "yield"}
+FAMILIES = {
+    "tokenomics": "tokenomics",
+    "dex": "dex",
+    "lending": "lending",
+    "chain_rewards": "chain",
+    "yield_and_financials": "yield",
+}
 SIZE_WARNING = 150 * 1024
 
 

@@ -44,12 +44,12 @@ class Action:
     missing: int = 0
 
 
-def status(code: int, body: bytes | str | dict | None = None, *, headers: Mapping[str, str] | None = None,
-           delay: float = 0.0) -> Action:
+def status(
+    code: int, body: bytes | str | dict | None = None, *, headers: Mapping[str, str] | None = None, delay: float = 0.0
+) -> Action:
     """Answer ``code`` with ``body`` (a dict is sent as JSON; None: an error body in the service's shape)."""
     if body is None:
-        body = OK_BODY if code == 200 else {"error": {"code": "scripted", "message": f"scripted {code}",
-                                                      "param": None}}
+        body = OK_BODY if code == 200 else {"error": {"code": "scripted", "message": f"scripted {code}", "param": None}}
     if isinstance(body, dict):
         body = json.dumps(body)
     if isinstance(body, str):
@@ -129,8 +129,9 @@ class FaultServer:
         self._httpd.owner = self
         host, port = self._httpd.server_address[:2]
         self.base_url = f"http://{host}:{port}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fault-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fault-server", daemon=True
+        )
         self._thread.start()
 
     # -- scripting ----------------------------------------------------------------------------------------
@@ -225,9 +226,17 @@ def _handler_for(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self):
             split = urlsplit(self.path)
-            owner._record(Recorded(self.command, self.path, split.path, parse_qs(split.query),
-                                   {k.lower(): v for k, v in self.headers.items()}, self.client_address[1],
-                                   time.monotonic()))
+            owner._record(
+                Recorded(
+                    self.command,
+                    self.path,
+                    split.path,
+                    parse_qs(split.query),
+                    {k.lower(): v for k, v in self.headers.items()},
+                    self.client_address[1],
+                    time.monotonic(),
+                )
+            )
             try:
                 self._answer(owner._next_action(split.path))
             finally:

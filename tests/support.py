@@ -20,21 +20,27 @@ _READY = re.compile(r"Serving (http://127\.0\.0\.1:\d+)")
 class ServerProcess:
     """A `metrics-kit serve` child process. Use as a context manager."""
 
-    def __init__(self, data_dir: Path | str | None, *args: str, key: str = TEST_KEY,
-                 cache_dir: Path | str | None = None, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        data_dir: Path | str | None,
+        *args: str,
+        key: str = TEST_KEY,
+        cache_dir: Path | str | None = None,
+        env: dict[str, str] | None = None,
+    ):
         self.key = key
         cmd = [sys.executable, "-m", "metrics_kit", "serve", "--host", "127.0.0.1", "--port", "0", *args]
         if data_dir is not None:
             cmd += ["--data", str(data_dir)]
         # Only the test session's cache folder passes through (see conftest.py).
-        child_env = {k: v for k, v in os.environ.items()
-                     if not k.startswith("METRICS_KIT_") or k == "METRICS_KIT_CACHE_DIR"}
+        child_env = {
+            k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_") or k == "METRICS_KIT_CACHE_DIR"
+        }
         child_env["METRICS_KIT_API_KEYS"] = key
         if cache_dir is not None:
             child_env["METRICS_KIT_CACHE_DIR"] = str(cache_dir)
         child_env.update(env or {})
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env=child_env)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env)
         self.output: list[str] = []
         self.base_url = self._wait_ready(timeout=120)
         self.session = requests.Session()
@@ -61,8 +67,15 @@ class ServerProcess:
         for line in self.proc.stdout:
             self.output.append(line)
 
-    def get(self, path: str = "/metrics", params: dict | None = None, *, key: str | None = "default",
-            headers: dict | None = None, method: str = "GET") -> requests.Response:
+    def get(
+        self,
+        path: str = "/metrics",
+        params: dict | None = None,
+        *,
+        key: str | None = "default",
+        headers: dict | None = None,
+        method: str = "GET",
+    ) -> requests.Response:
         sent = {"Accept": "application/json"}
         if key == "default":
             key = self.key
@@ -72,8 +85,9 @@ class ServerProcess:
         return self.session.request(method, self.base_url + path, params=params, headers=sent, timeout=30)
 
     def metric(self, metric_name: str, project: str, granularity: str, date: str) -> requests.Response:
-        return self.get(params={"metric_name": metric_name, "project": project,
-                                "granularity": granularity, "date": date})
+        return self.get(
+            params={"metric_name": metric_name, "project": project, "granularity": granularity, "date": date}
+        )
 
     def value(self, metric_name: str, project: str, granularity: str, date: str):
         response = self.metric(metric_name, project, granularity, date)

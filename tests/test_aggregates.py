@@ -43,8 +43,10 @@ def test_a_changed_file_is_rebuilt(data):
     after = aggregates.load_or_build(data, catalogue, log=messages.append)
     assert messages[-1].startswith("Built aggregates")
     day = dt.date(2025, 1, 1)
-    assert (after.lookup("swap_transaction_count", "swapx", "1_day", day).value
-            == before.lookup("swap_transaction_count", "swapx", "1_day", day).value + 1)
+    assert (
+        after.lookup("swap_transaction_count", "swapx", "1_day", day).value
+        == before.lookup("swap_transaction_count", "swapx", "1_day", day).value + 1
+    )
 
 
 def test_a_corrupt_saved_file_is_rebuilt_not_fatal(data):
@@ -77,9 +79,18 @@ def test_the_cache_key_is_the_same_in_every_process():
     import subprocess
     import sys
 
-    code = ("from metrics_kit.server import build as aggregates; from metrics_kit.spec.catalogue import Catalogue; "
-            "print(aggregates.catalogue_key(Catalogue('sol')))")
-    keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip()
-            for seed in (0, 1, 2, 3)}
+    code = (
+        "from metrics_kit.server import build as aggregates; from metrics_kit.spec.catalogue import Catalogue; "
+        "print(aggregates.catalogue_key(Catalogue('sol')))"
+    )
+    keys = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout.strip()
+        for seed in (0, 1, 2, 3)
+    }
     assert len(keys) == 1, keys

@@ -27,13 +27,21 @@ TEN_YEARS = 10 * 366 * 86400.0
 TTL = 600.0
 
 
-def key(day: str = "2024-01-01", *, metric: str = "active_users", project: str = "swp",
-        granularity: str = "1_day") -> tuple[str, str, str, str]:
+def key(
+    day: str = "2024-01-01", *, metric: str = "active_users", project: str = "swp", granularity: str = "1_day"
+) -> tuple[str, str, str, str]:
     return (metric, project, granularity, day)
 
 
-def entry(value: int | float = 7, *, complete: bool | None = True, fetched_at: float = FETCHED,
-          start: str | None = None, end: str | None = None, unit: str | None = "users") -> Entry:
+def entry(
+    value: int | float = 7,
+    *,
+    complete: bool | None = True,
+    fetched_at: float = FETCHED,
+    start: str | None = None,
+    end: str | None = None,
+    unit: str | None = "users",
+) -> Entry:
     return Entry(value, unit, complete, start, end, fetched_at)
 
 
@@ -61,6 +69,7 @@ def count_rows(path: Path) -> int:
 
 
 # -- hits, misses, types ------------------------------------------------------------------------------
+
 
 def test_hits_and_misses_are_counted(cache, path):
     cache.put_many([(key("2024-01-01"), entry(1)), (key("2024-01-02"), entry(2))])
@@ -110,11 +119,14 @@ def test_the_default_file_is_in_the_cache_folder(tmp_path, monkeypatch):
 
 # -- batch reads ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("step", [1, 3, 10], ids=["dense", "every-3rd", "every-10th"])
 def test_large_batches_read_exactly_the_keys_asked(cache, step):
     stored = days(dt.date(2020, 1, 1), 3000)
-    cache.put_many([(key(day), entry(i)) for i, day in enumerate(stored)]
-                   + [(key(day, project="other"), entry(-1)) for day in stored[:50]])
+    cache.put_many(
+        [(key(day), entry(i)) for i, day in enumerate(stored)]
+        + [(key(day, project="other"), entry(-1)) for day in stored[:50]]
+    )
     # Asked: every step-th stored day from the 10th on (1,200 of them: several IN chunks when
     # sparse, one range scan when dense) and 20 days never stored.
     asked = stored[10::step][:1200] + days(dt.date(2030, 1, 1), 20)
@@ -125,9 +137,13 @@ def test_large_batches_read_exactly_the_keys_asked(cache, step):
 
 
 def test_keys_of_several_metrics_projects_and_granularities_in_one_call(cache):
-    keys = [key(day, metric=m, project=p, granularity=g)
-            for m in ("active_users", "fees") for p in ("swp", "farm") for g in ("1_day", "1_week")
-            for day in days(dt.date(2023, 1, 2), 30, step=7)]
+    keys = [
+        key(day, metric=m, project=p, granularity=g)
+        for m in ("active_users", "fees")
+        for p in ("swp", "farm")
+        for g in ("1_day", "1_week")
+        for day in days(dt.date(2023, 1, 2), 30, step=7)
+    ]
     cache.put_many([(k, entry(i)) for i, k in enumerate(keys)])
     got = cache.get_many(keys)
     assert got == {k: entry(i) for i, k in enumerate(keys)}
@@ -147,6 +163,7 @@ def _timed(function, *args) -> float:
 
 
 # -- expiry -------------------------------------------------------------------------------------------
+
 
 def test_complete_periods_never_expire(cache):
     cache.put_many([(key(), entry(complete=True))])
@@ -171,19 +188,22 @@ def test_the_ttl_is_a_setting(path):
         ValueCache(URL, API_KEY, path=path, incomplete_ttl=-1)
 
 
-@pytest.mark.parametrize(("day", "granularity", "end", "kept"), [
-    ("2024-01-01", "1_day", None, True),          # long past
-    ("2024-06-13", "1_day", None, True),          # the day before yesterday
-    ("2024-06-14", "1_day", None, False),         # yesterday: late data may still come in
-    ("2024-06-15", "1_day", None, False),         # today
-    ("2024-06-01", "1_week", None, True),         # week of 27 May - 2 June
-    ("2024-06-12", "1_week", None, False),        # this week (10-16 June)
-    ("2024-05-20", "1_month", None, True),        # May
-    ("2024-06-01", "1_month", None, False),       # this month
-    ("2024-06-14", "1_day", "2024-06-01", True),  # the service's period_end wins over the request date
-    ("2024-01-01", "1_month", "2024-06-30", False),
-    ("2024-01-01", "1_hour", None, False),        # a granularity the calendar cannot place: short
-])
+@pytest.mark.parametrize(
+    ("day", "granularity", "end", "kept"),
+    [
+        ("2024-01-01", "1_day", None, True),  # long past
+        ("2024-06-13", "1_day", None, True),  # the day before yesterday
+        ("2024-06-14", "1_day", None, False),  # yesterday: late data may still come in
+        ("2024-06-15", "1_day", None, False),  # today
+        ("2024-06-01", "1_week", None, True),  # week of 27 May - 2 June
+        ("2024-06-12", "1_week", None, False),  # this week (10-16 June)
+        ("2024-05-20", "1_month", None, True),  # May
+        ("2024-06-01", "1_month", None, False),  # this month
+        ("2024-06-14", "1_day", "2024-06-01", True),  # the service's period_end wins over the request date
+        ("2024-01-01", "1_month", "2024-06-30", False),
+        ("2024-01-01", "1_hour", None, False),  # a granularity the calendar cannot place: short
+    ],
+)
 def test_unknown_completeness_is_decided_by_the_calendar(cache, day, granularity, end, kept):
     k = key(day, granularity=granularity)
     cache.put_many([(k, entry(complete=None, end=end))])
@@ -193,9 +213,13 @@ def test_unknown_completeness_is_decided_by_the_calendar(cache, day, granularity
 
 # -- separation and clearing --------------------------------------------------------------------------
 
+
 def test_two_keys_or_two_services_never_see_each_others_entries(path):
-    with (ValueCache(URL, API_KEY, path=path) as mine, ValueCache(URL, OTHER_KEY, path=path) as other_key,
-          ValueCache("https://elsewhere.example.test", API_KEY, path=path) as other_url):
+    with (
+        ValueCache(URL, API_KEY, path=path) as mine,
+        ValueCache(URL, OTHER_KEY, path=path) as other_key,
+        ValueCache("https://elsewhere.example.test", API_KEY, path=path) as other_url,
+    ):
         mine.put_many([(key(), entry(1))])
         other_key.put_many([(key(), entry(2))])
         assert other_url.get_many([key()]) == {}
@@ -205,8 +229,7 @@ def test_two_keys_or_two_services_never_see_each_others_entries(path):
 
 
 def test_the_namespace_ignores_spelling_differences_of_one_url():
-    same = ["https://metrics.example.test", "https://METRICS.example.test/",
-            "HTTPS://metrics.example.test:443"]
+    same = ["https://metrics.example.test", "https://METRICS.example.test/", "HTTPS://metrics.example.test:443"]
     assert len({namespace(url, API_KEY) for url in same}) == 1
     assert namespace(URL, API_KEY) != namespace(URL, OTHER_KEY)
     assert namespace(URL, API_KEY) != namespace(URL + "/v2", API_KEY)
@@ -239,9 +262,11 @@ def test_clear_cache_removes_the_files_and_open_caches_start_afresh(cache, path)
 
 # -- the key is never stored ----------------------------------------------------------------------------
 
+
 def _file_bytes(path: Path) -> bytes:
-    return b"".join(Path(str(path) + suffix).read_bytes() for suffix in ("", "-wal", "-shm")
-                    if Path(str(path) + suffix).exists())
+    return b"".join(
+        Path(str(path) + suffix).read_bytes() for suffix in ("", "-wal", "-shm") if Path(str(path) + suffix).exists()
+    )
 
 
 def test_the_api_key_is_never_written_nor_shown(path):
@@ -249,8 +274,13 @@ def test_the_api_key_is_never_written_nor_shown(path):
     cache = ValueCache(url, API_KEY, path=path)
     cache.put_many([(key(day), entry(i)) for i, day in enumerate(days(dt.date(2024, 1, 1), 400))])
     cache.get_many([key("2024-01-01")])
-    secrets = [API_KEY.encode(), API_KEY.encode("utf-16-le"), b"pa55word", (url + API_KEY).encode(),
-               (API_KEY + url).encode()]
+    secrets = [
+        API_KEY.encode(),
+        API_KEY.encode("utf-16-le"),
+        b"pa55word",
+        (url + API_KEY).encode(),
+        (API_KEY + url).encode(),
+    ]
     while_open = _file_bytes(path)
     assert Path(str(path) + "-wal").exists()  # the write-ahead log was checked too
     shown = repr(cache) + str(cache.stats())
@@ -262,6 +292,7 @@ def test_the_api_key_is_never_written_nor_shown(path):
 
 
 # -- a broken file is rebuilt --------------------------------------------------------------------------
+
 
 def _fill(path: Path) -> None:
     with ValueCache(URL, API_KEY, path=path) as cache:
@@ -329,6 +360,7 @@ def test_an_empty_file_is_simply_initialised(path):
 
 # -- threads, processes, folders ------------------------------------------------------------------------
 
+
 def _hammer(caches: list[ValueCache]) -> None:
     errors: list[BaseException] = []
     start = threading.Barrier(len(caches))
@@ -337,12 +369,15 @@ def _hammer(caches: list[ValueCache]) -> None:
         try:
             start.wait()
             for round_ in range(20):
-                mine = [(key(day, project=f"p{n}"), entry(round_ * 1000 + i))
-                        for i, day in enumerate(days(dt.date(2024, 1, 1), 40))]
+                mine = [
+                    (key(day, project=f"p{n}"), entry(round_ * 1000 + i))
+                    for i, day in enumerate(days(dt.date(2024, 1, 1), 40))
+                ]
                 cache.put_many(mine)
                 assert cache.get_many([k for k, _ in mine]) == dict(mine)
-                theirs = cache.get_many([key(day, project=f"p{(n + 1) % len(caches)}")
-                                         for day in days(dt.date(2024, 1, 1), 40)])
+                theirs = cache.get_many(
+                    [key(day, project=f"p{(n + 1) % len(caches)}") for day in days(dt.date(2024, 1, 1), 40)]
+                )
                 assert all(isinstance(e.value, int) for e in theirs.values())
         except BaseException as error:  # reported below, in the test's own thread
             errors.append(error)
@@ -387,8 +422,10 @@ def test_a_cache_file_that_is_a_folder_is_a_configuration_error(tmp_path):
         ValueCache(URL, API_KEY, path=tmp_path / "values.sqlite3")
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
-                    reason="root writes into read-only folders; the tests above force the error instead")
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0,
+    reason="root writes into read-only folders; the tests above force the error instead",
+)
 def test_a_read_only_folder_is_a_configuration_error(tmp_path):
     folder = tmp_path / "read-only"
     folder.mkdir()

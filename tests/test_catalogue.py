@@ -20,35 +20,82 @@ from metrics_kit.spec.catalogue import (
 
 # Spec 2.1, table by table: metric_name -> the project kinds its table is about.
 SPEC_METRICS: dict[str, dict[str, set[str]]] = {
-    "tokenomics": {name: {"tokenomics"} for name in (
-        "circulating_supply_in_native_token", "net_dilution_in_native_token",
-        "token_emission_in_native_token", "token_buyback_in_native_token")},
-    "yield": {name: {"yield"} for name in (
-        "transaction_fee_revenue_in_usd", "protocol_transaction_fee_revenue_in_usd",
-        "supply_side_transaction_fee_revenue_in_usd", "staking_fee_revenue_in_usd",
-        "protocol_staking_fee_revenue_in_usd", "supply_side_staking_fee_revenue_in_usd",
-        "staking_active_users", "unstaking_active_users", "farm_deposit_active_users",
-        "farm_withdraw_active_users", "staking_transaction_count", "unstaking_transaction_count",
-        "farm_deposit_transaction_count", "farm_withdrawal_transaction_count")},
-    "dex": {name: {"dex"} for name in (
-        "transaction_fee_revenue_in_usd", "swap_active_users", "liquidity_pool_deposit_active_users",
-        "liquidity_pool_withdraw_active_users", "swap_transaction_count",
-        "liquidity_pool_deposit_transaction_count", "liquidity_pool_withdraw_transaction_count",
-        "regular_pool_swap_transaction_count", "regular_pool_deposit_transaction_count",
-        "regular_pool_withdraw_transaction_count", "double_dip_deposit_transaction_count")},
-    "lending": {name: {"lending"} for name in (
-        "lending_deposit_active_users", "lending_withdraw_active_users", "borrowing_active_users",
-        "loan_repayment_active_users", "lending_deposit_transaction_count",
-        "lending_withdraw_transaction_count", "borrowing_transaction_count",
-        "loan_repayment_transaction_count")},
-    "chain_rewards": {name: {"chain"} for name in (
-        "reward_staking_in_sol", "reward_mining_fee_in_sol", "reward_voting_in_sol",
-        "reward_negative_rent_in_sol", "reward_positive_rent_in_sol")},
+    "tokenomics": {
+        name: {"tokenomics"}
+        for name in (
+            "circulating_supply_in_native_token",
+            "net_dilution_in_native_token",
+            "token_emission_in_native_token",
+            "token_buyback_in_native_token",
+        )
+    },
+    "yield": {
+        name: {"yield"}
+        for name in (
+            "transaction_fee_revenue_in_usd",
+            "protocol_transaction_fee_revenue_in_usd",
+            "supply_side_transaction_fee_revenue_in_usd",
+            "staking_fee_revenue_in_usd",
+            "protocol_staking_fee_revenue_in_usd",
+            "supply_side_staking_fee_revenue_in_usd",
+            "staking_active_users",
+            "unstaking_active_users",
+            "farm_deposit_active_users",
+            "farm_withdraw_active_users",
+            "staking_transaction_count",
+            "unstaking_transaction_count",
+            "farm_deposit_transaction_count",
+            "farm_withdrawal_transaction_count",
+        )
+    },
+    "dex": {
+        name: {"dex"}
+        for name in (
+            "transaction_fee_revenue_in_usd",
+            "swap_active_users",
+            "liquidity_pool_deposit_active_users",
+            "liquidity_pool_withdraw_active_users",
+            "swap_transaction_count",
+            "liquidity_pool_deposit_transaction_count",
+            "liquidity_pool_withdraw_transaction_count",
+            "regular_pool_swap_transaction_count",
+            "regular_pool_deposit_transaction_count",
+            "regular_pool_withdraw_transaction_count",
+            "double_dip_deposit_transaction_count",
+        )
+    },
+    "lending": {
+        name: {"lending"}
+        for name in (
+            "lending_deposit_active_users",
+            "lending_withdraw_active_users",
+            "borrowing_active_users",
+            "loan_repayment_active_users",
+            "lending_deposit_transaction_count",
+            "lending_withdraw_transaction_count",
+            "borrowing_transaction_count",
+            "loan_repayment_transaction_count",
+        )
+    },
+    "chain_rewards": {
+        name: {"chain"}
+        for name in (
+            "reward_staking_in_sol",
+            "reward_mining_fee_in_sol",
+            "reward_voting_in_sol",
+            "reward_negative_rent_in_sol",
+            "reward_positive_rent_in_sol",
+        )
+    },
     "financials": {name: set() for name in ("protocol_revenue_in_usd", "supply_side_revenue_in_usd")},
 }
 SPEC_NAMES = sorted({name for table in SPEC_METRICS.values() for name in table})
-REGULAR_POOL_METRICS = {"regular_pool_swap_transaction_count", "regular_pool_deposit_transaction_count",
-                        "regular_pool_withdraw_transaction_count", "double_dip_deposit_transaction_count"}
+REGULAR_POOL_METRICS = {
+    "regular_pool_swap_transaction_count",
+    "regular_pool_deposit_transaction_count",
+    "regular_pool_withdraw_transaction_count",
+    "double_dip_deposit_transaction_count",
+}
 CHAIN_STEMS = ("staking", "mining_fee", "voting", "negative_rent", "positive_rent")
 
 
@@ -97,7 +144,8 @@ def test_the_spec_sample_alias_resolves(catalogue):
     assert metric.name == "farm_withdrawal_transaction_count"
     assert "farm_withdraw_transaction_count" in catalogue.names
     assert [(m.name, a) for m in catalogue for a in m.aliases] == [
-        ("farm_withdrawal_transaction_count", "farm_withdraw_transaction_count")]
+        ("farm_withdrawal_transaction_count", "farm_withdraw_transaction_count")
+    ]
 
 
 def test_every_alias_resolves_to_its_metric(catalogue):
@@ -153,8 +201,11 @@ def test_tokenomics_aggregations(catalogue):
 def test_storage_rent_is_two_metrics_and_no_combined_one(catalogue):
     assert catalogue.get("reward_negative_rent_in_sol").aggregation == "negative_net"
     assert catalogue.get("reward_positive_rent_in_sol").aggregation == "positive_net"
-    assert not [m.name for m in catalogue if "rent" in m.name and m.name not in (
-        "reward_negative_rent_in_sol", "reward_positive_rent_in_sol")]
+    assert not [
+        m.name
+        for m in catalogue
+        if "rent" in m.name and m.name not in ("reward_negative_rent_in_sol", "reward_positive_rent_in_sol")
+    ]
 
 
 @pytest.mark.parametrize("family", [f for f in SPEC_METRICS if f != "financials"])
@@ -230,14 +281,17 @@ def test_chain_unit_must_be_a_lowercase_identifier(unit):
         Catalogue(unit)
 
 
-@pytest.mark.parametrize(("asked", "expected_first"), [
-    ("swap_active_user", "swap_active_users"),
-    ("SWAP_ACTIVE_USERS", "swap_active_users"),
-    ("farm_withdraw_transaction_counts", "farm_withdrawal_transaction_count"),
-    ("staking_fee_revenue_usd", "staking_fee_revenue_in_usd"),
-    ("reward_staking_in_eth", "reward_staking_in_sol"),
-    ("borowing_transaction_count", "borrowing_transaction_count"),
-])
+@pytest.mark.parametrize(
+    ("asked", "expected_first"),
+    [
+        ("swap_active_user", "swap_active_users"),
+        ("SWAP_ACTIVE_USERS", "swap_active_users"),
+        ("farm_withdraw_transaction_counts", "farm_withdrawal_transaction_count"),
+        ("staking_fee_revenue_usd", "staking_fee_revenue_in_usd"),
+        ("reward_staking_in_eth", "reward_staking_in_sol"),
+        ("borowing_transaction_count", "borrowing_transaction_count"),
+    ],
+)
 def test_suggest_offers_close_canonical_names(catalogue, asked, expected_first):
     suggestions = catalogue.suggest(asked)
     assert suggestions[0] == expected_first

@@ -31,14 +31,18 @@ def server(tmp_path_factory):
 def env(server, tmp_path):
     """The child's environment: the service and its key, and a cache folder of this test's own."""
     child = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
-    child.update(METRICS_KIT_BASE_URL=server.base_url, METRICS_KIT_API_KEY=server.key,
-                 METRICS_KIT_CACHE_DIR=str(tmp_path / "cache"))
+    child.update(
+        METRICS_KIT_BASE_URL=server.base_url,
+        METRICS_KIT_API_KEY=server.key,
+        METRICS_KIT_CACHE_DIR=str(tmp_path / "cache"),
+    )
     return child
 
 
 def fetch(env: dict, *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "metrics_kit", "fetch", *args], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "metrics_kit", "fetch", *args], env=env, capture_output=True, text=True, timeout=120
+    )
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -51,9 +55,18 @@ def assert_no_key(server: ServerProcess, done: subprocess.CompletedProcess, *fil
 
 def test_long_csv_holds_the_golden_values(server, env, tmp_path):
     out = tmp_path / "farm.csv"
-    done = fetch(env, "staking_active_users", "farm_withdraw_transaction_count",
-                 "transaction_fee_revenue_in_usd", "--project", "farm", *WEEKS, "--out", str(out),
-                 "--no-progress")
+    done = fetch(
+        env,
+        "staking_active_users",
+        "farm_withdraw_transaction_count",
+        "transaction_fee_revenue_in_usd",
+        "--project",
+        "farm",
+        *WEEKS,
+        "--out",
+        str(out),
+        "--no-progress",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     summary = done.stderr.strip().splitlines()
@@ -80,14 +93,32 @@ def test_long_csv_holds_the_golden_values(server, env, tmp_path):
 
 def test_wide_parquet_of_two_projects(server, env, tmp_path):
     out = tmp_path / "swaps.parquet"
-    done = fetch(env, "swap_active_users", "swap_transaction_count", "--project", "swapx", "swapx.clmm",
-                 "--start", "2024-12-01", "--end", "2025-01-31", "--granularity", "month", "--wide",
-                 "--out", str(out))
+    done = fetch(
+        env,
+        "swap_active_users",
+        "swap_transaction_count",
+        "--project",
+        "swapx",
+        "swapx.clmm",
+        "--start",
+        "2024-12-01",
+        "--end",
+        "2025-01-31",
+        "--granularity",
+        "month",
+        "--wide",
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     table = pd.read_parquet(out)
-    assert table.columns.tolist() == ["period_start",
-                                      "swapx/swap_active_users", "swapx/swap_transaction_count",
-                                      "swapx.clmm/swap_active_users", "swapx.clmm/swap_transaction_count"]
+    assert table.columns.tolist() == [
+        "period_start",
+        "swapx/swap_active_users",
+        "swapx/swap_transaction_count",
+        "swapx.clmm/swap_active_users",
+        "swapx.clmm/swap_transaction_count",
+    ]
     assert table["period_start"].tolist() == [TS("2024-12-01"), TS("2025-01-01")]
     assert (table.drop(columns="period_start").dtypes == np.int64).all()
     assert table["swapx/swap_active_users"].tolist() == [2, 1]
@@ -98,8 +129,17 @@ def test_wide_parquet_of_two_projects(server, env, tmp_path):
 
 def test_long_parquet_types_and_one_project_wide_csv(server, env, tmp_path):
     out = tmp_path / "rent.parquet"
-    done = fetch(env, "reward_positive_rent_in_sol", "reward_negative_rent_in_sol", "--project", "solana",
-                 *WEEKS, "--out", str(out), "--long")
+    done = fetch(
+        env,
+        "reward_positive_rent_in_sol",
+        "reward_negative_rent_in_sol",
+        "--project",
+        "solana",
+        *WEEKS,
+        "--out",
+        str(out),
+        "--long",
+    )
     assert done.returncode == 0, done.stderr
     table = pd.read_parquet(out)
     assert table["value"].dtype == np.float64 and table["complete"].dtype == bool
@@ -107,16 +147,24 @@ def test_long_parquet_types_and_one_project_wide_csv(server, env, tmp_path):
     w01 = table[table["period_start"] == TS("2024-12-30")].set_index("metric")["value"]
     assert w01.to_dict() == {"reward_positive_rent_in_sol": 0.5, "reward_negative_rent_in_sol": -0.25}
     wide = tmp_path / "rent.csv"
-    done = fetch(env, "reward_positive_rent_in_sol", "--project", "solana", *WEEKS, "--out", str(wide),
-                 "--wide")
+    done = fetch(env, "reward_positive_rent_in_sol", "--project", "solana", *WEEKS, "--out", str(wide), "--wide")
     assert done.returncode == 0, done.stderr
     assert pd.read_csv(wide).columns.tolist() == ["period_start", "reward_positive_rent_in_sol"]
     assert "from the cache" in done.stderr
 
 
 def test_cache_refresh_and_no_cache(server, env, tmp_path):
-    args = ["lending_deposit_active_users", "--project", "lend", "--start", "2024-12-28",
-            "--end", "2025-01-03", "--out", str(tmp_path / "lend.csv")]
+    args = [
+        "lending_deposit_active_users",
+        "--project",
+        "lend",
+        "--start",
+        "2024-12-28",
+        "--end",
+        "2025-01-03",
+        "--out",
+        str(tmp_path / "lend.csv"),
+    ]
     first, second, third = fetch(env, *args), fetch(env, *args), fetch(env, *args, "--refresh")
     assert "0 points from the cache, 7 fetched" in first.stderr
     assert "7 points from the cache, 0 fetched" in second.stderr
@@ -133,8 +181,22 @@ def test_cache_refresh_and_no_cache(server, env, tmp_path):
 
 def test_coerce_writes_empty_values_and_warns_in_one_line(server, env, tmp_path):
     out = tmp_path / "late.csv"
-    done = fetch(env, "loan_repayment_transaction_count", "--project", "lend", "--start", "2025-01-27",
-                 "--end", "2025-02-03", "--granularity", "1_week", "--errors", "coerce", "--out", str(out))
+    done = fetch(
+        env,
+        "loan_repayment_transaction_count",
+        "--project",
+        "lend",
+        "--start",
+        "2025-01-27",
+        "--end",
+        "2025-02-03",
+        "--granularity",
+        "1_week",
+        "--errors",
+        "coerce",
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 2
@@ -143,24 +205,47 @@ def test_coerce_writes_empty_values_and_warns_in_one_line(server, env, tmp_path)
     table = pd.read_csv(out)
     assert table["value"].tolist()[0] == 1 and np.isnan(table["value"].tolist()[1])
     assert_no_key(server, done, out)
-    again = fetch(env, "loan_repayment_transaction_count", "--project", "lend", "--start", "2025-01-27",
-                  "--end", "2025-02-03", "--granularity", "1_week", "--out", str(tmp_path / "fails.csv"))
+    again = fetch(
+        env,
+        "loan_repayment_transaction_count",
+        "--project",
+        "lend",
+        "--start",
+        "2025-01-27",
+        "--end",
+        "2025-02-03",
+        "--granularity",
+        "1_week",
+        "--out",
+        str(tmp_path / "fails.csv"),
+    )
     assert again.returncode == 2
     assert again.stderr.startswith("metrics-kit: error: 1 of 2 points failed")
     assert not (tmp_path / "fails.csv").exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["swap_activ_users", "--project", "swapx", "--start", "2025-01-01", "--end", "2025-01-02"],
-     "unknown metric 'swap_activ_users'; did you mean 'swap_active_users'"),
-    ([*SWAPX, "--granularity", "hourly"], "granularity must be one of"),
-    (["swap_active_users", "--project", "swapx", "--start", "2025-02-30", "--end", "2025-03-02"],
-     "start '2025-02-30' is not a date"),
-    (["swap_active_users", "--project", "Swapx", "--start", "2025-01-01", "--end", "2025-01-02"],
-     "project 'Swapx' is not a valid project id"),
-    (["swap_active_users", "--project", "lend", "--start", "2025-01-01", "--end", "2025-01-02"],
-     "swap_active_users does not apply to lend"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["swap_activ_users", "--project", "swapx", "--start", "2025-01-01", "--end", "2025-01-02"],
+            "unknown metric 'swap_activ_users'; did you mean 'swap_active_users'",
+        ),
+        ([*SWAPX, "--granularity", "hourly"], "granularity must be one of"),
+        (
+            ["swap_active_users", "--project", "swapx", "--start", "2025-02-30", "--end", "2025-03-02"],
+            "start '2025-02-30' is not a date",
+        ),
+        (
+            ["swap_active_users", "--project", "Swapx", "--start", "2025-01-01", "--end", "2025-01-02"],
+            "project 'Swapx' is not a valid project id",
+        ),
+        (
+            ["swap_active_users", "--project", "lend", "--start", "2025-01-01", "--end", "2025-01-02"],
+            "swap_active_users does not apply to lend",
+        ),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(server, env, tmp_path, args, message):
     out = tmp_path / "never.csv"
     done = fetch(env, *args, "--out", str(out))
@@ -201,7 +286,19 @@ def test_the_key_comes_from_the_environment_only(server, env, tmp_path):
 def test_base_url_flag_overrides_the_environment(server, env, tmp_path):
     elsewhere = {**env, "METRICS_KIT_BASE_URL": "http://127.0.0.1:9"}
     out = tmp_path / "out.csv"
-    done = fetch(elsewhere, "swap_transaction_count", "--project", "swapx", "--start", "2025-01-02",
-                 "--end", "2025-01-02", "--base-url", server.base_url, "--out", str(out))
+    done = fetch(
+        elsewhere,
+        "swap_transaction_count",
+        "--project",
+        "swapx",
+        "--start",
+        "2025-01-02",
+        "--end",
+        "2025-01-02",
+        "--base-url",
+        server.base_url,
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     assert pd.read_csv(out)["value"].tolist() == [1]  # w4 is in the export twice: one transaction

@@ -63,7 +63,7 @@ def mark(server: ServerProcess) -> int:
 
 
 def requests_between(server: ServerProcess, first: int, last: int, path: str = "/metrics") -> list[str]:
-    return [line for line in server.output[first + 1:last] if f"GET {path}" in line]
+    return [line for line in server.output[first + 1 : last] if f"GET {path}" in line]
 
 
 def dead_url() -> str:
@@ -76,23 +76,27 @@ def dead_url() -> str:
 
 # --- value ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("metric, project, granularity, date, expected", [
-    # W01: {alice, bob, carol}, though the daily counts sum to 5
-    ("staking_active_users", "farm", "1_week", "2025-01-01", 3),
-    # s6 is in the export twice: counted once
-    ("staking_transaction_count", "farm", "1_day", "2025-01-02", 1),
-    # u5 is written 2024-12-31T20:00-05:00, so it lands on 01-01 UTC
-    ("unstaking_active_users", "farm", "1_day", "2025-01-01", 2),
-    # F8 is written 2025-01-01T01:30+02:00, so it lands in December UTC
-    ("staking_fee_revenue_in_usd", "farm", "1_month", "2024-12-31", 0.75),
-    ("circulating_supply_in_native_token", "gov", "1_month", "2024-12-15", 1092.0),
-    ("reward_positive_rent_in_sol", "solana", "1_week", "2025-01-05", 0.5),
-    ("reward_negative_rent_in_sol", "solana", "1_week", "2024-12-30", -0.25),
-    ("regular_pool_swap_transaction_count", "swapx", "1_week", "2025-01-01", 3),
-    ("swap_active_users", "swapx.clmm", "1_week", "2025-01-01", 2),
-    ("loan_repayment_transaction_count", "lend", "1_month", "2025-01-20", 2),
-    ("farm_withdraw_transaction_count", "farm", "1_week", "2025-01-06", 2),  # the alias
-])
+
+@pytest.mark.parametrize(
+    "metric, project, granularity, date, expected",
+    [
+        # W01: {alice, bob, carol}, though the daily counts sum to 5
+        ("staking_active_users", "farm", "1_week", "2025-01-01", 3),
+        # s6 is in the export twice: counted once
+        ("staking_transaction_count", "farm", "1_day", "2025-01-02", 1),
+        # u5 is written 2024-12-31T20:00-05:00, so it lands on 01-01 UTC
+        ("unstaking_active_users", "farm", "1_day", "2025-01-01", 2),
+        # F8 is written 2025-01-01T01:30+02:00, so it lands in December UTC
+        ("staking_fee_revenue_in_usd", "farm", "1_month", "2024-12-31", 0.75),
+        ("circulating_supply_in_native_token", "gov", "1_month", "2024-12-15", 1092.0),
+        ("reward_positive_rent_in_sol", "solana", "1_week", "2025-01-05", 0.5),
+        ("reward_negative_rent_in_sol", "solana", "1_week", "2024-12-30", -0.25),
+        ("regular_pool_swap_transaction_count", "swapx", "1_week", "2025-01-01", 3),
+        ("swap_active_users", "swapx.clmm", "1_week", "2025-01-01", 2),
+        ("loan_repayment_transaction_count", "lend", "1_month", "2025-01-20", 2),
+        ("farm_withdraw_transaction_count", "farm", "1_week", "2025-01-06", 2),  # the alias
+    ],
+)
 def test_value_is_the_golden_value_typed_by_metric(client, metric, project, granularity, date, expected):
     value = client.value(metric, project, granularity, date)
     assert value == expected
@@ -100,12 +104,19 @@ def test_value_is_the_golden_value_typed_by_metric(client, metric, project, gran
 
 
 def test_value_accepts_dates_in_many_forms(client):
-    for date in ("2025-01-01", dt.date(2025, 1, 1), dt.datetime(2025, 1, 1, 23, 59), TS("2025-01-01"),
-                 np.datetime64("2025-01-01"), TS("2025-01-02 00:30", tz="Europe/Berlin")):
+    for date in (
+        "2025-01-01",
+        dt.date(2025, 1, 1),
+        dt.datetime(2025, 1, 1, 23, 59),
+        TS("2025-01-01"),
+        np.datetime64("2025-01-01"),
+        TS("2025-01-02 00:30", tz="Europe/Berlin"),
+    ):
         assert client.value("unstaking_active_users", "farm", "1_day", date) == 2, date
 
 
 # --- series --------------------------------------------------------------------------------------
+
 
 def test_series_of_weeks_across_the_year_boundary(client):
     series = client.series("staking_active_users", "farm", "2024-12-28", "2025-01-12", "1_week")
@@ -134,8 +145,9 @@ def test_series_of_months_and_their_ends(client, server):
     assert series.tolist() == [1092.0, 1116.0, 1120.0]
     assert series.attrs["incomplete"] == [TS("2024-12-01"), TS("2025-02-01")]
     # the last day of a month is in that month, the first day of the next is not
-    assert client.series("circulating_supply_in_native_token", "gov", "2025-01-01", "2025-01-31",
-                         "1_month").index.tolist() == [TS("2025-01-01")]
+    assert client.series(
+        "circulating_supply_in_native_token", "gov", "2025-01-01", "2025-01-31", "1_month"
+    ).index.tolist() == [TS("2025-01-01")]
     # the client's period ends agree with the service's
     for start in ("2024-12-01", "2025-01-01", "2025-02-01"):
         body = server.metric("net_dilution_in_native_token", "gov", "1_month", start).json()
@@ -174,9 +186,11 @@ def test_weekly_active_users_are_not_the_sum_of_daily_ones(client):
 
 # --- frame ---------------------------------------------------------------------------------------
 
+
 def test_wide_frame_of_one_project_has_a_column_per_metric(client):
-    wide = client.frame(["staking_active_users", "transaction_fee_revenue_in_usd"], "farm",
-                        "2024-12-28", "2025-01-05", "1_week")
+    wide = client.frame(
+        ["staking_active_users", "transaction_fee_revenue_in_usd"], "farm", "2024-12-28", "2025-01-05", "1_week"
+    )
     assert wide.columns.tolist() == ["staking_active_users", "transaction_fee_revenue_in_usd"]
     assert wide.index.name == "period_start"
     assert wide.index.tolist() == [TS("2024-12-23"), TS("2024-12-30")]
@@ -188,21 +202,31 @@ def test_wide_frame_of_one_project_has_a_column_per_metric(client):
 
 
 def test_wide_frame_of_several_projects_has_project_metric_columns(client):
-    wide = client.frame(["swap_active_users", "swap_transaction_count"], ["swapx", "swapx.clmm"],
-                        "2024-12-30", "2025-01-05", "1_week")
+    wide = client.frame(
+        ["swap_active_users", "swap_transaction_count"], ["swapx", "swapx.clmm"], "2024-12-30", "2025-01-05", "1_week"
+    )
     assert isinstance(wide.columns, pd.MultiIndex)
     assert wide.columns.names == ["project", "metric"]
-    assert wide.columns.tolist() == [("swapx", "swap_active_users"), ("swapx", "swap_transaction_count"),
-                                     ("swapx.clmm", "swap_active_users"),
-                                     ("swapx.clmm", "swap_transaction_count")]
+    assert wide.columns.tolist() == [
+        ("swapx", "swap_active_users"),
+        ("swapx", "swap_transaction_count"),
+        ("swapx.clmm", "swap_active_users"),
+        ("swapx.clmm", "swap_transaction_count"),
+    ]
     assert (wide.dtypes == np.int64).all()
     # ivan swaps on both exchanges; the projects are counted apart
     assert wide.loc[TS("2024-12-30")].tolist() == [2, 4, 2, 2]
 
 
 def test_long_frame_columns_and_dtypes(client):
-    long = client.frame(["staking_active_users", "transaction_fee_revenue_in_usd"], "farm",
-                        "2024-12-28", "2025-01-05", "1_week", shape="long")
+    long = client.frame(
+        ["staking_active_users", "transaction_fee_revenue_in_usd"],
+        "farm",
+        "2024-12-28",
+        "2025-01-05",
+        "1_week",
+        shape="long",
+    )
     assert long.columns.tolist() == ["period_start", "project", "metric", "value", "unit", "complete"]
     assert pd.api.types.is_datetime64_dtype(long["period_start"])
     assert long["value"].dtype == np.float64  # counts and amounts share the column
@@ -227,8 +251,9 @@ def test_incomplete_periods_are_flagged_and_can_be_dropped(client):
     assert dropped.index.tolist() == [TS("2024-12-30"), TS("2025-01-06"), TS("2025-01-13"), TS("2025-01-20")]
     assert dropped.tolist() == [1, 0, 0, 1]
     assert dropped.attrs["incomplete"] == []
-    months = client.frame(["protocol_revenue_in_usd"], "farm", "2024-12-01", "2025-02-28", "1_month",
-                          shape="long", incomplete="drop")
+    months = client.frame(
+        ["protocol_revenue_in_usd"], "farm", "2024-12-01", "2025-02-28", "1_month", shape="long", incomplete="drop"
+    )
     assert months["period_start"].tolist() == [TS("2025-01-01")]
     assert months["value"].tolist() == [17.25]
 
@@ -280,15 +305,21 @@ def test_invalid_arguments_send_no_metrics_request(server, client, call, args, a
     assert requests_between(server, before, mark(server)) == []
 
 
-@pytest.mark.parametrize("call, args, argument, word", [
-    ("value", ("staking_active_users", "swapx", "1_day", "2025-01-01"), "metric", "yield"),
-    ("series", ("regular_pool_swap_transaction_count", "swapx.clmm", "2025-01-01", "2025-01-02"),
-     "metric", "regular pools"),
-    ("frame", (["swap_active_users"], ["swapx", "lend"], "2025-01-01", "2025-01-02"), "metric", "lend"),
-    ("series", ("swap_active_users", "nosuchdex", "2025-01-01", "2025-01-02"), "project", "swapx.clmm"),
-])
-def test_discovery_catches_inapplicable_metrics_and_unknown_projects(server, client, call, args, argument,
-                                                                     word):
+@pytest.mark.parametrize(
+    "call, args, argument, word",
+    [
+        ("value", ("staking_active_users", "swapx", "1_day", "2025-01-01"), "metric", "yield"),
+        (
+            "series",
+            ("regular_pool_swap_transaction_count", "swapx.clmm", "2025-01-01", "2025-01-02"),
+            "metric",
+            "regular pools",
+        ),
+        ("frame", (["swap_active_users"], ["swapx", "lend"], "2025-01-01", "2025-01-02"), "metric", "lend"),
+        ("series", ("swap_active_users", "nosuchdex", "2025-01-01", "2025-01-02"), "project", "swapx.clmm"),
+    ],
+)
+def test_discovery_catches_inapplicable_metrics_and_unknown_projects(server, client, call, args, argument, word):
     before = mark(server)
     with pytest.raises(ValidationError) as caught:
         getattr(client, call)(*args)
@@ -311,20 +342,28 @@ def test_skip_inapplicable_does_not_hide_an_unknown_project(client):
 
 
 def test_skip_inapplicable_skips_pairs_that_do_not_apply(client):
-    wide = client.frame(["swap_active_users", "regular_pool_swap_transaction_count"], ["swapx", "swapx.clmm"],
-                        "2024-12-30", "2025-01-05", "1_week", skip_inapplicable=True)
-    assert wide.columns.tolist() == [("swapx", "swap_active_users"),
-                                     ("swapx", "regular_pool_swap_transaction_count"),
-                                     ("swapx.clmm", "swap_active_users")]
+    wide = client.frame(
+        ["swap_active_users", "regular_pool_swap_transaction_count"],
+        ["swapx", "swapx.clmm"],
+        "2024-12-30",
+        "2025-01-05",
+        "1_week",
+        skip_inapplicable=True,
+    )
+    assert wide.columns.tolist() == [
+        ("swapx", "swap_active_users"),
+        ("swapx", "regular_pool_swap_transaction_count"),
+        ("swapx.clmm", "swap_active_users"),
+    ]
     assert wide.iloc[0].tolist() == [2, 3, 2]
 
 
 # --- errors="raise" / "coerce" ------------------------------------------------------------------
 
+
 def test_coerce_leaves_failed_points_missing_with_a_warning(client):
     with pytest.warns(PartialDataWarning, match="1 of 2 points failed"):
-        counts = client.series("staking_active_users", "farm", "2025-01-27", "2025-02-03", "1_week",
-                               errors="coerce")
+        counts = client.series("staking_active_users", "farm", "2025-01-27", "2025-02-03", "1_week", errors="coerce")
     assert counts.index.tolist() == [TS("2025-01-27"), TS("2025-02-03")]  # 02-03.. is outside coverage
     assert str(counts.dtype) == "Int64"
     assert counts.iloc[0] == 0 and counts.iloc[1] is pd.NA
@@ -343,13 +382,16 @@ def test_raise_gives_a_fetch_error_listing_the_failed_points(client):
     error = caught.value
     assert error.total == 4
     assert sorted((p.metric, p.date) for p in error.failures) == [
-        ("reward_staking_in_sol", "2024-12-27"), ("reward_voting_in_sol", "2024-12-27")]
+        ("reward_staking_in_sol", "2024-12-27"),
+        ("reward_voting_in_sol", "2024-12-27"),
+    ]
     assert all(isinstance(e, NotFoundError) and e.status == 404 for e in error.failures.values())
     assert str(error).startswith("2 of 4 points failed")
     assert "2024-12-27" in str(error)
 
 
 # --- cache -------------------------------------------------------------------------------------
+
 
 def test_second_pull_comes_from_the_cache_and_refresh_fetches_again(server, cache_dir):
     args = ("staking_transaction_count", "farm", "2024-12-28", "2025-01-05")
@@ -384,6 +426,7 @@ def test_cache_false_never_touches_the_cache_folder(server, cache_dir):
 
 # --- the key is never shown ------------------------------------------------------------------------
 
+
 def test_the_api_key_never_appears_in_reprs_errors_or_cache_files(server, cache_dir):
     key = server.key
     texts = []
@@ -391,15 +434,16 @@ def test_the_api_key_never_appears_in_reprs_errors_or_cache_files(server, cache_
         texts += [repr(keyed), str(keyed), str(vars(keyed))]
         keyed.series("swap_active_users", "swapx", "2024-12-28", "2025-01-05", "1_week")
         with pytest.warns(PartialDataWarning) as warned:
-            partial = keyed.series("reward_voting_in_sol", "solana", "2025-01-27", "2025-02-09", "1_week",
-                                   errors="coerce")
+            partial = keyed.series(
+                "reward_voting_in_sol", "solana", "2025-01-27", "2025-02-09", "1_week", errors="coerce"
+            )
         texts += [str(w.message) for w in warned] + [str(partial.attrs)]
         texts += [repr(keyed), str(vars(keyed))]
         for expected, call in (
-                (FetchError, lambda: keyed.series("reward_voting_in_sol", "solana", "2025-02-01",
-                                                  "2025-02-09")),
-                (NotFoundError, lambda: keyed.value("swap_active_users", "swapx", "1_day", "2027-01-01")),
-                (ValidationError, lambda: keyed.value("swap_activ_users", "swapx", "1_day", "2025-01-01"))):
+            (FetchError, lambda: keyed.series("reward_voting_in_sol", "solana", "2025-02-01", "2025-02-09")),
+            (NotFoundError, lambda: keyed.value("swap_active_users", "swapx", "1_day", "2027-01-01")),
+            (ValidationError, lambda: keyed.value("swap_activ_users", "swapx", "1_day", "2025-01-01")),
+        ):
             with pytest.raises(expected) as caught:
                 call()
             texts.append("".join(traceback.format_exception(caught.value)))
@@ -419,6 +463,7 @@ def test_the_api_key_never_appears_in_reprs_errors_or_cache_files(server, cache_
 
 
 # --- the embedded default and the leap day (demo data) --------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def embedded():
@@ -458,24 +503,28 @@ def test_the_leap_day_is_a_day_of_its_own_and_ends_february(embedded, demo_serve
     assert around.index.tolist() == [TS("2024-02-28"), TS("2024-02-29"), TS("2024-03-01")]
 
 
-@pytest.mark.parametrize("metric, project, granularity, date", [
-    ("swap_active_users", "demoswap", "1_week", "2025-06-18"),
-    ("regular_pool_swap_transaction_count", "demoswap", "1_week", "2024-12-30"),
-    ("circulating_supply_in_native_token", "demogov", "1_month", "2024-02-29"),
-    ("reward_negative_rent_in_sol", "demochain", "1_day", "2024-12-31"),
-    ("farm_withdraw_transaction_count", "demofarm", "1_day", "2025-01-01"),
-    ("protocol_revenue_in_usd", "demolend", "1_month", "2025-12-01"),
-    ("borrowing_active_users", "demolend", "1_day", "2025-12-31"),
-])
-def test_the_embedded_default_answers_as_metrics_kit_serve(embedded, demo_server, metric, project,
-                                                           granularity, date):
+@pytest.mark.parametrize(
+    "metric, project, granularity, date",
+    [
+        ("swap_active_users", "demoswap", "1_week", "2025-06-18"),
+        ("regular_pool_swap_transaction_count", "demoswap", "1_week", "2024-12-30"),
+        ("circulating_supply_in_native_token", "demogov", "1_month", "2024-02-29"),
+        ("reward_negative_rent_in_sol", "demochain", "1_day", "2024-12-31"),
+        ("farm_withdraw_transaction_count", "demofarm", "1_day", "2025-01-01"),
+        ("protocol_revenue_in_usd", "demolend", "1_month", "2025-12-01"),
+        ("borrowing_active_users", "demolend", "1_day", "2025-12-31"),
+    ],
+)
+def test_the_embedded_default_answers_as_metrics_kit_serve(embedded, demo_server, metric, project, granularity, date):
     served = demo_server.value(metric, project, granularity, date)
     assert embedded.value(metric, project, granularity, date) == served
     with Client(base_url=demo_server.base_url, api_key=demo_server.key, cache=False) as remote:
         assert remote.value(metric, project, granularity, date) == served
         start = dt.date.fromisoformat(date) - dt.timedelta(days=40)
-        pd.testing.assert_series_equal(embedded.series(metric, project, start, date, granularity),
-                                       remote.series(metric, project, start, date, granularity))
+        pd.testing.assert_series_equal(
+            embedded.series(metric, project, start, date, granularity),
+            remote.series(metric, project, start, date, granularity),
+        )
 
 
 def test_the_embedded_default_validates_like_a_remote_client(embedded):

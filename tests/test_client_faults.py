@@ -23,8 +23,9 @@ def server():
 
 @pytest.fixture
 def client(server):
-    with mk.Client(server.base_url, KEY, cache=False, progress=False, timeout=0.5, connect_timeout=0.5,
-                   retries=2, workers=1) as client:
+    with mk.Client(
+        server.base_url, KEY, cache=False, progress=False, timeout=0.5, connect_timeout=0.5, retries=2, workers=1
+    ) as client:
         yield client
 
 
@@ -52,13 +53,19 @@ def test_500_is_a_server_error_and_is_not_retried(server, client):
 
 
 def test_other_4xx_keep_the_servers_code_and_message(server, client):
-    server.script("/metrics", status(404, {"error": {"code": "unknown_project", "message": "no such project",
-                                                     "param": "project"}}))
+    server.script(
+        "/metrics",
+        status(404, {"error": {"code": "unknown_project", "message": "no such project", "param": "project"}}),
+    )
     with pytest.raises(mk.NotFoundError) as caught:
         client.value(COUNT, "demoswap", "1_day", "2025-01-01")
     error = caught.value
-    assert (error.status, error.code, error.message, error.param) == (404, "unknown_project", "no such project",
-                                                                      "project")
+    assert (error.status, error.code, error.message, error.param) == (
+        404,
+        "unknown_project",
+        "no such project",
+        "project",
+    )
     assert "metric_name=swap_transaction_count" in error.url and KEY not in str(error)
     assert metric_attempts(server) == 1
 
@@ -98,18 +105,32 @@ def test_an_unknown_body_shape_shows_its_start(server, client):
         client.value(COUNT, "demoswap", "1_day", "2025-01-01")
 
 
-@pytest.mark.parametrize("body, expected", [
-    ("5", 5),
-    ({"value": 5}, 5),
-    ({"data": {"value": 5}}, 5),
-    ({"data": 5}, 5),
-    ("[5]", 5),
-    ([{"value": 5}], 5),
-    ({"value": 5.0}, 5),  # a whole float is a count
-    ({"metric_name": COUNT, "project": "demoswap", "granularity": "1_day", "date": "2025-01-01",
-      "period_start": "2025-01-01", "period_end": "2025-01-01", "unit": "count", "value": 5,
-      "complete": True}, 5),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("5", 5),
+        ({"value": 5}, 5),
+        ({"data": {"value": 5}}, 5),
+        ({"data": 5}, 5),
+        ("[5]", 5),
+        ([{"value": 5}], 5),
+        ({"value": 5.0}, 5),  # a whole float is a count
+        (
+            {
+                "metric_name": COUNT,
+                "project": "demoswap",
+                "granularity": "1_day",
+                "date": "2025-01-01",
+                "period_start": "2025-01-01",
+                "period_end": "2025-01-01",
+                "unit": "count",
+                "value": 5,
+                "complete": True,
+            },
+            5,
+        ),
+    ],
+)
 def test_every_known_body_shape_gives_the_count(server, client, body, expected):
     server.script("/metrics", status(200, json.dumps(body) if isinstance(body, list) else body))
     got = client.value(COUNT, "demoswap", "1_day", "2025-01-01")
@@ -122,8 +143,19 @@ def test_amounts_are_floats(server, client):
     assert got == 12.0 and type(got) is float
 
 
-@pytest.mark.parametrize("body", ['{"value": null}', '{"value": NaN}', '{"value": true}', '{"value": "5"}',
-                                  "[1, 2]", "[]", '{"value": 5.5}', '{"value": Infinity}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"value": null}',
+        '{"value": NaN}',
+        '{"value": true}',
+        '{"value": "5"}',
+        "[1, 2]",
+        "[]",
+        '{"value": 5.5}',
+        '{"value": Infinity}',
+    ],
+)
 def test_no_number_is_guessed(server, client, body):
     server.script("/metrics", status(200, body))
     with pytest.raises(mk.ResponseFormatError):

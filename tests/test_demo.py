@@ -20,21 +20,50 @@ TABLES = ("projects", "transactions", "fees", "token_flows", "chain_rewards")
 TS = pa.timestamp("us", tz="UTC")
 # The column types of docs/data-format.md, as written by the generator.
 EXPECTED = {
-    "projects": {"project": pa.string(), "kinds": pa.string(),
-                 "initial_circulating_supply": pa.float64(), "regular_pools": pa.bool_()},
-    "transactions": {"block_time": TS, "tx_id": pa.string(), "signer": pa.string(),
-                     "project": pa.string(), "action": pa.string(), "pool_type": pa.string()},
-    "fees": {"block_time": TS, "project": pa.string(), "fee_type": pa.string(),
-             "recipient": pa.string(), "amount_usd": pa.float64()},
-    "token_flows": {"block_time": TS, "project": pa.string(), "flow": pa.string(),
-                    "amount": pa.float64()},
-    "chain_rewards": {"block_time": TS, "project": pa.string(), "account": pa.string(),
-                      "reward_type": pa.string(), "amount": pa.float64()},
+    "projects": {
+        "project": pa.string(),
+        "kinds": pa.string(),
+        "initial_circulating_supply": pa.float64(),
+        "regular_pools": pa.bool_(),
+    },
+    "transactions": {
+        "block_time": TS,
+        "tx_id": pa.string(),
+        "signer": pa.string(),
+        "project": pa.string(),
+        "action": pa.string(),
+        "pool_type": pa.string(),
+    },
+    "fees": {
+        "block_time": TS,
+        "project": pa.string(),
+        "fee_type": pa.string(),
+        "recipient": pa.string(),
+        "amount_usd": pa.float64(),
+    },
+    "token_flows": {"block_time": TS, "project": pa.string(), "flow": pa.string(), "amount": pa.float64()},
+    "chain_rewards": {
+        "block_time": TS,
+        "project": pa.string(),
+        "account": pa.string(),
+        "reward_type": pa.string(),
+        "amount": pa.float64(),
+    },
 }
-ACTION_KIND = {"swap": "dex", "lp_deposit": "dex", "lp_withdraw": "dex", "double_dip_deposit": "dex",
-               "stake": "yield", "unstake": "yield", "farm_deposit": "yield", "farm_withdraw": "yield",
-               "lending_deposit": "lending", "lending_withdraw": "lending", "borrow": "lending",
-               "repay": "lending"}
+ACTION_KIND = {
+    "swap": "dex",
+    "lp_deposit": "dex",
+    "lp_withdraw": "dex",
+    "double_dip_deposit": "dex",
+    "stake": "yield",
+    "unstake": "yield",
+    "farm_deposit": "yield",
+    "farm_withdraw": "yield",
+    "lending_deposit": "lending",
+    "lending_withdraw": "lending",
+    "borrow": "lending",
+    "repay": "lending",
+}
 B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 DAY_US = 86_400 * 1_000_000
 
@@ -61,9 +90,11 @@ def db(tables):
         if "block_time" in table.column_names:
             us = table["block_time"].cast(pa.int64()).to_numpy()
             day = us // DAY_US
-            table = (table.append_column("day", pa.array(day))
-                     .append_column("sec", pa.array((us - day * DAY_US) // 1_000_000))
-                     .append_column("week", pa.array((day + 3) // 7)))   # 1970-01-01 is a Thursday
+            table = (
+                table.append_column("day", pa.array(day))
+                .append_column("sec", pa.array((us - day * DAY_US) // 1_000_000))
+                .append_column("week", pa.array((day + 3) // 7))
+            )  # 1970-01-01 is a Thursday
         con.register(name, table)
     yield con
     con.close()
@@ -99,8 +130,7 @@ def test_same_seed_is_byte_identical_and_another_seed_differs(generated, tmp_pat
     for name in ("transactions", "fees", "token_flows", "chain_rewards"):
         assert (other / f"{name}.parquet").read_bytes() != (folder / f"{name}.parquet").read_bytes(), name
     # Only the generated files are written: no temporary file is left behind.
-    assert sorted(p.name for p in again.iterdir()) == sorted(
-        [f"{t}.parquet" for t in TABLES] + ["README.txt"])
+    assert sorted(p.name for p in again.iterdir()) == sorted([f"{t}.parquet" for t in TABLES] + ["README.txt"])
 
 
 def test_chunked_generation_stays_sorted_and_valid(tmp_path, monkeypatch):
@@ -152,15 +182,35 @@ def test_values_follow_the_format_rules(db, tables):
     for table in ("transactions", "fees", "token_flows", "chain_rewards"):
         assert one(db, f"SELECT count(*) FROM {table} WHERE project IS NULL OR project NOT IN ({quoted})")[0] == 0
         assert one(db, f"SELECT count(*) FROM {table} WHERE block_time IS NULL")[0] == 0
-    assert one(db, "SELECT count(*) FROM transactions WHERE tx_id IS NULL OR tx_id = '' "
-                   "OR signer IS NULL OR signer = '' OR action IS NULL")[0] == 0
-    assert one(db, "SELECT count(*) FROM transactions WHERE pool_type IS NOT NULL "
-                   "AND pool_type NOT IN ('regular', 'concentrated')")[0] == 0
-    assert one(db, "SELECT count(*) FROM fees WHERE NOT isfinite(amount_usd) OR amount_usd <= 0 "
-                   "OR abs(amount_usd * 100 - round(amount_usd * 100)) > 1e-6")[0] == 0, "whole cents"
+    assert (
+        one(
+            db,
+            "SELECT count(*) FROM transactions WHERE tx_id IS NULL OR tx_id = '' "
+            "OR signer IS NULL OR signer = '' OR action IS NULL",
+        )[0]
+        == 0
+    )
+    assert (
+        one(
+            db,
+            "SELECT count(*) FROM transactions WHERE pool_type IS NOT NULL "
+            "AND pool_type NOT IN ('regular', 'concentrated')",
+        )[0]
+        == 0
+    )
+    assert (
+        one(
+            db,
+            "SELECT count(*) FROM fees WHERE NOT isfinite(amount_usd) OR amount_usd <= 0 "
+            "OR abs(amount_usd * 100 - round(amount_usd * 100)) > 1e-6",
+        )[0]
+        == 0
+    ), "whole cents"
     assert one(db, "SELECT count(*) FROM token_flows WHERE NOT isfinite(amount) OR amount < 0")[0] == 0
-    assert one(db, "SELECT count(*) FROM chain_rewards WHERE NOT isfinite(amount) "
-                   "OR account IS NULL OR account = ''")[0] == 0
+    assert (
+        one(db, "SELECT count(*) FROM chain_rewards WHERE NOT isfinite(amount) OR account IS NULL OR account = ''")[0]
+        == 0
+    )
 
 
 def test_addresses_and_tx_ids_look_like_solana(tables):
@@ -184,8 +234,7 @@ def test_addresses_and_tx_ids_look_like_solana(tables):
 def test_coverage_is_exactly_the_two_years(db):
     first, last = epoch_day(demo.DEMO_START), epoch_day(demo.DEMO_END)
     assert demo.DEMO_START == dt.date(2024, 1, 1) and demo.DEMO_END == dt.date(2025, 12, 31)
-    days = " UNION ALL ".join(f"SELECT day FROM {t}"
-                              for t in ("transactions", "fees", "token_flows", "chain_rewards"))
+    days = " UNION ALL ".join(f"SELECT day FROM {t}" for t in ("transactions", "fees", "token_flows", "chain_rewards"))
     lo, hi = one(db, f"SELECT min(day), max(day) FROM ({days})")
     assert (lo, hi) == (first, last)
     # The very first and the very last second are both used.
@@ -221,12 +270,14 @@ def test_projects_cover_every_kind_and_one_regular_pool_exchange(tables):
 def test_every_catalogue_metric_has_data_for_some_project(db, tables):
     projects = tables["projects"].to_pylist()
     for metric in default_catalogue("sol"):
-        applicable = [p["project"] for p in projects
-                      if metric.applies_to(p["kinds"].split(","), bool(p["regular_pools"]))]
+        applicable = [
+            p["project"] for p in projects if metric.applies_to(p["kinds"].split(","), bool(p["regular_pools"]))
+        ]
         assert applicable, f"no demo project for {metric.name}"
-        where = " AND ".join([f"project IN ({', '.join(repr(p) for p in applicable)})"]
-                             + [f"{col} IN ({', '.join(repr(v) for v in values)})"
-                                for col, values in metric.select.items()])
+        where = " AND ".join(
+            [f"project IN ({', '.join(repr(p) for p in applicable)})"]
+            + [f"{col} IN ({', '.join(repr(v) for v in values)})" for col, values in metric.select.items()]
+        )
         assert one(db, f"SELECT count(*) FROM {metric.source} WHERE {where}")[0] > 0, metric.name
 
 
@@ -256,8 +307,9 @@ def test_fees_flows_and_rewards_are_all_present(db, tables):
         if kinds[project] & {"yield", "dex", "lending"}:
             assert one(db, f"SELECT count(*) FROM fees WHERE project = '{project}'")[0] > 0, project
         if "yield" in kinds[project]:
-            assert one(db, f"SELECT count(*) FROM fees WHERE project = '{project}' "
-                           "AND fee_type = 'staking'")[0] > 0, project
+            assert one(db, f"SELECT count(*) FROM fees WHERE project = '{project}' AND fee_type = 'staking'")[0] > 0, (
+                project
+            )
     flows = db.execute("SELECT DISTINCT project, flow FROM token_flows").fetchall()
     assert {f for _, f in flows} == set(FLOW_SIGNS)
     assert all("tokenomics" in kinds[p] for p, _ in flows)
@@ -282,8 +334,11 @@ def test_rent_is_paid_and_received_and_some_accounts_do_both_in_a_week(db):
 
 
 def test_circulating_supply_never_goes_negative(db, tables):
-    initial = {p["project"]: p["initial_circulating_supply"] for p in tables["projects"].to_pylist()
-               if "tokenomics" in p["kinds"].split(",")}
+    initial = {
+        p["project"]: p["initial_circulating_supply"]
+        for p in tables["projects"].to_pylist()
+        if "tokenomics" in p["kinds"].split(",")
+    }
     signs = " ".join(f"WHEN '{flow}' THEN {sign}" for flow, sign in FLOW_SIGNS.items())
     rows = db.execute(f"""
         SELECT project, day, sum(sum(CASE flow {signs} END * amount))
@@ -297,8 +352,12 @@ def test_circulating_supply_never_goes_negative(db, tables):
     # A project that starts at zero must mint on the very first second.
     for project, supply in initial.items():
         if supply == 0:
-            assert one(db, f"SELECT min(day * 86400 + sec) FROM token_flows WHERE project = '{project}' "
-                           "AND flow = 'mint'")[0] == epoch_day(demo.DEMO_START) * 86400
+            assert (
+                one(
+                    db, f"SELECT min(day * 86400 + sec) FROM token_flows WHERE project = '{project}' AND flow = 'mint'"
+                )[0]
+                == epoch_day(demo.DEMO_START) * 86400
+            )
 
 
 # --- (f) realism -------------------------------------------------------------------------------
@@ -306,24 +365,29 @@ def test_circulating_supply_never_goes_negative(db, tables):
 
 def test_weekends_are_quieter_than_weekdays(db):
     # (day + 3) % 7: Monday = 0 ... Sunday = 6
-    weekday, weekend = one(db, """
+    weekday, weekend = one(
+        db,
+        """
         SELECT avg(n) FILTER (WHERE dow < 5), avg(n) FILTER (WHERE dow >= 5)
-        FROM (SELECT day, (day + 3) % 7 AS dow, count(*) AS n FROM transactions GROUP BY day)""")
+        FROM (SELECT day, (day + 3) % 7 AS dow, count(*) AS n FROM transactions GROUP BY day)""",
+    )
     assert weekend < 0.9 * weekday
 
 
 def test_activity_is_heavy_tailed(db):
-    counts = np.array(sorted((n for (n,) in db.execute(
-        "SELECT count(*) FROM transactions GROUP BY signer").fetchall()), reverse=True))
+    counts = np.array(
+        sorted((n for (n,) in db.execute("SELECT count(*) FROM transactions GROUP BY signer").fetchall()), reverse=True)
+    )
     top = max(1, len(counts) // 100)
-    assert counts[:top].sum() / counts.sum() > 0.2   # the top 1% sign far more than 1%
-    assert np.median(counts) <= 2                    # most addresses sign a few
+    assert counts[:top].sum() / counts.sum() > 0.2  # the top 1% sign far more than 1%
+    assert np.median(counts) <= 2  # most addresses sign a few
     assert counts[0] > 50 * np.median(counts)
 
 
 def test_activity_grows_and_declines(db):
-    monthly = [n for _, n in db.execute(
-        "SELECT day // 30, count(*) FROM transactions GROUP BY 1 ORDER BY 1").fetchall()][:-1]
+    monthly = [
+        n for _, n in db.execute("SELECT day // 30, count(*) FROM transactions GROUP BY 1 ORDER BY 1").fetchall()
+    ][:-1]
     peak = int(np.argmax(monthly))
     assert 0 < peak < len(monthly) - 1
     assert monthly[peak] > 1.3 * monthly[0] and monthly[peak] > 1.2 * monthly[-1]
@@ -333,8 +397,14 @@ def test_a_few_exact_duplicate_rows(db):
     total, distinct = one(db, "SELECT count(*), count(DISTINCT (tx_id, action)) FROM transactions")
     assert 0 < total - distinct < 0.005 * total
     # Duplicates are exact copies of the row.
-    assert one(db, "SELECT count(*) FROM (SELECT tx_id, action FROM transactions GROUP BY tx_id, action "
-                   "HAVING count(DISTINCT (block_time, signer, project, pool_type)) > 1)")[0] == 0
+    assert (
+        one(
+            db,
+            "SELECT count(*) FROM (SELECT tx_id, action FROM transactions GROUP BY tx_id, action "
+            "HAVING count(DISTINCT (block_time, signer, project, pool_type)) > 1)",
+        )[0]
+        == 0
+    )
 
 
 def test_readme_says_synthetic_with_seed_and_scale(generated):
@@ -352,4 +422,4 @@ def test_default_folder_is_built_once_in_the_cache(tmp_path, monkeypatch):
     stamp = (folder / "transactions.parquet").stat().st_mtime_ns
     assert demo.ensure_default() == folder
     assert (folder / "transactions.parquet").stat().st_mtime_ns == stamp
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [folder.name]   # no temp left over
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [folder.name]  # no temp left over

@@ -2,16 +2,17 @@
 
 from pathlib import Path
 
-from metrics_kit.tools import docgen
 from metrics_kit.spec.catalogue import default_catalogue
+from metrics_kit.tools import docgen
 
 ROOT = Path(__file__).parent.parent
 
 
 def test_metrics_table_is_current():
     committed = (ROOT / "docs" / "metrics.md").read_text()
-    assert committed == docgen.markdown(default_catalogue("sol")), \
+    assert committed == docgen.markdown(default_catalogue("sol")), (
         "docs/metrics.md is stale: run `python -m metrics_kit.tools.docgen > docs/metrics.md`"
+    )
 
 
 def test_every_metric_is_documented():

@@ -72,8 +72,11 @@ def test_environment_yml_has_the_same_packages_as_pyproject():
 
 def test_environment_yml_has_the_same_lower_bounds():
     pyproject, conda = pyproject_requirements(), environment_requirements()
-    differ = {name: (str(pyproject[name]), str(conda[name])) for name in pyproject
-              if name in conda and pyproject[name] != conda[name]}
+    differ = {
+        name: (str(pyproject[name]), str(conda[name]))
+        for name in pyproject
+        if name in conda and pyproject[name] != conda[name]
+    }
     assert differ == {}, "pyproject.toml vs environment.yml"
     for name, specifier in pyproject.items():
         assert all(s.operator == ">=" for s in specifier), f"{name}: only lower bounds are kept in step"

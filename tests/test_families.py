@@ -77,16 +77,17 @@ def values(series: pd.Series) -> list[float]:
 
 
 def close(series: pd.Series, expected: list[float]) -> bool:
-    return np.allclose(series.astype("float64").to_numpy(), np.array(expected, dtype="float64"),
-                       equal_nan=True, rtol=0, atol=1e-12)
+    return np.allclose(
+        series.astype("float64").to_numpy(), np.array(expected, dtype="float64"), equal_nan=True, rtol=0, atol=1e-12
+    )
 
 
 # --- tokenomics -----------------------------------------------------------------------------------
 
+
 def test_tokenomics_supply_change_and_dilution_share(client):
     frame = client.tokenomics("gov", "2024-12-30", "2025-01-05")
-    check_shape(frame, client, family_metrics(client, "tokenomics"),
-                ["supply_change", "net_dilution_share"])
+    check_shape(frame, client, family_metrics(client, "tokenomics"), ["supply_change", "net_dilution_share"])
     supply = [1105, 1092, 1092, 1104, 1074, 1074, 1124]
     dilution = [-5, -13, 0, 12, -30, 0, 50]
     assert frame["circulating_supply_in_native_token"].tolist() == supply
@@ -111,12 +112,22 @@ def test_tokenomics_by_month_and_without_the_incomplete_first_period(client):
 
 # --- yield ----------------------------------------------------------------------------------------
 
+
 def test_yield_on_a_yield_project(client):
     frame = families.yields(client, "farm", *WEEKS)
-    check_shape(frame, client, family_metrics(client, "yield"),
-                ["protocol_take_rate", "staking_per_user", "farm_deposits_per_user"])
-    assert frame.index.tolist() == [TS("2024-12-23"), TS("2024-12-30"), TS("2025-01-06"), TS("2025-01-13"),
-                                    TS("2025-01-20")]
+    check_shape(
+        frame,
+        client,
+        family_metrics(client, "yield"),
+        ["protocol_take_rate", "staking_per_user", "farm_deposits_per_user"],
+    )
+    assert frame.index.tolist() == [
+        TS("2024-12-23"),
+        TS("2024-12-30"),
+        TS("2025-01-06"),
+        TS("2025-01-13"),
+        TS("2025-01-20"),
+    ]
     # protocol transaction fees / all transaction fees: W52 1.5/1.5, W01 2.0/9.25, none afterwards
     assert close(frame["protocol_take_rate"], [1.0, 2.0 / 9.25, NAN, NAN, NAN])
     # staking transactions / stakers: W52 1/1, W01 {s2..s7}=6 / {alice,bob,carol}=3
@@ -135,6 +146,7 @@ def test_yield_on_an_exchange_keeps_only_the_shared_fee_metric(client):
 
 
 # --- dex --------------------------------------------------------------------------------------------
+
 
 def test_dex_with_regular_pools(client):
     frame = client.dex("swapx", *MONTHS)
@@ -163,11 +175,21 @@ def test_dex_without_regular_pools_skips_their_metrics(client):
 
 # --- lending ----------------------------------------------------------------------------------------
 
+
 def test_lending_ratios(client):
     frame = client.lending("lend", *MONTHS)
-    check_shape(frame, client, family_metrics(client, "lending"),
-                ["deposits_per_user", "withdrawals_per_user", "borrows_per_user", "repayments_per_user",
-                 "borrow_to_repay_ratio"])
+    check_shape(
+        frame,
+        client,
+        family_metrics(client, "lending"),
+        [
+            "deposits_per_user",
+            "withdrawals_per_user",
+            "borrows_per_user",
+            "repayments_per_user",
+            "borrow_to_repay_ratio",
+        ],
+    )
     # Dec: l1, l2 by nick; b1, b2 by olga; no repayment -> borrow/repay is 2/0: NaN, not inf
     # Jan: l3 by olga; lw1 by nick; b3 by nick; r1, r2 by olga.  Feb: r3 by nick
     assert close(frame["deposits_per_user"], [2.0, 1.0, NAN])
@@ -176,11 +198,11 @@ def test_lending_ratios(client):
     assert close(frame["repayments_per_user"], [NAN, 2.0, 1.0])
     assert close(frame["borrow_to_repay_ratio"], [NAN, 0.5, 0.0])
     weeks = client.lending("lend", "2024-12-30", "2025-01-05", "1_week")
-    assert weeks.iloc[0][["deposits_per_user", "borrows_per_user", "borrow_to_repay_ratio"]].tolist() == [
-        1.0, 1.5, 3.0]
+    assert weeks.iloc[0][["deposits_per_user", "borrows_per_user", "borrow_to_repay_ratio"]].tolist() == [1.0, 1.5, 3.0]
 
 
 # --- chain rewards ----------------------------------------------------------------------------------
+
 
 def test_chain_rewards_net_rent_and_total(client):
     frame = client.chain_rewards("solana", "2024-12-28", "2025-01-05", "1_week")
@@ -201,22 +223,24 @@ def test_net_rent_adds_up_over_days_where_each_side_does_not(client):
     week = client.chain_rewards("solana", "2024-12-30", "2025-01-05", "1_week")
     assert days["net_rent"].tolist() == [-0.5, 0.75, 0.0, 0.5, -0.5, 0.0, 0.0]
     assert days["net_rent"].sum() == week["net_rent"].iloc[0] == 0.25
-    positive = [m.name for m in client.catalogue.by_family("chain_rewards")
-                if m.aggregation == "positive_net"]
+    positive = [m.name for m in client.catalogue.by_family("chain_rewards") if m.aggregation == "positive_net"]
     assert days[positive[0]].sum() == 1.25 != week[positive[0]].iloc[0] == 0.5
 
 
 # --- financials ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("project, period, protocol, supply_side", [
-    ("farm", ("2024-12-28", "2025-01-06", "1_week"), [1.5, 12.0, 7.25], [0.0, 8.5, 0.0]),
-    ("swapx", MONTHS, [0.3, 0.0, 0.0], [2.7, 1.0, 0.0]),
-    ("lend", ("2025-01-03", "2025-01-04"), [0.2, 0.0], [1.8, 0.0]),
-])
+
+@pytest.mark.parametrize(
+    "project, period, protocol, supply_side",
+    [
+        ("farm", ("2024-12-28", "2025-01-06", "1_week"), [1.5, 12.0, 7.25], [0.0, 8.5, 0.0]),
+        ("swapx", MONTHS, [0.3, 0.0, 0.0], [2.7, 1.0, 0.0]),
+        ("lend", ("2025-01-03", "2025-01-04"), [0.2, 0.0], [1.8, 0.0]),
+    ],
+)
 def test_financials_total_and_take_rate(client, project, period, protocol, supply_side):
     frame = client.financials(project, *period)
-    check_shape(frame, client, family_metrics(client, "financials"),
-                ["total_revenue_in_usd", "protocol_take_rate"])
+    check_shape(frame, client, family_metrics(client, "financials"), ["total_revenue_in_usd", "protocol_take_rate"])
     assert close(frame["protocol_revenue_in_usd"], protocol)
     assert close(frame["supply_side_revenue_in_usd"], supply_side)
     totals = [p + s for p, s in zip(protocol, supply_side, strict=True)]
@@ -232,17 +256,30 @@ def test_farm_w01_fees_add_up_both_ways(client):
     fees = client.yields("farm", "2025-01-01", "2025-01-01", "1_week")
     money = client.financials("farm", "2025-01-01", "2025-01-01", "1_week")
     assert money["total_revenue_in_usd"].iloc[0] == 20.5
-    fee_totals = [m.name for m in client.catalogue.by_family("yield")
-                  if m.source == "fees" and "recipient" not in m.select]
+    fee_totals = [
+        m.name for m in client.catalogue.by_family("yield") if m.source == "fees" and "recipient" not in m.select
+    ]
     assert fees[fee_totals].sum(axis=1).iloc[0] == 20.5
 
 
 # --- every helper, and what it refuses --------------------------------------------------------------
 
-PROJECT_OF = {"tokenomics": "gov", "yield": "farm", "dex": "swapx", "lending": "lend",
-              "chain_rewards": "solana", "financials": "lend"}
-METHOD_OF = {"tokenomics": "tokenomics", "yield": "yields", "dex": "dex", "lending": "lending",
-             "chain_rewards": "chain_rewards", "financials": "financials"}
+PROJECT_OF = {
+    "tokenomics": "gov",
+    "yield": "farm",
+    "dex": "swapx",
+    "lending": "lend",
+    "chain_rewards": "solana",
+    "financials": "lend",
+}
+METHOD_OF = {
+    "tokenomics": "tokenomics",
+    "yield": "yields",
+    "dex": "dex",
+    "lending": "lending",
+    "chain_rewards": "chain_rewards",
+    "financials": "financials",
+}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -265,13 +302,16 @@ def test_a_family_of_which_nothing_applies_is_refused(client):
     assert caught.value.argument == "family"
 
 
-@pytest.mark.parametrize("call, argument", [
-    (lambda c: c.dex("nosuchdex", "2025-01-01", "2025-01-05"), "project"),
-    (lambda c: c.dex("Swapx", "2025-01-01", "2025-01-05"), "project"),
-    (lambda c: c.dex("swapx", "2025-01-05", "2025-01-01"), "start"),
-    (lambda c: c.dex("swapx", "2025-01-01", "2025-01-05", "fortnight"), "granularity"),
-    (lambda c: families.build(c, "nft", "swapx", "2025-01-01", "2025-01-05"), "family"),
-])
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda c: c.dex("nosuchdex", "2025-01-01", "2025-01-05"), "project"),
+        (lambda c: c.dex("Swapx", "2025-01-01", "2025-01-05"), "project"),
+        (lambda c: c.dex("swapx", "2025-01-05", "2025-01-01"), "start"),
+        (lambda c: c.dex("swapx", "2025-01-01", "2025-01-05", "fortnight"), "granularity"),
+        (lambda c: families.build(c, "nft", "swapx", "2025-01-01", "2025-01-05"), "family"),
+    ],
+)
 def test_bad_arguments_are_validation_errors(client, call, argument):
     with pytest.raises(ValidationError) as caught:
         call(client)
@@ -297,6 +337,7 @@ def test_coerce_leaves_holes_that_the_ratios_keep_as_nan(client):
 
 
 # --- without discovery: probing ------------------------------------------------------------------
+
 
 def test_without_discovery_metrics_answered_404_everywhere_are_dropped(client, blind):
     probed = blind.dex("swapx.clmm", *WEEKS)

@@ -24,12 +24,24 @@ DATA = Path(__file__).parent / "golden" / "data"
 
 
 # The probes every metric is asserted at: (granularity, date) -> (period_start, period_end, complete).
-DAYS = ("2024-12-28", "2024-12-29", "2024-12-30", "2024-12-31", "2025-01-01", "2025-01-02",
-        "2025-01-03", "2025-01-04", "2025-01-05", "2025-01-06", "2025-01-15", "2025-01-20",
-        "2025-02-01")
+DAYS = (
+    "2024-12-28",
+    "2024-12-29",
+    "2024-12-30",
+    "2024-12-31",
+    "2025-01-01",
+    "2025-01-02",
+    "2025-01-03",
+    "2025-01-04",
+    "2025-01-05",
+    "2025-01-06",
+    "2025-01-15",
+    "2025-01-20",
+    "2025-02-01",
+)
 WEEKS = {  # date asked -> (period_start, period_end, complete)
     "2024-12-28": ("2024-12-23", "2024-12-29", False),  # starts before coverage
-    "2025-01-01": ("2024-12-30", "2025-01-05", True),   # ISO 2025-W01, across the year boundary
+    "2025-01-01": ("2024-12-30", "2025-01-05", True),  # ISO 2025-W01, across the year boundary
     "2025-01-06": ("2025-01-06", "2025-01-12", True),
     "2025-01-22": ("2025-01-20", "2025-01-26", True),
     "2025-01-30": ("2025-01-27", "2025-02-02", False),  # ends after coverage
@@ -54,163 +66,181 @@ GOLDEN: dict[tuple[str, str], Row] = {
     # --- tokenomics: gov, initial circulating supply 1000 ---------------------------------------
     ("circulating_supply_in_native_token", "gov"): (
         (1100, 1110, 1105, 1092, 1092, 1104, 1074, 1074, 1124, 1124, 1124, 1116, 1120),
-        (1110, 1124, 1124, 1116, 1120), (1092, 1116, 1120)),
+        (1110, 1124, 1124, 1116, 1120),
+        (1092, 1116, 1120),
+    ),
     ("net_dilution_in_native_token", "gov"): (
         (100, 10, -5, -13, 0, 12, -30, 0, 50, 0, 0, -8, 4),
-        (110, 14, 0, -8, 4), (92, 24, 4)),
+        (110, 14, 0, -8, 4),
+        (92, 24, 4),
+    ),
     ("token_emission_in_native_token", "gov"): (
         (0, 10, 0, 7, 0, 12, 0, 0, 0, 0, 0, 0, 4),
-        (10, 19, 0, 0, 4), (17, 12, 4)),
+        (10, 19, 0, 0, 4),
+        (17, 12, 4),
+    ),
     ("token_buyback_in_native_token", "gov"): (
         (0, 0, 0, 20, 0, 0, 30, 0, 0, 0, 0, 0, 0),
-        (0, 50, 0, 0, 0), (20, 30, 0)),
+        (0, 50, 0, 0, 0),
+        (20, 30, 0),
+    ),
     # --- yield: farm -----------------------------------------------------------------------------
     ("transaction_fee_revenue_in_usd", "farm"): (
         (1.5, 0, 4.25, 2.0, 3.0, 0, 0, 0, 0, 0, 0, 0, 0),
-        (1.5, 9.25, 0, 0, 0), (7.75, 3.0, 0)),
+        (1.5, 9.25, 0, 0, 0),
+        (7.75, 3.0, 0),
+    ),
     ("protocol_transaction_fee_revenue_in_usd", "farm"): (
         (1.5, 0, 0, 2.0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-        (1.5, 2.0, 0, 0, 0), (3.5, 0, 0)),
+        (1.5, 2.0, 0, 0, 0),
+        (3.5, 0, 0),
+    ),
     ("supply_side_transaction_fee_revenue_in_usd", "farm"): (
         (0, 0, 4.25, 0, 3.0, 0, 0, 0, 0, 0, 0, 0, 0),
-        (0, 7.25, 0, 0, 0), (4.25, 3.0, 0)),
+        (0, 7.25, 0, 0, 0),
+        (4.25, 3.0, 0),
+    ),
     ("staking_fee_revenue_in_usd", "farm"): (
         (0, 0, 0, 0.75, 0, 10.5, 0, 0, 0, 7.25, 0, 0, 0),
-        (0, 11.25, 7.25, 0, 0), (0.75, 17.75, 0)),
+        (0, 11.25, 7.25, 0, 0),
+        (0.75, 17.75, 0),
+    ),
     ("protocol_staking_fee_revenue_in_usd", "farm"): (
         (0, 0, 0, 0, 0, 10.0, 0, 0, 0, 7.25, 0, 0, 0),
-        (0, 10.0, 7.25, 0, 0), (0, 17.25, 0)),
+        (0, 10.0, 7.25, 0, 0),
+        (0, 17.25, 0),
+    ),
     ("supply_side_staking_fee_revenue_in_usd", "farm"): (
         (0, 0, 0, 0.75, 0, 0.5, 0, 0, 0, 0, 0, 0, 0),
-        (0, 1.25, 0, 0, 0), (0.75, 0.5, 0)),
-    ("staking_active_users", "farm"): (
-        (1, 0, 1, 2, 0, 1, 0, 0, 1, 0, 0, 0, 0),
-        (1, 3, 0, 0, 0), (3, 2, 0)),
-    ("unstaking_active_users", "farm"): (
-        (0, 1, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0),
-        (1, 3, 0, 0, 0), (2, 2, 0)),
-    ("farm_deposit_active_users", "farm"): (
-        (0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0),
-        (0, 2, 0, 1, 0), (0, 2, 0)),
-    ("farm_withdraw_active_users", "farm"): (
-        (0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0),
-        (0, 1, 1, 0, 0), (0, 2, 0)),
-    ("staking_transaction_count", "farm"): (
-        (1, 0, 1, 3, 0, 1, 0, 0, 1, 0, 0, 0, 0),
-        (1, 6, 0, 0, 0), (5, 2, 0)),
-    ("unstaking_transaction_count", "farm"): (
-        (0, 1, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0),
-        (1, 4, 0, 0, 0), (3, 2, 0)),
-    ("farm_deposit_transaction_count", "farm"): (
-        (0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 1, 0),
-        (0, 3, 0, 1, 0), (0, 4, 0)),
+        (0, 1.25, 0, 0, 0),
+        (0.75, 0.5, 0),
+    ),
+    ("staking_active_users", "farm"): ((1, 0, 1, 2, 0, 1, 0, 0, 1, 0, 0, 0, 0), (1, 3, 0, 0, 0), (3, 2, 0)),
+    ("unstaking_active_users", "farm"): ((0, 1, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0), (1, 3, 0, 0, 0), (2, 2, 0)),
+    ("farm_deposit_active_users", "farm"): ((0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0), (0, 2, 0, 1, 0), (0, 2, 0)),
+    ("farm_withdraw_active_users", "farm"): ((0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0), (0, 1, 1, 0, 0), (0, 2, 0)),
+    ("staking_transaction_count", "farm"): ((1, 0, 1, 3, 0, 1, 0, 0, 1, 0, 0, 0, 0), (1, 6, 0, 0, 0), (5, 2, 0)),
+    ("unstaking_transaction_count", "farm"): ((0, 1, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0), (1, 4, 0, 0, 0), (3, 2, 0)),
+    ("farm_deposit_transaction_count", "farm"): ((0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 1, 0), (0, 3, 0, 1, 0), (0, 4, 0)),
     ("farm_withdrawal_transaction_count", "farm"): (
         (0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0),
-        (0, 1, 2, 0, 0), (0, 3, 0)),
+        (0, 1, 2, 0, 0),
+        (0, 3, 0),
+    ),
     # the alias of the spec's sample request (spec 2.2): same values, canonical name in the body
-    ("farm_withdraw_transaction_count", "farm"): (
-        (0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0),
-        (0, 1, 2, 0, 0), (0, 3, 0)),
+    ("farm_withdraw_transaction_count", "farm"): ((0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0), (0, 1, 2, 0, 0), (0, 3, 0)),
     # --- dex: swapx (regular_pools = true) and swapx.clmm (a dotted id, no regular pools) ----------
     ("transaction_fee_revenue_in_usd", "swapx"): (
         (0, 0, 3.0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0, 0),
-        (0, 4.0, 0, 0, 0), (3.0, 1.0, 0)),
-    ("swap_active_users", "swapx"): (
-        (0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-        (0, 2, 0, 0, 0), (2, 1, 0)),
-    ("swap_active_users", "swapx.clmm"): (
-        (0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-        (0, 2, 0, 0, 0), (1, 1, 0)),
+        (0, 4.0, 0, 0, 0),
+        (3.0, 1.0, 0),
+    ),
+    ("swap_active_users", "swapx"): ((0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0), (0, 2, 0, 0, 0), (2, 1, 0)),
+    ("swap_active_users", "swapx.clmm"): ((0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0), (0, 2, 0, 0, 0), (1, 1, 0)),
     ("liquidity_pool_deposit_active_users", "swapx"): (
         (0, 0, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0),
-        (0, 2, 0, 0, 0), (1, 2, 0)),
+        (0, 2, 0, 0, 0),
+        (1, 2, 0),
+    ),
     ("liquidity_pool_withdraw_active_users", "swapx"): (
         (0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0),
-        (0, 1, 1, 0, 0), (0, 2, 0)),
-    ("swap_transaction_count", "swapx"): (
-        (0, 0, 2, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-        (0, 4, 0, 0, 0), (3, 1, 0)),
-    ("swap_transaction_count", "swapx.clmm"): (
-        (0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-        (0, 2, 0, 0, 0), (1, 1, 0)),
+        (0, 1, 1, 0, 0),
+        (0, 2, 0),
+    ),
+    ("swap_transaction_count", "swapx"): ((0, 0, 2, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0), (0, 4, 0, 0, 0), (3, 1, 0)),
+    ("swap_transaction_count", "swapx.clmm"): ((0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0), (0, 2, 0, 0, 0), (1, 1, 0)),
     ("liquidity_pool_deposit_transaction_count", "swapx"): (
         (0, 0, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0),
-        (0, 3, 0, 0, 0), (1, 2, 0)),
+        (0, 3, 0, 0, 0),
+        (1, 2, 0),
+    ),
     ("liquidity_pool_withdraw_transaction_count", "swapx"): (
         (0, 0, 0, 0, 0, 0, 0, 2, 0, 1, 0, 0, 0),
-        (0, 2, 1, 0, 0), (0, 3, 0)),
+        (0, 2, 1, 0, 0),
+        (0, 3, 0),
+    ),
     ("regular_pool_swap_transaction_count", "swapx"): (
         (0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-        (0, 3, 0, 0, 0), (2, 1, 0)),
+        (0, 3, 0, 0, 0),
+        (2, 1, 0),
+    ),
     ("regular_pool_deposit_transaction_count", "swapx"): (
         (0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-        (0, 1, 0, 0, 0), (1, 0, 0)),
+        (0, 1, 0, 0, 0),
+        (1, 0, 0),
+    ),
     ("regular_pool_withdraw_transaction_count", "swapx"): (
         (0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0),
-        (0, 2, 0, 0, 0), (0, 2, 0)),
+        (0, 2, 0, 0, 0),
+        (0, 2, 0),
+    ),
     ("double_dip_deposit_transaction_count", "swapx"): (
         (0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-        (0, 2, 0, 0, 0), (1, 1, 0)),
+        (0, 2, 0, 0, 0),
+        (1, 1, 0),
+    ),
     # --- lending: lend ---------------------------------------------------------------------------
-    ("lending_deposit_active_users", "lend"): (
-        (1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-        (1, 2, 0, 0, 0), (1, 1, 0)),
-    ("lending_withdraw_active_users", "lend"): (
-        (0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0),
-        (0, 1, 0, 0, 0), (0, 1, 0)),
-    ("borrowing_active_users", "lend"): (
-        (0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-        (0, 2, 0, 0, 0), (1, 1, 0)),
-    ("loan_repayment_active_users", "lend"): (
-        (0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1),
-        (0, 1, 0, 1, 1), (0, 1, 1)),
+    ("lending_deposit_active_users", "lend"): ((1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0), (1, 2, 0, 0, 0), (1, 1, 0)),
+    ("lending_withdraw_active_users", "lend"): ((0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0), (0, 1, 0, 0, 0), (0, 1, 0)),
+    ("borrowing_active_users", "lend"): ((0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), (0, 2, 0, 0, 0), (1, 1, 0)),
+    ("loan_repayment_active_users", "lend"): ((0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1), (0, 1, 0, 1, 1), (0, 1, 1)),
     ("lending_deposit_transaction_count", "lend"): (
         (1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-        (1, 2, 0, 0, 0), (2, 1, 0)),
+        (1, 2, 0, 0, 0),
+        (2, 1, 0),
+    ),
     ("lending_withdraw_transaction_count", "lend"): (
         (0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0),
-        (0, 1, 0, 0, 0), (0, 1, 0)),
-    ("borrowing_transaction_count", "lend"): (
-        (0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-        (0, 3, 0, 0, 0), (2, 1, 0)),
-    ("loan_repayment_transaction_count", "lend"): (
-        (0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1),
-        (0, 1, 0, 1, 1), (0, 2, 1)),
+        (0, 1, 0, 0, 0),
+        (0, 1, 0),
+    ),
+    ("borrowing_transaction_count", "lend"): ((0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), (0, 3, 0, 0, 0), (2, 1, 0)),
+    ("loan_repayment_transaction_count", "lend"): ((0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1), (0, 1, 0, 1, 1), (0, 2, 1)),
     # --- financials: farm (yield), swapx (dex), lend (lending) -----------------------------------
     ("protocol_revenue_in_usd", "farm"): (
         (1.5, 0, 0, 2.0, 0, 10.0, 0, 0, 0, 7.25, 0, 0, 0),
-        (1.5, 12.0, 7.25, 0, 0), (3.5, 17.25, 0)),
+        (1.5, 12.0, 7.25, 0, 0),
+        (3.5, 17.25, 0),
+    ),
     ("supply_side_revenue_in_usd", "farm"): (
         (0, 0, 4.25, 0.75, 3.0, 0.5, 0, 0, 0, 0, 0, 0, 0),
-        (0, 8.5, 0, 0, 0), (5.0, 3.5, 0)),
-    ("protocol_revenue_in_usd", "swapx"): (
-        (0, 0, 0.3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-        (0, 0.3, 0, 0, 0), (0.3, 0, 0)),
+        (0, 8.5, 0, 0, 0),
+        (5.0, 3.5, 0),
+    ),
+    ("protocol_revenue_in_usd", "swapx"): ((0, 0, 0.3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), (0, 0.3, 0, 0, 0), (0.3, 0, 0)),
     ("supply_side_revenue_in_usd", "swapx"): (
         (0, 0, 2.7, 0, 0, 1.0, 0, 0, 0, 0, 0, 0, 0),
-        (0, 3.7, 0, 0, 0), (2.7, 1.0, 0)),
-    ("protocol_revenue_in_usd", "lend"): (
-        (0, 0, 0, 0, 0, 0, 0.2, 0, 0, 0, 0, 0, 0),
-        (0, 0.2, 0, 0, 0), (0, 0.2, 0)),
-    ("supply_side_revenue_in_usd", "lend"): (
-        (0, 0, 0, 0, 0, 0, 1.8, 0, 0, 0, 0, 0, 0),
-        (0, 1.8, 0, 0, 0), (0, 1.8, 0)),
+        (0, 3.7, 0, 0, 0),
+        (2.7, 1.0, 0),
+    ),
+    ("protocol_revenue_in_usd", "lend"): ((0, 0, 0, 0, 0, 0, 0.2, 0, 0, 0, 0, 0, 0), (0, 0.2, 0, 0, 0), (0, 0.2, 0)),
+    ("supply_side_revenue_in_usd", "lend"): ((0, 0, 0, 0, 0, 0, 1.8, 0, 0, 0, 0, 0, 0), (0, 1.8, 0, 0, 0), (0, 1.8, 0)),
     # --- chain rewards: solana -------------------------------------------------------------------
     ("reward_staking_in_sol", "solana"): (
         (0, 0, 2.5, 0, 0, 0, 0, 1.25, 0, 0, 0, 0, 0),
-        (0, 3.75, 0, 0, 0), (2.5, 1.25, 0)),
+        (0, 3.75, 0, 0, 0),
+        (2.5, 1.25, 0),
+    ),
     ("reward_mining_fee_in_sol", "solana"): (
         (0, 0, 0, 0.125, 0.375, 0, 0, 0, 0, 0, 0, 0, 0),
-        (0, 0.5, 0, 0, 0), (0.125, 0.375, 0)),
+        (0, 0.5, 0, 0, 0),
+        (0.125, 0.375, 0),
+    ),
     ("reward_voting_in_sol", "solana"): (
         (0, 0.5, 0, 0, 0, 0.25, 0, 0, 0, 0, 0, 0, 1.0),
-        (0.5, 0.25, 0, 0, 1.0), (0.5, 0.25, 1.0)),
+        (0.5, 0.25, 0, 0, 1.0),
+        (0.5, 0.25, 1.0),
+    ),
     ("reward_negative_rent_in_sol", "solana"): (
         (-1.0, 0, -0.5, 0, 0, 0, -0.5, 0, 0, 0, 0, 0, 0),
-        (-1.0, -0.25, 0, 0, 0), (-1.5, -0.5, 0)),
+        (-1.0, -0.25, 0, 0, 0),
+        (-1.5, -0.5, 0),
+    ),
     ("reward_positive_rent_in_sol", "solana"): (
         (0, 0, 0, 0.75, 0, 0.5, 0, 0, 0, 0, 0, 0, 0),
-        (0, 0.5, 0, 0, 0), (0.75, 0.5, 0)),
+        (0, 0.5, 0, 0, 0),
+        (0.75, 0.5, 0),
+    ),
 }
 
 ALIASES = {"farm_withdraw_transaction_count": "farm_withdrawal_transaction_count"}
@@ -242,8 +272,9 @@ def _cases():
     for (name, project), (days, weeks, months) in GOLDEN.items():
         assert (len(days), len(weeks), len(months)) == (13, 5, 3), (name, project)
         for (granularity, date, bounds), value in zip(PROBES, days + weeks + months, strict=True):
-            yield pytest.param(name, project, granularity, date, bounds, value,
-                               id=f"{name}-{project}-{granularity}-{date}")
+            yield pytest.param(
+                name, project, granularity, date, bounds, value, id=f"{name}-{project}-{granularity}-{date}"
+            )
 
 
 @pytest.fixture(scope="module")
@@ -257,8 +288,17 @@ def test_golden_value(server, name, project, granularity, date, bounds, expected
     response = server.metric(name, project, granularity, date)
     assert response.status_code == 200, response.text
     body = response.json()
-    assert set(body) == {"metric_name", "project", "granularity", "date", "period_start",
-                         "period_end", "unit", "value", "complete"}
+    assert set(body) == {
+        "metric_name",
+        "project",
+        "granularity",
+        "date",
+        "period_start",
+        "period_end",
+        "unit",
+        "value",
+        "complete",
+    }
     assert body["metric_name"] == ALIASES.get(name, name)
     assert body["project"] == project
     assert body["granularity"] == granularity
@@ -288,30 +328,79 @@ def test_every_catalogue_metric_has_a_golden_value():
 # Every date inside a period answers for that period, including dates outside coverage
 # as long as the period overlaps it (2024-12-23, 2024-12-01, 2025-02-28).
 SAME_PERIOD = [
-    ("staking_active_users", "farm", "1_week",
-     ["2024-12-30", "2024-12-31", "2025-01-01", "2025-01-02", "2025-01-03", "2025-01-04",
-      "2025-01-05"], ("2024-12-30", "2025-01-05", True), 3),
-    ("circulating_supply_in_native_token", "gov", "1_week",
-     ["2024-12-30", "2025-01-02", "2025-01-05"], ("2024-12-30", "2025-01-05", True), 1124),
-    ("reward_positive_rent_in_sol", "solana", "1_week",
-     ["2024-12-30", "2025-01-03", "2025-01-05"], ("2024-12-30", "2025-01-05", True), 0.5),
-    ("staking_active_users", "farm", "1_week",
-     ["2024-12-23", "2024-12-26", "2024-12-29"], ("2024-12-23", "2024-12-29", False), 1),
-    ("staking_active_users", "farm", "1_month",
-     ["2024-12-01", "2024-12-28", "2024-12-31"], ("2024-12-01", "2024-12-31", False), 3),
-    ("transaction_fee_revenue_in_usd", "farm", "1_month",
-     ["2025-01-01", "2025-01-15", "2025-01-31"], ("2025-01-01", "2025-01-31", True), 3.0),
-    ("net_dilution_in_native_token", "gov", "1_month",
-     ["2025-02-01", "2025-02-14", "2025-02-28"], ("2025-02-01", "2025-02-28", False), 4),
-    ("loan_repayment_transaction_count", "lend", "1_week",
-     ["2025-01-27", "2025-02-01", "2025-02-02"], ("2025-01-27", "2025-02-02", False), 1),
+    (
+        "staking_active_users",
+        "farm",
+        "1_week",
+        ["2024-12-30", "2024-12-31", "2025-01-01", "2025-01-02", "2025-01-03", "2025-01-04", "2025-01-05"],
+        ("2024-12-30", "2025-01-05", True),
+        3,
+    ),
+    (
+        "circulating_supply_in_native_token",
+        "gov",
+        "1_week",
+        ["2024-12-30", "2025-01-02", "2025-01-05"],
+        ("2024-12-30", "2025-01-05", True),
+        1124,
+    ),
+    (
+        "reward_positive_rent_in_sol",
+        "solana",
+        "1_week",
+        ["2024-12-30", "2025-01-03", "2025-01-05"],
+        ("2024-12-30", "2025-01-05", True),
+        0.5,
+    ),
+    (
+        "staking_active_users",
+        "farm",
+        "1_week",
+        ["2024-12-23", "2024-12-26", "2024-12-29"],
+        ("2024-12-23", "2024-12-29", False),
+        1,
+    ),
+    (
+        "staking_active_users",
+        "farm",
+        "1_month",
+        ["2024-12-01", "2024-12-28", "2024-12-31"],
+        ("2024-12-01", "2024-12-31", False),
+        3,
+    ),
+    (
+        "transaction_fee_revenue_in_usd",
+        "farm",
+        "1_month",
+        ["2025-01-01", "2025-01-15", "2025-01-31"],
+        ("2025-01-01", "2025-01-31", True),
+        3.0,
+    ),
+    (
+        "net_dilution_in_native_token",
+        "gov",
+        "1_month",
+        ["2025-02-01", "2025-02-14", "2025-02-28"],
+        ("2025-02-01", "2025-02-28", False),
+        4,
+    ),
+    (
+        "loan_repayment_transaction_count",
+        "lend",
+        "1_week",
+        ["2025-01-27", "2025-02-01", "2025-02-02"],
+        ("2025-01-27", "2025-02-02", False),
+        1,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "project", "granularity", "dates", "bounds", "expected"), SAME_PERIOD,
-                         ids=[f"{c[0]}-{c[2]}-{c[3][0]}" for c in SAME_PERIOD])
-def test_any_date_inside_a_period_gives_the_same_answer(server, name, project, granularity, dates,
-                                                        bounds, expected):
+@pytest.mark.parametrize(
+    ("name", "project", "granularity", "dates", "bounds", "expected"),
+    SAME_PERIOD,
+    ids=[f"{c[0]}-{c[2]}-{c[3][0]}" for c in SAME_PERIOD],
+)
+def test_any_date_inside_a_period_gives_the_same_answer(server, name, project, granularity, dates, bounds, expected):
     for date in dates:
         response = server.metric(name, project, granularity, date)
         assert response.status_code == 200, (date, response.text)
@@ -346,36 +435,39 @@ OUTSIDE = [
     ("1_day", "2024-12-27"),
     ("1_day", "2025-02-02"),
     ("1_day", "2023-06-01"),
-    ("1_week", "2024-12-22"),   # week 12-16..12-22
-    ("1_week", "2025-02-03"),   # week 02-03..02-09
+    ("1_week", "2024-12-22"),  # week 12-16..12-22
+    ("1_week", "2025-02-03"),  # week 02-03..02-09
     ("1_month", "2024-11-30"),
     ("1_month", "2025-03-01"),
 ]
 
 
 @pytest.mark.parametrize(("granularity", "date"), OUTSIDE, ids=[f"{g}-{d}" for g, d in OUTSIDE])
-@pytest.mark.parametrize(("name", "project"), [
-    ("staking_active_users", "farm"),
-    ("circulating_supply_in_native_token", "gov"),
-    ("reward_positive_rent_in_sol", "solana"),
-])
+@pytest.mark.parametrize(
+    ("name", "project"),
+    [
+        ("staking_active_users", "farm"),
+        ("circulating_supply_in_native_token", "gov"),
+        ("reward_positive_rent_in_sol", "solana"),
+    ],
+)
 def test_period_wholly_outside_coverage_is_404(server, name, project, granularity, date):
     _assert_error(server.metric(name, project, granularity, date), 404)
 
 
 NOT_APPLICABLE = [
-    ("circulating_supply_in_native_token", "farm"),       # tokenomics metric, yield project
-    ("staking_active_users", "swapx"),                     # yield metric, dex project
+    ("circulating_supply_in_native_token", "farm"),  # tokenomics metric, yield project
+    ("staking_active_users", "swapx"),  # yield metric, dex project
     ("protocol_transaction_fee_revenue_in_usd", "swapx"),  # yield only, even if dex shares the total
-    ("transaction_fee_revenue_in_usd", "lend"),            # yield or dex only
-    ("swap_active_users", "lend"),                         # dex metric, lending project
+    ("transaction_fee_revenue_in_usd", "lend"),  # yield or dex only
+    ("swap_active_users", "lend"),  # dex metric, lending project
     ("regular_pool_swap_transaction_count", "swapx.clmm"),  # dex without regular pools
     ("regular_pool_deposit_transaction_count", "swapx.clmm"),
     ("regular_pool_withdraw_transaction_count", "swapx.clmm"),
     ("double_dip_deposit_transaction_count", "swapx.clmm"),
-    ("lending_deposit_active_users", "farm"),              # lending metric, yield project
-    ("reward_staking_in_sol", "swapx"),                    # chain metric, dex project
-    ("protocol_revenue_in_usd", "gov"),                    # financials: yield, dex or lending only
+    ("lending_deposit_active_users", "farm"),  # lending metric, yield project
+    ("reward_staking_in_sol", "swapx"),  # chain metric, dex project
+    ("protocol_revenue_in_usd", "gov"),  # financials: yield, dex or lending only
     ("supply_side_revenue_in_usd", "solana"),
 ]
 

@@ -31,14 +31,13 @@ from metrics_kit.spec.catalogue import default_catalogue
 
 DATA = Path(__file__).parent / "http_data"
 COVERAGE = ("2024-03-13", "2024-04-02")
-GOOD = {"metric_name": "swap_active_users", "project": "swapper", "granularity": "1_week",
-        "date": "2024-03-20"}
+GOOD = {"metric_name": "swap_active_users", "project": "swapper", "granularity": "1_week", "date": "2024-03-20"}
 PARAMS = ("metric_name", "project", "granularity", "date")
-BODY_KEYS = {"metric_name", "project", "granularity", "date", "period_start", "period_end", "unit", "value",
-             "complete"}
+BODY_KEYS = {"metric_name", "project", "granularity", "date", "period_start", "period_end", "unit", "value", "complete"}
 
 
 # -- plumbing ---------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Reply:
@@ -151,11 +150,20 @@ def server(cache_dir):
 
 # -- 200 --------------------------------------------------------------------------------------------------
 
+
 def test_answer_has_exactly_the_documented_fields(server):
     body = assert_value_shape(metric(server))
-    assert body == {"metric_name": "swap_active_users", "project": "swapper", "granularity": "1_week",
-                    "date": "2024-03-20", "period_start": "2024-03-18", "period_end": "2024-03-24",
-                    "unit": "count", "value": 2, "complete": True}
+    assert body == {
+        "metric_name": "swap_active_users",
+        "project": "swapper",
+        "granularity": "1_week",
+        "date": "2024-03-20",
+        "period_start": "2024-03-18",
+        "period_end": "2024-03-24",
+        "unit": "count",
+        "value": 2,
+        "complete": True,
+    }
 
 
 # metric_name, project, granularity, date -> value, period_start, period_end, complete, unit
@@ -198,8 +206,13 @@ reward_negative_rent_in_sol            solana       1_day   2024-03-21 -1.5   20
 reward_positive_rent_in_sol            solana       1_day   2024-03-21 0.75   2024-03-21 2024-03-21 yes sol
 """
 EXPECTED = {
-    tuple(row[:4]): (int(row[4]) if row[8] == "count" else float(row[4]), row[5], row[6], row[7] == "yes",
-                     {"native": "native_token"}.get(row[8], row[8]))
+    tuple(row[:4]): (
+        int(row[4]) if row[8] == "count" else float(row[4]),
+        row[5],
+        row[6],
+        row[7] == "yes",
+        {"native": "native_token"}.get(row[8], row[8]),
+    )
     for row in (line.split() for line in EXPECTED_TABLE.strip().splitlines())
 }
 
@@ -210,9 +223,17 @@ def test_values(server, query, expected):
     reply = metric(server, metric_name=name, project=project, granularity=granularity, date=date)
     body = assert_value_shape(reply)
     value, start, end, complete, unit = expected
-    assert body == {"metric_name": name, "project": project, "granularity": granularity, "date": date,
-                    "period_start": start, "period_end": end, "unit": unit, "value": value,
-                    "complete": complete}
+    assert body == {
+        "metric_name": name,
+        "project": project,
+        "granularity": granularity,
+        "date": date,
+        "period_start": start,
+        "period_end": end,
+        "unit": unit,
+        "value": value,
+        "complete": complete,
+    }
     if unit == "count":
         assert type(body["value"]) is int
         assert re.search(rb'"value": -?\d+[,}]', reply.body), reply.body  # a JSON integer, not 2.0
@@ -221,8 +242,15 @@ def test_values(server, query, expected):
 
 
 def test_alias_answers_with_the_canonical_name(server):
-    body = assert_value_shape(metric(server, metric_name="farm_withdraw_transaction_count", project="yld",
-                                     granularity="1_week", date="2024-03-27"))
+    body = assert_value_shape(
+        metric(
+            server,
+            metric_name="farm_withdraw_transaction_count",
+            project="yld",
+            granularity="1_week",
+            date="2024-03-27",
+        )
+    )
     assert body["metric_name"] == "farm_withdrawal_transaction_count"
     assert body["value"] == 2
 
@@ -233,8 +261,9 @@ def test_every_applicable_metric_answers_with_its_unit_and_integer_counts(server
     asked = 0
     for project in projects:
         for name in project["metrics"]:
-            reply = metric(server, metric_name=name, project=project["project"], granularity="1_month",
-                           date="2024-03-20")
+            reply = metric(
+                server, metric_name=name, project=project["project"], granularity="1_month", date="2024-03-20"
+            )
             body = assert_value_shape(reply)
             spec = catalogue.get(name)
             assert body["unit"] == spec.unit
@@ -248,14 +277,17 @@ def test_every_applicable_metric_answers_with_its_unit_and_integer_counts(server
     assert asked >= 43  # every metric at least once (transaction_fee_revenue twice, financials thrice)
 
 
-@pytest.mark.parametrize(("granularity", "date", "start", "end"), [
-    ("1_day", "2024-03-13", "2024-03-13", "2024-03-13"),
-    ("1_day", "2024-04-02", "2024-04-02", "2024-04-02"),
-    ("1_week", "2024-03-11", "2024-03-11", "2024-03-17"),  # the Monday before coverage starts
-    ("1_week", "2024-04-07", "2024-04-01", "2024-04-07"),  # the Sunday after it ends
-    ("1_month", "2024-03-01", "2024-03-01", "2024-03-31"),
-    ("1_month", "2024-04-30", "2024-04-01", "2024-04-30"),
-])
+@pytest.mark.parametrize(
+    ("granularity", "date", "start", "end"),
+    [
+        ("1_day", "2024-03-13", "2024-03-13", "2024-03-13"),
+        ("1_day", "2024-04-02", "2024-04-02", "2024-04-02"),
+        ("1_week", "2024-03-11", "2024-03-11", "2024-03-17"),  # the Monday before coverage starts
+        ("1_week", "2024-04-07", "2024-04-01", "2024-04-07"),  # the Sunday after it ends
+        ("1_month", "2024-03-01", "2024-03-01", "2024-03-31"),
+        ("1_month", "2024-04-30", "2024-04-01", "2024-04-30"),
+    ],
+)
 def test_period_overlapping_coverage_answers(server, granularity, date, start, end):
     body = assert_value_shape(metric(server, granularity=granularity, date=date))
     assert (body["period_start"], body["period_end"]) == (start, end)
@@ -271,6 +303,7 @@ def test_head_is_get_without_a_body(server):
 
 
 # -- 400 --------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("missing", PARAMS)
 def test_each_missing_parameter(server, missing):
@@ -302,13 +335,16 @@ def test_repeated_parameter_with_different_values(server):
     assert_error(get(server, params=pairs), 400, "duplicate_parameter", "date")
 
 
-@pytest.mark.parametrize(("asked", "suggested"), [
-    ("swap_active_user", "swap_active_users"),
-    ("SWAP_ACTIVE_USERS", "swap_active_users"),
-    ("farm_withdrawl_transaction_count", "farm_withdrawal_transaction_count"),
-    ("reward_staking_in_eth", "reward_staking_in_sol"),
-    ("staking_fee_revenue_usd", "staking_fee_revenue_in_usd"),
-])
+@pytest.mark.parametrize(
+    ("asked", "suggested"),
+    [
+        ("swap_active_user", "swap_active_users"),
+        ("SWAP_ACTIVE_USERS", "swap_active_users"),
+        ("farm_withdrawl_transaction_count", "farm_withdrawal_transaction_count"),
+        ("reward_staking_in_eth", "reward_staking_in_sol"),
+        ("staking_fee_revenue_usd", "staking_fee_revenue_in_usd"),
+    ],
+)
 def test_unknown_metric_suggests_close_names(server, asked, suggested):
     error = assert_error(metric(server, metric_name=asked), 400, "unknown_metric", "metric_name")
     assert suggested in error["message"]
@@ -326,23 +362,53 @@ def test_bad_granularity(server, granularity):
     assert "1_day" in error["message"] and "1_week" in error["message"] and "1_month" in error["message"]
 
 
-@pytest.mark.parametrize("date", ["2024-1-5", "2024-02-30", "20240105", "2024-13-01", "2024-03-20T00:00:00",
-                                  "2024/03/20", "24-03-20", " 2024-03-20", "2024-03-20 ", "0000-01-01",
-                                  "2023-02-29", "yesterday", "-2024-03-20"])
+@pytest.mark.parametrize(
+    "date",
+    [
+        "2024-1-5",
+        "2024-02-30",
+        "20240105",
+        "2024-13-01",
+        "2024-03-20T00:00:00",
+        "2024/03/20",
+        "24-03-20",
+        " 2024-03-20",
+        "2024-03-20 ",
+        "0000-01-01",
+        "2023-02-29",
+        "yesterday",
+        "-2024-03-20",
+    ],
+)
 def test_malformed_date(server, date):
     error = assert_error(metric(server, date=date), 400, "invalid_date", "date")
     assert "YYYY-MM-DD" in error["message"] or "calendar date" in error["message"]
 
 
 def test_non_ascii_digits_are_not_the_yyyy_mm_dd_form(server):
-    error = assert_error(metric(server, date="\u0662\u0660\u0662\u0664-\u0660\u0663-\u0661\u0663"), 400,
-                         "invalid_date", "date")
+    error = assert_error(
+        metric(server, date="\u0662\u0660\u0662\u0664-\u0660\u0663-\u0661\u0663"), 400, "invalid_date", "date"
+    )
     assert "YYYY-MM-DD" in error["message"]
 
 
-@pytest.mark.parametrize("project", ["DemoSwap", "Swapper", "demo swap", "swapper ", "a..b", ".swapper",
-                                     "swapper.", "swapper/clmm", "swap\u00e9r", "x" * 201, "swapper..clmm",
-                                     "a.b..c"])
+@pytest.mark.parametrize(
+    "project",
+    [
+        "DemoSwap",
+        "Swapper",
+        "demo swap",
+        "swapper ",
+        "a..b",
+        ".swapper",
+        "swapper.",
+        "swapper/clmm",
+        "swap\u00e9r",
+        "x" * 201,
+        "swapper..clmm",
+        "a.b..c",
+    ],
+)
 def test_malformed_project(server, project):
     error = assert_error(metric(server, project=project), 400, "invalid_project", "project")
     assert "lowercase" in error["message"]
@@ -364,14 +430,18 @@ def test_unknown_extra_parameters_are_ignored(server):
 
 # -- 401 --------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("key", "code"), [
-    (None, "missing_api_key"),
-    ("", "missing_api_key"),
-    ("wrong", "invalid_api_key"),
-    (TEST_KEY.upper(), "invalid_api_key"),
-    (TEST_KEY + "x", "invalid_api_key"),
-    (TEST_KEY[:-1], "invalid_api_key"),
-])
+
+@pytest.mark.parametrize(
+    ("key", "code"),
+    [
+        (None, "missing_api_key"),
+        ("", "missing_api_key"),
+        ("wrong", "invalid_api_key"),
+        (TEST_KEY.upper(), "invalid_api_key"),
+        (TEST_KEY + "x", "invalid_api_key"),
+        (TEST_KEY[:-1], "invalid_api_key"),
+    ],
+)
 @pytest.mark.parametrize("path", ["/metrics", "/projects", "/catalogue"])
 def test_unauthenticated(server, path, key, code):
     params = GOOD if path == "/metrics" else None
@@ -393,64 +463,98 @@ def test_authentication_comes_before_parameter_checks(server):
 
 # -- 404 --------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("project", ["nosuch", "swapper.nope", "clmm", "swap", "tok.clmm", "sol"])
 def test_unknown_well_formed_project(server, project):
     error = assert_error(metric(server, project=project), 404, "unknown_project", "project")
     assert project in error["message"] and "/projects" in error["message"]
 
 
-@pytest.mark.parametrize(("metric_name", "project"), [
-    ("swap_active_users", "yld"),
-    ("swap_active_users", "lend"),
-    ("staking_active_users", "swapper"),
-    ("circulating_supply_in_native_token", "swapper"),
-    ("reward_staking_in_sol", "tok"),
-    ("protocol_revenue_in_usd", "tok"),
-    ("protocol_revenue_in_usd", "solana"),
-    ("transaction_fee_revenue_in_usd", "lend"),
-    ("lending_deposit_active_users", "yld"),
-    ("farm_withdraw_transaction_count", "swapper"),
-])
+@pytest.mark.parametrize(
+    ("metric_name", "project"),
+    [
+        ("swap_active_users", "yld"),
+        ("swap_active_users", "lend"),
+        ("staking_active_users", "swapper"),
+        ("circulating_supply_in_native_token", "swapper"),
+        ("reward_staking_in_sol", "tok"),
+        ("protocol_revenue_in_usd", "tok"),
+        ("protocol_revenue_in_usd", "solana"),
+        ("transaction_fee_revenue_in_usd", "lend"),
+        ("lending_deposit_active_users", "yld"),
+        ("farm_withdraw_transaction_count", "swapper"),
+    ],
+)
 def test_metric_not_applicable_to_the_project_kind(server, metric_name, project):
     reply = metric(server, metric_name=metric_name, project=project)
     error = assert_error(reply, 404, "metric_not_applicable", "metric_name")
     assert project in error["message"]
 
 
-@pytest.mark.parametrize("metric_name", ["regular_pool_swap_transaction_count",
-                                         "regular_pool_deposit_transaction_count",
-                                         "regular_pool_withdraw_transaction_count",
-                                         "double_dip_deposit_transaction_count"])
+@pytest.mark.parametrize(
+    "metric_name",
+    [
+        "regular_pool_swap_transaction_count",
+        "regular_pool_deposit_transaction_count",
+        "regular_pool_withdraw_transaction_count",
+        "double_dip_deposit_transaction_count",
+    ],
+)
 def test_regular_pool_metrics_only_on_the_dex_with_regular_pools(server, metric_name):
     assert_value_shape(metric(server, metric_name=metric_name, project="swapper"))
-    error = assert_error(metric(server, metric_name=metric_name, project="swapper.clmm"), 404,
-                         "metric_not_applicable", "metric_name")
+    error = assert_error(
+        metric(server, metric_name=metric_name, project="swapper.clmm"), 404, "metric_not_applicable", "metric_name"
+    )
     assert "regular pools" in error["message"]
     assert_error(metric(server, metric_name=metric_name, project="yld"), 404, "metric_not_applicable")
 
 
-@pytest.mark.parametrize(("granularity", "date"), [
-    ("1_day", "2024-03-12"), ("1_day", "2024-04-03"), ("1_day", "1999-01-01"), ("1_day", "9999-12-31"),
-    ("1_week", "2024-03-10"), ("1_week", "2024-04-08"), ("1_week", "0001-01-01"),
-    ("1_week", "9999-12-31"),
-    ("1_month", "2024-02-29"), ("1_month", "2024-05-01"), ("1_month", "2023-03-20"),
-    ("1_month", "9999-12-31"),
-])
+@pytest.mark.parametrize(
+    ("granularity", "date"),
+    [
+        ("1_day", "2024-03-12"),
+        ("1_day", "2024-04-03"),
+        ("1_day", "1999-01-01"),
+        ("1_day", "9999-12-31"),
+        ("1_week", "2024-03-10"),
+        ("1_week", "2024-04-08"),
+        ("1_week", "0001-01-01"),
+        ("1_week", "9999-12-31"),
+        ("1_month", "2024-02-29"),
+        ("1_month", "2024-05-01"),
+        ("1_month", "2023-03-20"),
+        ("1_month", "9999-12-31"),
+    ],
+)
 def test_date_wholly_outside_coverage(server, granularity, date):
     reply = metric(server, granularity=granularity, date=date)
     error = assert_error(reply, 404, "date_out_of_coverage", "date")
     assert COVERAGE[0] in error["message"] and COVERAGE[1] in error["message"]
 
 
-@pytest.mark.parametrize("path", ["/", "/metric", "/metrics/", "/METRICS", "/Metrics", "/metrics.json",
-                                  "/openapi", "/openapi.json/", "/projects/swapper", "/v1/metrics",
-                                  "//metrics"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        "/metric",
+        "/metrics/",
+        "/METRICS",
+        "/Metrics",
+        "/metrics.json",
+        "/openapi",
+        "/openapi.json/",
+        "/projects/swapper",
+        "/v1/metrics",
+        "//metrics",
+    ],
+)
 def test_unknown_path(server, path):
     for key in ("default", None):
         assert_error(get(server, path, params=GOOD, key=key), 404, "not_found", None)
 
 
 # -- 405 --------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"])
 @pytest.mark.parametrize("path", ["/metrics", "/projects", "/catalogue", "/openapi.json"])
@@ -471,32 +575,59 @@ def test_post_with_a_body_is_not_allowed(server):
 
 # -- 406 --------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("accept", ["text/html", "application/json;q=0", "application/json; q=0.0", "*/*;q=0",
-                                    "application/xml", "text/*", "text/plain, text/html;q=0.9",
-                                    "application/json;q=0, */*", "application/*;q=0",
-                                    # the most specific range (application/json) decides
-                                    "application/json;q=0, application/*"])
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "text/html",
+        "application/json;q=0",
+        "application/json; q=0.0",
+        "*/*;q=0",
+        "application/xml",
+        "text/*",
+        "text/plain, text/html;q=0.9",
+        "application/json;q=0, */*",
+        "application/*;q=0",
+        # the most specific range (application/json) decides
+        "application/json;q=0, application/*",
+    ],
+)
 @pytest.mark.parametrize("path", ["/metrics", "/projects", "/catalogue"])
 def test_accept_ruling_out_json(server, path, accept):
     reply = get(server, path, params=GOOD if path == "/metrics" else None, headers={"Accept": accept})
     assert_error(reply, 406, "not_acceptable", None)
 
 
-@pytest.mark.parametrize("accept", ["*/*", "application/*", "application/json", "APPLICATION/JSON",
-                                    "application/json; charset=utf-8", "text/html, application/json;q=0.1",
-                                    "text/html;q=0.9, */*;q=0.1", "application/*;q=0, application/json",
-                                    None])
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "*/*",
+        "application/*",
+        "application/json",
+        "APPLICATION/JSON",
+        "application/json; charset=utf-8",
+        "text/html, application/json;q=0.1",
+        "text/html;q=0.9, */*;q=0.1",
+        "application/*;q=0, application/json",
+        None,
+    ],
+)
 def test_accept_allowing_json(server, accept):
     headers = [key_header()] + ([("Accept", accept)] if accept is not None else [])
     assert_value_shape(raw(server, "GET", "/metrics?" + urlencode(GOOD), headers))
 
 
 def test_accept_split_over_two_header_lines(server):
-    single = raw(server, "GET", "/metrics?" + urlencode(GOOD), [key_header(),
-                                                                 ("Accept", "application/json, text/html")])
+    single = raw(
+        server, "GET", "/metrics?" + urlencode(GOOD), [key_header(), ("Accept", "application/json, text/html")]
+    )
     assert_value_shape(single)
-    split = raw(server, "GET", "/metrics?" + urlencode(GOOD), [key_header(), ("Accept", "application/json"),
-                                                                ("Accept", "text/html")])
+    split = raw(
+        server,
+        "GET",
+        "/metrics?" + urlencode(GOOD),
+        [key_header(), ("Accept", "application/json"), ("Accept", "text/html")],
+    )
     assert_value_shape(split)
 
 
@@ -536,8 +667,18 @@ NASTY_QUERIES = [
     "metric_name=swap_active_users&project=swapper&granularity=1_week&date=2024-03-20#fragment",
     "%6d%65%74%72%69%63_name=swap_active_users&project=swapper&granularity=1_week&date=2024-03-20",
 ]
-NASTY_PATHS = ["/%00", "/%ff", "/metrics%00", "/metrics%2F", "/..%2f..%2fetc%2fpasswd", "/metrics/../metrics",
-               "/%E2%82%AC", "/" + "a" * 5000, "/metrics;a=b", "/*"]
+NASTY_PATHS = [
+    "/%00",
+    "/%ff",
+    "/metrics%00",
+    "/metrics%2F",
+    "/..%2f..%2fetc%2fpasswd",
+    "/metrics/../metrics",
+    "/%E2%82%AC",
+    "/" + "a" * 5000,
+    "/metrics;a=b",
+    "/*",
+]
 
 
 def test_nasty_inputs_never_break_the_server(server):
@@ -556,15 +697,17 @@ def test_nasty_inputs_never_break_the_server(server):
         assert time.monotonic() - started < 60
     assert {200, 400, 401, 404} <= seen
     # Nasty headers, too.
-    for headers in ([("x-api-key", "k" * 50000), ("Accept", "application/json")],
-                    [("x-api-key", "\t" + TEST_KEY + " "), ("Accept", "application/json")],
-                    [key_header(), ("Accept", "application/json;q=abc")],
-                    [key_header(), ("Accept", "\t application/json")],
-                    [key_header(), ("Accept", "," * 1000)],
-                    [key_header(), ("Accept", ";q=1")],
-                    [key_header(), ("Accept", "application/json;q=1e999")],
-                    [key_header(), ("Accept", "application/json;q=nan")],
-                    [key_header(), ("Accept", "application/json;;;q;=;")]):
+    for headers in (
+        [("x-api-key", "k" * 50000), ("Accept", "application/json")],
+        [("x-api-key", "\t" + TEST_KEY + " "), ("Accept", "application/json")],
+        [key_header(), ("Accept", "application/json;q=abc")],
+        [key_header(), ("Accept", "\t application/json")],
+        [key_header(), ("Accept", "," * 1000)],
+        [key_header(), ("Accept", ";q=1")],
+        [key_header(), ("Accept", "application/json;q=1e999")],
+        [key_header(), ("Accept", "application/json;q=nan")],
+        [key_header(), ("Accept", "application/json;;;q;=;")],
+    ):
         reply = raw(server, "GET", "/metrics?" + urlencode(GOOD), headers)
         assert reply.status < 500, (headers, reply.status, reply.body[:300])
         if reply.status == 200:
@@ -578,14 +721,18 @@ def test_nasty_inputs_never_break_the_server(server):
     assert_value_shape(metric(server))
 
 
-@pytest.mark.parametrize(("method", "target", "headers"), [
-    ("GET", "/metrics?x=" + "a" * 70000, []),
-    ("GET", "/metrics?" + urlencode({**GOOD, "metric_name": "a" * 100000}), []),
-    ("BREW", "/metrics", []),
-    ("GET", "/metrics?" + urlencode(GOOD), [("x-api-key", "a\x00b")]),
-    ("GET", "/metrics?" + urlencode(GOOD), [("x-api-key", "\x7f" * 10)]),
-    ("GET", "/metrics?" + urlencode(GOOD), [("Accept", "\x01;q=\x02, application/json")]),
-], ids=["target-70KiB", "metric_name-100KB", "method-BREW", "key-NUL", "key-DEL", "accept-0x01"])
+@pytest.mark.parametrize(
+    ("method", "target", "headers"),
+    [
+        ("GET", "/metrics?x=" + "a" * 70000, []),
+        ("GET", "/metrics?" + urlencode({**GOOD, "metric_name": "a" * 100000}), []),
+        ("BREW", "/metrics", []),
+        ("GET", "/metrics?" + urlencode(GOOD), [("x-api-key", "a\x00b")]),
+        ("GET", "/metrics?" + urlencode(GOOD), [("x-api-key", "\x7f" * 10)]),
+        ("GET", "/metrics?" + urlencode(GOOD), [("Accept", "\x01;q=\x02, application/json")]),
+    ],
+    ids=["target-70KiB", "metric_name-100KB", "method-BREW", "key-NUL", "key-DEL", "accept-0x01"],
+)
 def test_requests_the_parser_rejects_still_get_the_error_shape(server, method, target, headers):
     names = {name.lower() for name, _ in headers}
     defaults = (key_header(), ("Accept", "application/json"))
@@ -596,6 +743,7 @@ def test_requests_the_parser_rejects_still_get_the_error_shape(server, method, t
 
 
 # -- discovery: /openapi.json, /projects, /catalogue ------------------------------------------------------
+
 
 def test_openapi_is_served_without_a_key(server):
     reply = raw(server, "GET", "/openapi.json")
@@ -671,19 +819,28 @@ def test_catalogue_extension_lists_every_metric(server):
     assert body["granularities"] == ["1_day", "1_week", "1_month"]
     assert [m["name"] for m in body["metrics"]] == [m.name for m in catalogue]
     for entry, spec in zip(body["metrics"], catalogue, strict=True):
-        assert entry == {"name": spec.name, "families": list(spec.families), "unit": spec.unit,
-                         "aggregation": spec.aggregation, "description": spec.description,
-                         "aliases": list(spec.aliases), "kinds": sorted(spec.kinds),
-                         "regular_pools_only": spec.regular_pools_only, "applies_to": spec.restriction}
+        assert entry == {
+            "name": spec.name,
+            "families": list(spec.families),
+            "unit": spec.unit,
+            "aggregation": spec.aggregation,
+            "description": spec.description,
+            "aliases": list(spec.aliases),
+            "kinds": sorted(spec.kinds),
+            "regular_pools_only": spec.regular_pools_only,
+            "applies_to": spec.restriction,
+        }
     assert {a for m in body["metrics"] for a in m["aliases"]} == {"farm_withdraw_transaction_count"}
 
 
 # -- 429 --------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def limited(cache_dir):
-    proc = ServerProcess(DATA, "--rate-limit", "2", key="k1", cache_dir=cache_dir,
-                         env={"METRICS_KIT_API_KEYS": "k1, k2"})
+    proc = ServerProcess(
+        DATA, "--rate-limit", "2", key="k1", cache_dir=cache_dir, env={"METRICS_KIT_API_KEYS": "k1, k2"}
+    )
     try:
         yield proc
     finally:
@@ -729,6 +886,7 @@ def test_openapi_is_not_rate_limited(limited):
 
 
 # -- keys ------------------------------------------------------------------------------------------------
+
 
 def _key_free(reply: Reply, key: str) -> None:
     assert key.encode() not in reply.body, reply.body[:200]

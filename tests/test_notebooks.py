@@ -24,9 +24,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from metrics_kit.errors import MetricsKitError, ValidationError
 from metrics_kit.tools import notebooks
 from metrics_kit.tools.cli import main
-from metrics_kit.errors import MetricsKitError, ValidationError
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = ROOT / "notebooks"
@@ -34,8 +34,13 @@ NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 DOCS = ROOT / "docs"
 
 # One notebook per family, plus the quickstart: a word of each one's file name.
-FAMILIES = {"tokenomics": "tokenomics", "dex": "dex", "lending": "lending", "chain_rewards": "chain",
-            "yield_and_financials": "yield"}
+FAMILIES = {
+    "tokenomics": "tokenomics",
+    "dex": "dex",
+    "lending": "lending",
+    "chain_rewards": "chain",
+    "yield_and_financials": "yield",
+}
 REQUIRED = ("quickstart", *FAMILIES.values())
 GOAL_SECONDS = 30
 
@@ -51,11 +56,15 @@ OTHER_GRANULARITY = {"1_day": "1_week", "1_week": "1_month", "1_month": "1_week"
 OTHER_WINDOW = ("2024-03-01", "2024-10-31")  # inside the demo data's coverage, 2024-01-01 to 2025-12-31
 
 CANARY_KEY = "canary-key-3b9f0d7e51c24a6f"  # in the kernels' environment: must never reach an output
-LOCAL_PATH = re.compile(r"(?<![\w/.~-])(?:/root|/home/[\w.-]+|/Users/[\w.-]+|/tmp|/var/folders|/private/var"
-                        r"|[A-Za-z]:\\\\?Users)(?=[/\\]|\b)")
-KEY_LIKE = re.compile(r"(?i)(?:api[_-]?key|access[_-]?token|auth[_-]?token|authorization|secret|password)"
-                      r"['\"]?\s*[:=]\s*['\"]?(?!None\b|null\b)[A-Za-z0-9_\-./+=]{8,}"
-                      r"|embedded-[0-9a-f]{16,}")  # the embedded service's key
+LOCAL_PATH = re.compile(
+    r"(?<![\w/.~-])(?:/root|/home/[\w.-]+|/Users/[\w.-]+|/tmp|/var/folders|/private/var"
+    r"|[A-Za-z]:\\\\?Users)(?=[/\\]|\b)"
+)
+KEY_LIKE = re.compile(
+    r"(?i)(?:api[_-]?key|access[_-]?token|auth[_-]?token|authorization|secret|password)"
+    r"['\"]?\s*[:=]\s*['\"]?(?!None\b|null\b)[A-Za-z0-9_\-./+=]{8,}"
+    r"|embedded-[0-9a-f]{16,}"
+)  # the embedded service's key
 
 
 def _word(path: Path) -> str:
@@ -85,16 +94,28 @@ def _texts(node, key: str = ""):
 
 def _leaks(nb, extra: tuple[str, ...] = ()) -> list[str]:
     """Key-like strings and local paths in a notebook's outputs and metadata."""
-    literal = {p for p in (str(ROOT), sys.prefix, str(Path.home()), tempfile.gettempdir(),
-                           os.environ.get("METRICS_KIT_CACHE_DIR"), *extra) if p and len(p) > 4}
+    literal = {
+        p
+        for p in (
+            str(ROOT),
+            sys.prefix,
+            str(Path.home()),
+            tempfile.gettempdir(),
+            os.environ.get("METRICS_KIT_CACHE_DIR"),
+            *extra,
+        )
+        if p and len(p) > 4
+    }
     found = []
-    trees = [("metadata", nb.metadata)] + [(f"cell {i}", cell.get("outputs", []))
-                                           for i, cell in enumerate(nb.cells)]
+    trees = [("metadata", nb.metadata)] + [(f"cell {i}", cell.get("outputs", [])) for i, cell in enumerate(nb.cells)]
     for where, tree in trees:
         for text in _texts(tree):
-            for hit in [m.group(0) for m in LOCAL_PATH.finditer(text)] + \
-                       [m.group(0) for m in KEY_LIKE.finditer(text)] + [p for p in literal if p in text]:
-                found.append(f"{where}: {hit!r} in {text[max(0, text.find(hit) - 60):text.find(hit) + 80]!r}")
+            for hit in (
+                [m.group(0) for m in LOCAL_PATH.finditer(text)]
+                + [m.group(0) for m in KEY_LIKE.finditer(text)]
+                + [p for p in literal if p in text]
+            ):
+                found.append(f"{where}: {hit!r} in {text[max(0, text.find(hit) - 60) : text.find(hit) + 80]!r}")
     return found
 
 
@@ -107,8 +128,11 @@ def other_parameters(path: Path) -> dict:
     there is one, another granularity, another window."""
     defaults = {name: ast.literal_eval(source) for name, source in _parameters(path).items()}
     mapping = OTHER_PROJECT.get(_word(path), {})
-    values: dict = {"granularity": OTHER_GRANULARITY[defaults["granularity"]],
-                    "start": OTHER_WINDOW[0], "end": OTHER_WINDOW[1]}
+    values: dict = {
+        "granularity": OTHER_GRANULARITY[defaults["granularity"]],
+        "start": OTHER_WINDOW[0],
+        "end": OTHER_WINDOW[1],
+    }
     if isinstance(defaults.get("project"), str):
         other = mapping.get(defaults["project"])
         if other and other != defaults["project"]:
@@ -124,6 +148,7 @@ def other_parameters(path: Path) -> dict:
 
 # -- the set of notebooks --------------------------------------------------------------------------
 
+
 def test_there_is_a_notebook_for_the_quickstart_and_every_family():
     names = [p.stem for p in NOTEBOOKS]
     assert len(NOTEBOOKS) >= 6, f"expected at least 6 notebooks in notebooks/, found {names}"
@@ -138,8 +163,9 @@ notebook_params = pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p i
 def test_first_code_cell_is_the_parameters_cell_and_its_defaults_run_offline(path):
     nb = _read(path)
     first = _code_cells(nb)[0]
-    assert "parameters" in first.metadata.get("tags", []), f"{path.name}: the first code cell is not tagged " \
-                                                           "'parameters'"
+    assert "parameters" in first.metadata.get("tags", []), (
+        f"{path.name}: the first code cell is not tagged 'parameters'"
+    )
     params = _parameters(path)
     missing = [name for name in notebooks.REQUIRED_PARAMETERS if name not in params]
     assert not missing, f"{path.name}: the parameters cell lacks {missing}"
@@ -157,12 +183,14 @@ def test_stored_outputs_are_executed_in_order_and_clean(path):
     nb = _read(path)
     cells = [cell for cell in _code_cells(nb) if cell.source.strip()]
     counts = [cell.execution_count for cell in cells]
-    assert None not in counts, f"{path.name}: cells {[i for i, c in enumerate(counts) if c is None]} " \
-                               "were never run; store the outputs of a full run"
-    assert counts == list(range(1, len(cells) + 1)), \
+    assert None not in counts, (
+        f"{path.name}: cells {[i for i, c in enumerate(counts) if c is None]} "
+        "were never run; store the outputs of a full run"
+    )
+    assert counts == list(range(1, len(cells) + 1)), (
         f"{path.name}: execution counts {counts}: run it top to bottom in a fresh kernel before saving"
-    errors = [(i, o.get("ename")) for i, cell in enumerate(cells) for o in cell.outputs
-              if o.output_type == "error"]
+    )
+    errors = [(i, o.get("ename")) for i, cell in enumerate(cells) for o in cell.outputs if o.output_type == "error"]
     assert not errors, f"{path.name}: stored error outputs {errors}"
     assert not _leaks(nb), f"{path.name}: outputs hold keys or local paths:\n" + "\n".join(_leaks(nb))
 
@@ -170,18 +198,27 @@ def test_stored_outputs_are_executed_in_order_and_clean(path):
 @notebook_params
 def test_stored_outputs_hold_no_stderr(path):
     # Warnings and log lines change with library versions and carry local paths.
-    stderr = [(i, o.text[:200]) for i, cell in enumerate(_code_cells(_read(path))) for o in cell.outputs
-              if o.output_type == "stream" and o.name == "stderr"]
+    stderr = [
+        (i, o.text[:200])
+        for i, cell in enumerate(_code_cells(_read(path)))
+        for o in cell.outputs
+        if o.output_type == "stream" and o.name == "stderr"
+    ]
     assert not stderr, f"{path.name}: stderr in stored outputs: {stderr}"
 
 
 @notebook_params
 def test_widget_cells_are_tagged_for_nbval(path):
-    untagged = [i for i, cell in enumerate(_code_cells(_read(path)))
-                if any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell.outputs)
-                and "nbval-ignore-output" not in cell.metadata.get("tags", [])]
-    assert not untagged, f"{path.name}: code cells {untagged} show widgets (their model ids change every run) " \
-                         "but are not tagged nbval-ignore-output"
+    untagged = [
+        i
+        for i, cell in enumerate(_code_cells(_read(path)))
+        if any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell.outputs)
+        and "nbval-ignore-output" not in cell.metadata.get("tags", [])
+    ]
+    assert not untagged, (
+        f"{path.name}: code cells {untagged} show widgets (their model ids change every run) "
+        "but are not tagged nbval-ignore-output"
+    )
 
 
 family_notebooks = pytest.mark.parametrize("family", list(FAMILIES))
@@ -199,8 +236,9 @@ def test_each_family_notebook_has_one_readme_figure(family):
     path = _family_notebook(family)
     tagged = [cell for cell in _code_cells(_read(path)) if "readme-figure" in cell.metadata.get("tags", [])]
     assert len(tagged) == 1, f"{path.name}: {len(tagged)} cells tagged readme-figure, expected 1"
-    assert any("image/png" in o.get("data", {}) for o in tagged[0].outputs), \
+    assert any("image/png" in o.get("data", {}) for o in tagged[0].outputs), (
         f"{path.name}: the readme-figure cell has no stored PNG output"
+    )
 
 
 @family_notebooks
@@ -217,6 +255,7 @@ def test_readme_pictures_are_the_notebooks_figures(family):
 
 # -- each notebook with other parameters, headless ------------------------------------------------
 
+
 class _Timings:
     """Prints each notebook's headless run time at the end of the session."""
 
@@ -226,8 +265,9 @@ class _Timings:
     def pytest_terminal_summary(self, terminalreporter):
         if not self.seconds:
             return
-        terminalreporter.write_sep("-", f"notebooks run headless with other parameters (goal: under "
-                                        f"{GOAL_SECONDS} s each)")
+        terminalreporter.write_sep(
+            "-", f"notebooks run headless with other parameters (goal: under {GOAL_SECONDS} s each)"
+        )
         for name, (seconds, values) in sorted(self.seconds.items()):
             over = "  (over the goal)" if seconds > GOAL_SECONDS else ""
             shown = ", ".join(f"{k}={v}" for k, v in values.items())
@@ -260,6 +300,7 @@ def test_runs_headless_with_other_parameters(path, tmp_path, monkeypatch, timing
 
 
 # -- the library: notebooks.run, parameters, names -------------------------------------------------
+
 
 def test_short_names_find_the_notebooks():
     for word in REQUIRED:
@@ -299,9 +340,27 @@ def test_a_failing_cell_is_a_clear_error():
 def test_report_is_a_standalone_html_page(tmp_path):
     """metrics-kit report, as a user runs it: a subprocess, a short name, -p, --out."""
     out = tmp_path / "quickstart.html"
-    done = subprocess.run([sys.executable, "-m", "metrics_kit", "report", "quickstart", "-p", "granularity",
-                           "1_month", "-p", "end", "2025-06-30", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "metrics_kit",
+            "report",
+            "quickstart",
+            "-p",
+            "granularity",
+            "1_month",
+            "-p",
+            "end",
+            "2025-06-30",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "wrote" in done.stderr and "granularity='1_month'" in done.stderr
     html = out.read_text(encoding="utf-8")
@@ -315,14 +374,19 @@ def test_report_is_a_standalone_html_page(tmp_path):
     assert str(tmp_path) not in html and str(ROOT) not in html
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["report", "nosuch", "--out", "x.html"], "no notebook 'nosuch'"),
-    (["report", "quickstart", "-p", "projcet", "demoswap", "--out", "x.html"], "has no parameter 'projcet'"),
-    (["report", "quickstart", "--out", "x.pdf"], "must be an .html file"),
-    (["report", "quickstart", "--out", "no/such/folder/x.html"], "does not exist"),
-    (["report", "quickstart", "-p", "start", "2025-01-01", "-p", "start", "2025-02-01", "--out", "x.html"],
-     "given twice"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["report", "nosuch", "--out", "x.html"], "no notebook 'nosuch'"),
+        (["report", "quickstart", "-p", "projcet", "demoswap", "--out", "x.html"], "has no parameter 'projcet'"),
+        (["report", "quickstart", "--out", "x.pdf"], "must be an .html file"),
+        (["report", "quickstart", "--out", "no/such/folder/x.html"], "does not exist"),
+        (
+            ["report", "quickstart", "-p", "start", "2025-01-01", "-p", "start", "2025-02-01", "--out", "x.html"],
+            "given twice",
+        ),
+    ],
+)
 def test_report_errors_are_one_line_and_exit_2(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
@@ -332,6 +396,7 @@ def test_report_errors_are_one_line_and_exit_2(argv, message, capsys, tmp_path, 
 
 
 # -- metrics-kit lab --------------------------------------------------------------------------------
+
 
 def test_lab_command_serves_the_notebooks_on_localhost_only():
     command = notebooks.lab_command(port=8899, open_browser=False, extra_args=["--allow-root"])
@@ -344,14 +409,23 @@ def test_lab_command_serves_the_notebooks_on_localhost_only():
 
 @pytest.mark.slow
 def test_lab_starts_jupyterlab_with_the_embedded_default_ready(tmp_path):
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws"),
-           "JUPYTER_DATA_DIR": str(tmp_path / "data")}
+    env = {
+        **os.environ,
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws"),
+        "JUPYTER_DATA_DIR": str(tmp_path / "data"),
+    }
     extra = ["--", "--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
     log = tmp_path / "lab.log"
     with open(log, "w") as sink:
-        process = subprocess.Popen([sys.executable, "-m", "metrics_kit", "lab", "--no-browser", "--port", "0",
-                                    *extra], stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "metrics_kit", "lab", "--no-browser", "--port", "0", *extra],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=tmp_path,
+        )
     try:
         deadline = time.monotonic() + 120
         url = None

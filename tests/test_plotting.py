@@ -13,10 +13,12 @@ from metrics_kit.spec.catalogue import default_catalogue  # noqa: E402
 
 def frame():
     index = pd.DatetimeIndex(pd.date_range("2025-01-06", periods=4, freq="7D"), name="period_start")
-    df = pd.DataFrame({"swap_active_users": [5, 6, 7, 2], "transaction_fee_revenue_in_usd": [1.5, 2, 3, 1]},
-                      index=index)
-    df.attrs.update(units={"swap_active_users": "count", "transaction_fee_revenue_in_usd": "usd"},
-                    incomplete=[index[-1]])
+    df = pd.DataFrame(
+        {"swap_active_users": [5, 6, 7, 2], "transaction_fee_revenue_in_usd": [1.5, 2, 3, 1]}, index=index
+    )
+    df.attrs.update(
+        units={"swap_active_users": "count", "transaction_fee_revenue_in_usd": "usd"}, incomplete=[index[-1]]
+    )
     return df
 
 

@@ -36,7 +36,7 @@ UTC = dt.UTC
 # Coverage is pinned to START .. END (15 days): three ISO weeks, the first and last incomplete,
 # and two months, both incomplete.
 START = dt.date(2025, 3, 26)  # a Wednesday
-END = dt.date(2025, 4, 9)     # a Wednesday
+END = dt.date(2025, 4, 9)  # a Wednesday
 NDAYS = (END - START).days + 1
 DAYS = [START + dt.timedelta(days=i) for i in range(NDAYS)]
 WEEK_STARTS = sorted({d - dt.timedelta(days=d.weekday()) for d in DAYS})
@@ -49,8 +49,10 @@ OFFSETS_H = (0, 0, 0, 2, -5, 9, -11, 14)
 
 # An instant inside the window, often on the first or the last instant of a day.
 instants = st.builds(
-    lambda day, seconds, micros: (dt.datetime.combine(START + dt.timedelta(days=day), dt.time(), UTC)
-                                  + dt.timedelta(seconds=seconds, microseconds=micros)),
+    lambda day, seconds, micros: (
+        dt.datetime.combine(START + dt.timedelta(days=day), dt.time(), UTC)
+        + dt.timedelta(seconds=seconds, microseconds=micros)
+    ),
     st.integers(0, NDAYS - 1),
     st.one_of(st.sampled_from([0, 86399]), st.integers(0, 86399)),
     st.sampled_from([0, 0, 999_999]),
@@ -58,22 +60,29 @@ instants = st.builds(
 # (instant, how many hours of UTC offset it is written with)
 stamps = st.tuples(instants, st.sampled_from(OFFSETS_H))
 
-data_sets = st.fixed_dictionaries({
-    "initial_supply": st.integers(0, 1000),
-    # (stamp, signer, written twice: a duplicated tx_id row)
-    "stakes": st.lists(st.tuples(stamps, st.sampled_from(SIGNERS), st.booleans()),
-                       min_size=1, max_size=30),
-    # (stamp, fee_type, recipient, amount in quarters of a dollar; a refund may be negative)
-    "fees": st.lists(st.tuples(stamps, st.sampled_from(["transaction", "staking"]),
-                               st.sampled_from(["protocol", "supply_side"]), st.integers(-8, 400)),
-                     max_size=20),
-    # (stamp, flow, amount)
-    "flows": st.lists(st.tuples(stamps, st.sampled_from(["mint", "emission", "burn", "buyback"]),
-                                st.integers(0, 50)), max_size=20),
-    # (stamp, account, rent in quarters: paid < 0, received > 0)
-    "rent": st.lists(st.tuples(stamps, st.sampled_from(ACCOUNTS), st.integers(-8, 8)),
-                     min_size=1, max_size=25),
-})
+data_sets = st.fixed_dictionaries(
+    {
+        "initial_supply": st.integers(0, 1000),
+        # (stamp, signer, written twice: a duplicated tx_id row)
+        "stakes": st.lists(st.tuples(stamps, st.sampled_from(SIGNERS), st.booleans()), min_size=1, max_size=30),
+        # (stamp, fee_type, recipient, amount in quarters of a dollar; a refund may be negative)
+        "fees": st.lists(
+            st.tuples(
+                stamps,
+                st.sampled_from(["transaction", "staking"]),
+                st.sampled_from(["protocol", "supply_side"]),
+                st.integers(-8, 400),
+            ),
+            max_size=20,
+        ),
+        # (stamp, flow, amount)
+        "flows": st.lists(
+            st.tuples(stamps, st.sampled_from(["mint", "emission", "burn", "buyback"]), st.integers(0, 50)), max_size=20
+        ),
+        # (stamp, account, rent in quarters: paid < 0, received > 0)
+        "rent": st.lists(st.tuples(stamps, st.sampled_from(ACCOUNTS), st.integers(-8, 8)), min_size=1, max_size=25),
+    }
+)
 
 
 def _written(stamp: tuple[dt.datetime, int]) -> str:
@@ -91,26 +100,41 @@ def _write(folder: Path, name: str, header: list[str], rows: list[list]) -> None
 
 
 def write_data_set(folder: Path, data: dict) -> None:
-    _write(folder, "projects", ["project", "kinds", "initial_circulating_supply", "regular_pools"], [
-        ["gov", "tokenomics", data["initial_supply"], ""],
-        ["farm", "yield", "", ""],
-        ["solana", "chain", "", ""],
-    ])
+    _write(
+        folder,
+        "projects",
+        ["project", "kinds", "initial_circulating_supply", "regular_pools"],
+        [
+            ["gov", "tokenomics", data["initial_supply"], ""],
+            ["farm", "yield", "", ""],
+            ["solana", "chain", "", ""],
+        ],
+    )
     transactions = []
     for i, (stamp, signer, twice) in enumerate(data["stakes"]):
         row = [_written(stamp), f"tx{i}", signer, "farm", "stake", ""]
         transactions += [row, row] if twice else [row]
-    _write(folder, "transactions", ["block_time", "tx_id", "signer", "project", "action", "pool_type"],
-           transactions)
-    _write(folder, "fees", ["block_time", "project", "fee_type", "recipient", "amount_usd"],
-           [[_written(s), "farm", t, r, q / 4] for s, t, r, q in data["fees"]])
+    _write(folder, "transactions", ["block_time", "tx_id", "signer", "project", "action", "pool_type"], transactions)
+    _write(
+        folder,
+        "fees",
+        ["block_time", "project", "fee_type", "recipient", "amount_usd"],
+        [[_written(s), "farm", t, r, q / 4] for s, t, r, q in data["fees"]],
+    )
     # Two zero mints pin coverage to START .. END whatever else was drawn.
-    anchors = [["2025-03-26T00:00:00Z", "gov", "mint", 0],
-               ["2025-04-09T23:59:59.999999Z", "gov", "mint", 0]]
-    _write(folder, "token_flows", ["block_time", "project", "flow", "amount"],
-           anchors + [[_written(s), "gov", flow, amount] for s, flow, amount in data["flows"]])
-    _write(folder, "chain_rewards", ["block_time", "project", "account", "reward_type", "amount"],
-           [[_written(s), "solana", acc, "rent", q / 4] for s, acc, q in data["rent"]])
+    anchors = [["2025-03-26T00:00:00Z", "gov", "mint", 0], ["2025-04-09T23:59:59.999999Z", "gov", "mint", 0]]
+    _write(
+        folder,
+        "token_flows",
+        ["block_time", "project", "flow", "amount"],
+        anchors + [[_written(s), "gov", flow, amount] for s, flow, amount in data["flows"]],
+    )
+    _write(
+        folder,
+        "chain_rewards",
+        ["block_time", "project", "account", "reward_type", "amount"],
+        [[_written(s), "solana", acc, "rent", q / 4] for s, acc, q in data["rent"]],
+    )
 
 
 class Values:
@@ -138,8 +162,7 @@ def _days_of(start: dt.date, granularity: str) -> list[dt.date]:
     return [d for d in DAYS if (d.year, d.month) == (start.year, start.month)]
 
 
-PERIODS = [("1_day", d) for d in DAYS] + [("1_week", w) for w in WEEK_STARTS] \
-    + [("1_month", m) for m in MONTH_STARTS]
+PERIODS = [("1_day", d) for d in DAYS] + [("1_week", w) for w in WEEK_STARTS] + [("1_month", m) for m in MONTH_STARTS]
 LONG_PERIODS = [(g, s) for g, s in PERIODS if g != "1_day"]
 
 
@@ -162,27 +185,38 @@ def check_supply_follows_net_dilution(v: Values, initial: int) -> None:
             previous = supply
 
 
-FEE_METRICS = ("transaction_fee_revenue_in_usd", "protocol_transaction_fee_revenue_in_usd",
-               "supply_side_transaction_fee_revenue_in_usd", "staking_fee_revenue_in_usd",
-               "protocol_staking_fee_revenue_in_usd", "supply_side_staking_fee_revenue_in_usd",
-               "protocol_revenue_in_usd", "supply_side_revenue_in_usd")
+FEE_METRICS = (
+    "transaction_fee_revenue_in_usd",
+    "protocol_transaction_fee_revenue_in_usd",
+    "supply_side_transaction_fee_revenue_in_usd",
+    "staking_fee_revenue_in_usd",
+    "protocol_staking_fee_revenue_in_usd",
+    "supply_side_staking_fee_revenue_in_usd",
+    "protocol_revenue_in_usd",
+    "supply_side_revenue_in_usd",
+)
 
 
 def check_fee_splits(v: Values) -> None:
     for g, start in PERIODS:
         fee = {name: v(name, "farm", g, start) for name in FEE_METRICS}.__getitem__
         tx, stk = fee("transaction_fee_revenue_in_usd"), fee("staking_fee_revenue_in_usd")
-        assert tx == pytest.approx(fee("protocol_transaction_fee_revenue_in_usd")
-                                   + fee("supply_side_transaction_fee_revenue_in_usd"), abs=EPS), (g, start)
-        assert stk == pytest.approx(fee("protocol_staking_fee_revenue_in_usd")
-                                    + fee("supply_side_staking_fee_revenue_in_usd"), abs=EPS), (g, start)
-        assert tx + stk == pytest.approx(fee("protocol_revenue_in_usd")
-                                         + fee("supply_side_revenue_in_usd"), abs=EPS), (g, start)
+        assert tx == pytest.approx(
+            fee("protocol_transaction_fee_revenue_in_usd") + fee("supply_side_transaction_fee_revenue_in_usd"), abs=EPS
+        ), (g, start)
+        assert stk == pytest.approx(
+            fee("protocol_staking_fee_revenue_in_usd") + fee("supply_side_staking_fee_revenue_in_usd"), abs=EPS
+        ), (g, start)
+        assert tx + stk == pytest.approx(fee("protocol_revenue_in_usd") + fee("supply_side_revenue_in_usd"), abs=EPS), (
+            g,
+            start,
+        )
 
 
 def check_rent_nets_per_account(v: Values) -> None:
     def rent(side: str, g: str, start: dt.date) -> float:
         return v(f"reward_{side}_rent_in_sol", "solana", g, start)
+
     for g, start in PERIODS:
         assert rent("positive", g, start) >= -EPS and rent("negative", g, start) <= EPS, (g, start)
     for granularity, start in LONG_PERIODS:
@@ -195,9 +229,14 @@ def check_rent_nets_per_account(v: Values) -> None:
         assert pos + neg == pytest.approx(daily_pos + daily_neg, abs=EPS), (granularity, start)
 
 
-@settings(max_examples=8, deadline=None, derandomize=True, database=None,
-          phases=(Phase.explicit, Phase.generate),
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=data_sets)
 def test_invariants_hold_on_random_data_sets(data):
     with tempfile.TemporaryDirectory(prefix="metrics-kit-prop-") as tmp:

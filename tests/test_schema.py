@@ -83,8 +83,7 @@ def _validate_error_shape(response) -> None:
 )
 def test_api_conforms_to_its_openapi_document(case, server):
     response = case.call_and_validate(headers={"x-api-key": server.key}, timeout=30)
-    SEEN.append((case.operation.label, case.meta.generation.mode.value if case.meta else None,
-                 response.status_code))
+    SEEN.append((case.operation.label, case.meta.generation.mode.value if case.meta else None, response.status_code))
     assert response.status_code < 500, response.text
     content_type = response.headers["content-type"]  # schemathesis keeps every value of a header
     assert [value.split(";")[0].strip() for value in content_type] == ["application/json"]

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from metrics_kit.server.data import store
 from metrics_kit.errors import DataFormatError
+from metrics_kit.server.data import store
 
 PROJECTS = """project,kinds,initial_circulating_supply,regular_pools
 tok,tokenomics,100,
@@ -46,8 +46,13 @@ CHAIN_REWARDS = """block_time,project,account,reward_type,amount
 2024-03-13T00:00:00Z,sol,v1,rent,-1.5
 2024-03-14T00:00:00Z,sol,v2,staking,2
 """
-BASE = {"projects": PROJECTS, "transactions": TRANSACTIONS, "fees": FEES, "token_flows": TOKEN_FLOWS,
-        "chain_rewards": CHAIN_REWARDS}
+BASE = {
+    "projects": PROJECTS,
+    "transactions": TRANSACTIONS,
+    "fees": FEES,
+    "token_flows": TOKEN_FLOWS,
+    "chain_rewards": CHAIN_REWARDS,
+}
 TX_HEADER = "block_time,tx_id,signer,project,action,pool_type\n"
 
 
@@ -72,11 +77,14 @@ def shown_rows(message: str) -> list[tuple[int, str]]:
 
 
 def user_views(con) -> list[str]:
-    return [row[0] for row in con.execute(
-        "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall()]
+    return [
+        row[0]
+        for row in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall()
+    ]
 
 
 # -- a valid folder ---------------------------------------------------------------------------------
+
 
 def test_valid_folder_loads_every_table(tmp_path):
     loaded = store.load(make(tmp_path))
@@ -98,6 +106,7 @@ def test_missing_event_tables_mean_no_events(tmp_path):
 
 
 # -- which files --------------------------------------------------------------------------------------
+
 
 def test_missing_projects_table(tmp_path):
     message = load_error(make(tmp_path, projects=None))
@@ -128,9 +137,15 @@ def test_unknown_data_folder_of_parts(tmp_path):
 
 def test_same_table_twice(tmp_path):
     folder = make(tmp_path)
-    empty = pa.table({"block_time": pa.array([], pa.timestamp("us")), "project": pa.array([], pa.string()),
-                      "fee_type": pa.array([], pa.string()), "recipient": pa.array([], pa.string()),
-                      "amount_usd": pa.array([], pa.float64())})
+    empty = pa.table(
+        {
+            "block_time": pa.array([], pa.timestamp("us")),
+            "project": pa.array([], pa.string()),
+            "fee_type": pa.array([], pa.string()),
+            "recipient": pa.array([], pa.string()),
+            "amount_usd": pa.array([], pa.float64()),
+        }
+    )
     pq.write_table(empty, folder / "fees.parquet")
     message = load_error(folder)
     assert message.startswith("table 'fees' is given more than once")
@@ -176,6 +191,7 @@ def test_other_files_and_hidden_files_are_ignored(tmp_path):
 
 # -- columns ---------------------------------------------------------------------------------------------
 
+
 def test_missing_column(tmp_path):
     text = "block_time,tx_id,signer,project,pool_type\n2024-03-13T08:00:00Z,t1,alice,swp,regular\n"
     message = load_error(make(tmp_path, transactions=text))
@@ -189,8 +205,9 @@ def test_missing_columns_are_all_named(tmp_path):
 
 
 def test_extra_columns_and_column_order_do_not_matter(tmp_path):
-    text = ("note,action,project,signer,tx_id,block_time,pool_type\n"
-            "hello,swap,swp,alice,t1,2024-03-20T08:00:00Z,regular\n")
+    text = (
+        "note,action,project,signer,tx_id,block_time,pool_type\nhello,swap,swp,alice,t1,2024-03-20T08:00:00Z,regular\n"
+    )
     loaded = store.load(make(tmp_path, transactions=text))
     rows = loaded.con.execute("SELECT tx_id, action, project FROM transactions").fetchall()
     assert rows == [("t1", "swap", "swp")]
@@ -199,9 +216,18 @@ def test_extra_columns_and_column_order_do_not_matter(tmp_path):
 
 def test_parquet_column_of_the_wrong_type(tmp_path):
     folder = make(tmp_path, fees=None)
-    pq.write_table(pa.table({"block_time": pa.array([1], pa.int64()), "project": ["swp"],
-                             "fee_type": ["staking"], "recipient": ["protocol"], "amount_usd": [1.0]}),
-                   folder / "fees.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "block_time": pa.array([1], pa.int64()),
+                "project": ["swp"],
+                "fee_type": ["staking"],
+                "recipient": ["protocol"],
+                "amount_usd": [1.0],
+            }
+        ),
+        folder / "fees.parquet",
+    )
     message = load_error(folder)
     assert message.startswith("fees.parquet, column 'block_time': has type BIGINT; expected a timestamp")
 
@@ -216,86 +242,181 @@ def test_unreadable_parquet(tmp_path):
 
 BAD_VALUES = [
     # (id, table, csv text, column, [(row, shown value), ...])
-    ("unknown action", "transactions",
-     TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,\n2024-03-13T08:00:00Z,t2,a,swp,Swap,\n"
-                 "2024-03-13T08:00:00Z,t3,a,swp,swap,\n2024-03-13T08:00:00Z,t4,a,swp,bridge,\n",
-     "action", [(2, "'Swap'"), (4, "'bridge'")]),
-    ("bad pool type", "transactions",
-     TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,Regular\n", "pool_type", [(1, "'Regular'")]),
-    ("empty tx_id", "transactions",
-     TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,\n2024-03-13T08:00:00Z,,a,swp,swap,\n",
-     "tx_id", [(2, "None")]),
-    ("empty signer", "transactions", TX_HEADER + "2024-03-13T08:00:00Z,t1,,swp,swap,\n",
-     "signer", [(1, "None")]),
-    ("bad csv timestamps", "transactions",
-     TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,\nyesterday,t2,a,swp,swap,\n"
-                 "2024-02-30T00:00:00Z,t3,a,swp,swap,\n03/01/2024,t4,a,swp,swap,\n,t5,a,swp,swap,\n"
-                 "2024-03-01T25:00:00Z,t6,a,swp,swap,\n",
-     "block_time", [(2, "'yesterday'"), (3, "'2024-02-30T00:00:00Z'"), (4, "'03/01/2024'"), (5, "None"),
-                    (6, "'2024-03-01T25:00:00Z'")]),
-    ("event for an unknown project", "transactions",
-     TX_HEADER + "2024-03-13T08:00:00Z,t1,a,ghost,swap,\n2024-03-13T08:00:00Z,t2,a,swp,swap,\n",
-     "project", [(1, "'ghost'")]),
-    ("event with an upper-case project", "fees",
-     "block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,SWP,transaction,protocol,1\n",
-     "project", [(1, "'SWP'")]),
-    ("upper-case project id", "projects",
-     "project,kinds,initial_circulating_supply,regular_pools\nswp,dex,,\nDemoSwap,dex,,\n",
-     "project", [(2, "'DemoSwap'")]),
-    ("malformed dotted project id", "projects",
-     "project,kinds,initial_circulating_supply,regular_pools\na..b,dex,,\n.a,dex,,\nb.,dex,,\nc d,dex,,\n",
-     "project", [(1, "'a..b'"), (2, "'.a'"), (3, "'b.'"), (4, "'c d'")]),
-    ("duplicated project", "projects",
-     "project,kinds,initial_circulating_supply,regular_pools\nswp,dex,,\nfarm,yield,,\nswp,dex,,\n",
-     "project", [(1, "'swp'"), (3, "'swp'")]),
-    ("bad kinds", "projects",
-     "project,kinds,initial_circulating_supply,regular_pools\na,dex,,\nb,\"dex,bank\",,\nc,,,\n"
-     "d,\"dex,,yield\",,\ne,DEX,,\n",
-     "kinds", [(2, "'dex,bank'"), (3, "None"), (4, "'dex,,yield'"), (5, "'DEX'")]),
-    ("tokenomics project without initial supply", "projects",
-     "project,kinds,initial_circulating_supply,regular_pools\ntok,tokenomics,100,\ngov,\"dex,tokenomics\",,\n",
-     "initial_circulating_supply", [(2, "None")]),
-    ("bad initial supply", "projects",
-     "project,kinds,initial_circulating_supply,regular_pools\ntok,tokenomics,-1,\ngov,tokenomics,lots,\n"
-     "x,tokenomics,inf,\n",
-     "initial_circulating_supply", [(1, "'-1'"), (2, "'lots'"), (3, "'inf'")]),
-    ("regular_pools on a non-dex", "projects",
-     "project,kinds,initial_circulating_supply,regular_pools\nswp,dex,,true\nfarm,yield,,true\n",
-     "regular_pools", [(2, "'true'")]),
-    ("regular_pools not a boolean", "projects",
-     "project,kinds,initial_circulating_supply,regular_pools\nswp,dex,,maybe\n",
-     "regular_pools", [(1, "'maybe'")]),
-    ("negative token flow", "token_flows",
-     "block_time,project,flow,amount\n2024-03-13T00:00:00Z,tok,mint,5\n2024-03-14T00:00:00Z,tok,burn,-5\n",
-     "amount", [(2, "'-5'")]),
-    ("unknown token flow", "token_flows",
-     "block_time,project,flow,amount\n2024-03-13T00:00:00Z,tok,airdrop,5\n", "flow", [(1, "'airdrop'")]),
-    ("non-finite fee amount", "fees",
-     "block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,swp,transaction,protocol,inf\n"
-     "2024-03-13T10:00:00Z,swp,transaction,protocol,1\n2024-03-13T10:00:00Z,swp,transaction,protocol,NaN\n"
-     "2024-03-13T10:00:00Z,swp,transaction,protocol,-Infinity\n2024-03-13T10:00:00Z,swp,transaction,protocol,"
-     "one\n",
-     "amount_usd", [(1, "'inf'"), (3, "'NaN'"), (4, "'-Infinity'"), (5, "'one'")]),
-    ("bad fee type and recipient", "fees",
-     "block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,swp,swap,protocol,1\n",
-     "fee_type", [(1, "'swap'")]),
-    ("bad recipient", "fees",
-     "block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,swp,staking,lps,1\n",
-     "recipient", [(1, "'lps'")]),
-    ("non-finite chain reward", "chain_rewards",
-     "block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,v1,rent,nan\n",
-     "amount", [(1, "'nan'")]),
-    ("chain reward without account", "chain_rewards",
-     "block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,,rent,1\n",
-     "account", [(1, "None")]),
-    ("unknown reward type", "chain_rewards",
-     "block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,v1,tips,1\n",
-     "reward_type", [(1, "'tips'")]),
+    (
+        "unknown action",
+        "transactions",
+        TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,\n2024-03-13T08:00:00Z,t2,a,swp,Swap,\n"
+        "2024-03-13T08:00:00Z,t3,a,swp,swap,\n2024-03-13T08:00:00Z,t4,a,swp,bridge,\n",
+        "action",
+        [(2, "'Swap'"), (4, "'bridge'")],
+    ),
+    (
+        "bad pool type",
+        "transactions",
+        TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,Regular\n",
+        "pool_type",
+        [(1, "'Regular'")],
+    ),
+    (
+        "empty tx_id",
+        "transactions",
+        TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,\n2024-03-13T08:00:00Z,,a,swp,swap,\n",
+        "tx_id",
+        [(2, "None")],
+    ),
+    ("empty signer", "transactions", TX_HEADER + "2024-03-13T08:00:00Z,t1,,swp,swap,\n", "signer", [(1, "None")]),
+    (
+        "bad csv timestamps",
+        "transactions",
+        TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,\nyesterday,t2,a,swp,swap,\n"
+        "2024-02-30T00:00:00Z,t3,a,swp,swap,\n03/01/2024,t4,a,swp,swap,\n,t5,a,swp,swap,\n"
+        "2024-03-01T25:00:00Z,t6,a,swp,swap,\n",
+        "block_time",
+        [
+            (2, "'yesterday'"),
+            (3, "'2024-02-30T00:00:00Z'"),
+            (4, "'03/01/2024'"),
+            (5, "None"),
+            (6, "'2024-03-01T25:00:00Z'"),
+        ],
+    ),
+    (
+        "event for an unknown project",
+        "transactions",
+        TX_HEADER + "2024-03-13T08:00:00Z,t1,a,ghost,swap,\n2024-03-13T08:00:00Z,t2,a,swp,swap,\n",
+        "project",
+        [(1, "'ghost'")],
+    ),
+    (
+        "event with an upper-case project",
+        "fees",
+        "block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,SWP,transaction,protocol,1\n",
+        "project",
+        [(1, "'SWP'")],
+    ),
+    (
+        "upper-case project id",
+        "projects",
+        "project,kinds,initial_circulating_supply,regular_pools\nswp,dex,,\nDemoSwap,dex,,\n",
+        "project",
+        [(2, "'DemoSwap'")],
+    ),
+    (
+        "malformed dotted project id",
+        "projects",
+        "project,kinds,initial_circulating_supply,regular_pools\na..b,dex,,\n.a,dex,,\nb.,dex,,\nc d,dex,,\n",
+        "project",
+        [(1, "'a..b'"), (2, "'.a'"), (3, "'b.'"), (4, "'c d'")],
+    ),
+    (
+        "duplicated project",
+        "projects",
+        "project,kinds,initial_circulating_supply,regular_pools\nswp,dex,,\nfarm,yield,,\nswp,dex,,\n",
+        "project",
+        [(1, "'swp'"), (3, "'swp'")],
+    ),
+    (
+        "bad kinds",
+        "projects",
+        'project,kinds,initial_circulating_supply,regular_pools\na,dex,,\nb,"dex,bank",,\nc,,,\n'
+        'd,"dex,,yield",,\ne,DEX,,\n',
+        "kinds",
+        [(2, "'dex,bank'"), (3, "None"), (4, "'dex,,yield'"), (5, "'DEX'")],
+    ),
+    (
+        "tokenomics project without initial supply",
+        "projects",
+        'project,kinds,initial_circulating_supply,regular_pools\ntok,tokenomics,100,\ngov,"dex,tokenomics",,\n',
+        "initial_circulating_supply",
+        [(2, "None")],
+    ),
+    (
+        "bad initial supply",
+        "projects",
+        "project,kinds,initial_circulating_supply,regular_pools\ntok,tokenomics,-1,\ngov,tokenomics,lots,\n"
+        "x,tokenomics,inf,\n",
+        "initial_circulating_supply",
+        [(1, "'-1'"), (2, "'lots'"), (3, "'inf'")],
+    ),
+    (
+        "regular_pools on a non-dex",
+        "projects",
+        "project,kinds,initial_circulating_supply,regular_pools\nswp,dex,,true\nfarm,yield,,true\n",
+        "regular_pools",
+        [(2, "'true'")],
+    ),
+    (
+        "regular_pools not a boolean",
+        "projects",
+        "project,kinds,initial_circulating_supply,regular_pools\nswp,dex,,maybe\n",
+        "regular_pools",
+        [(1, "'maybe'")],
+    ),
+    (
+        "negative token flow",
+        "token_flows",
+        "block_time,project,flow,amount\n2024-03-13T00:00:00Z,tok,mint,5\n2024-03-14T00:00:00Z,tok,burn,-5\n",
+        "amount",
+        [(2, "'-5'")],
+    ),
+    (
+        "unknown token flow",
+        "token_flows",
+        "block_time,project,flow,amount\n2024-03-13T00:00:00Z,tok,airdrop,5\n",
+        "flow",
+        [(1, "'airdrop'")],
+    ),
+    (
+        "non-finite fee amount",
+        "fees",
+        "block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,swp,transaction,protocol,inf\n"
+        "2024-03-13T10:00:00Z,swp,transaction,protocol,1\n2024-03-13T10:00:00Z,swp,transaction,protocol,NaN\n"
+        "2024-03-13T10:00:00Z,swp,transaction,protocol,-Infinity\n2024-03-13T10:00:00Z,swp,transaction,protocol,"
+        "one\n",
+        "amount_usd",
+        [(1, "'inf'"), (3, "'NaN'"), (4, "'-Infinity'"), (5, "'one'")],
+    ),
+    (
+        "bad fee type and recipient",
+        "fees",
+        "block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,swp,swap,protocol,1\n",
+        "fee_type",
+        [(1, "'swap'")],
+    ),
+    (
+        "bad recipient",
+        "fees",
+        "block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,swp,staking,lps,1\n",
+        "recipient",
+        [(1, "'lps'")],
+    ),
+    (
+        "non-finite chain reward",
+        "chain_rewards",
+        "block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,v1,rent,nan\n",
+        "amount",
+        [(1, "'nan'")],
+    ),
+    (
+        "chain reward without account",
+        "chain_rewards",
+        "block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,,rent,1\n",
+        "account",
+        [(1, "None")],
+    ),
+    (
+        "unknown reward type",
+        "chain_rewards",
+        "block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,v1,tips,1\n",
+        "reward_type",
+        [(1, "'tips'")],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("table", "text", "column", "rows"), [case[1:] for case in BAD_VALUES],
-                         ids=[case[0] for case in BAD_VALUES])
+@pytest.mark.parametrize(
+    ("table", "text", "column", "rows"), [case[1:] for case in BAD_VALUES], ids=[case[0] for case in BAD_VALUES]
+)
 def test_bad_values_name_file_column_and_rows(tmp_path, table, text, column, rows):
     message = load_error(make(tmp_path, **{table: text}))
     noun = "row breaks" if len(rows) == 1 else "rows break"
@@ -315,19 +436,30 @@ def test_only_the_first_five_bad_rows_are_shown(tmp_path):
 
 def test_the_first_problem_found_stops_the_load(tmp_path):
     # Two broken tables: projects is checked first, so its problem is the one reported.
-    message = load_error(make(tmp_path, projects=PROJECTS + "Bad,dex,,\n",
-                              transactions=TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,bridge,\n"))
+    message = load_error(
+        make(
+            tmp_path,
+            projects=PROJECTS + "Bad,dex,,\n",
+            transactions=TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,bridge,\n",
+        )
+    )
     assert message.startswith("projects.csv, column 'project'")
 
 
 def test_values_allowed_by_the_format_pass(tmp_path):
-    projects = ("project,kinds,initial_circulating_supply,regular_pools\n"
-                "tok,\"tokenomics, yield\",0,\nswp,dex,,TRUE\nswp.v2-x_y,\"dex,lending\",,false\n"
-                "sol,chain,,\n")
-    loaded = store.load(make(tmp_path, projects=projects,
-                             transactions=TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp.v2-x_y,borrow,\n",
-                             fees="block_time,project,fee_type,recipient,amount_usd\n"
-                                  "2024-03-13T10:00:00Z,tok,staking,protocol,-2.5e3\n"))
+    projects = (
+        "project,kinds,initial_circulating_supply,regular_pools\n"
+        'tok,"tokenomics, yield",0,\nswp,dex,,TRUE\nswp.v2-x_y,"dex,lending",,false\n'
+        "sol,chain,,\n"
+    )
+    loaded = store.load(
+        make(
+            tmp_path,
+            projects=projects,
+            transactions=TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp.v2-x_y,borrow,\n",
+            fees="block_time,project,fee_type,recipient,amount_usd\n2024-03-13T10:00:00Z,tok,staking,protocol,-2.5e3\n",
+        )
+    )
     assert loaded.projects["tok"].kinds == frozenset({"tokenomics", "yield"})
     assert loaded.projects["tok"].initial_circulating_supply == 0
     assert loaded.projects["swp"].regular_pools is True
@@ -337,10 +469,12 @@ def test_values_allowed_by_the_format_pass(tmp_path):
 
 # -- nothing half loaded ---------------------------------------------------------------------------------
 
+
 def test_failed_load_creates_no_view(tmp_path):
     # chain_rewards is the last table checked: every other table passed before it failed.
-    folder = make(tmp_path, chain_rewards="block_time,project,account,reward_type,amount\n"
-                                          "2024-03-13T00:00:00Z,sol,v1,tips,1\n")
+    folder = make(
+        tmp_path, chain_rewards="block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,v1,tips,1\n"
+    )
     con = store.connect()
     message = load_error(folder, con=con)
     assert message.startswith("chain_rewards.csv, column 'reward_type'")
@@ -353,8 +487,11 @@ def test_failed_reload_leaves_the_previous_data_untouched(tmp_path):
     con = store.connect()
     store.load(make(tmp_path / "good"), con=con)
     before = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone() for t in store.TABLES}
-    bad = make(tmp_path / "bad", transactions=TX_HEADER + "2024-03-20T08:00:00Z,t9,z,swp,swap,\n" * 3,
-               chain_rewards="block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,v1,rent,x\n")
+    bad = make(
+        tmp_path / "bad",
+        transactions=TX_HEADER + "2024-03-20T08:00:00Z,t9,z,swp,swap,\n" * 3,
+        chain_rewards="block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,v1,rent,x\n",
+    )
     load_error(bad, con=con)
     assert {t: con.execute(f"SELECT count(*) FROM {t}").fetchone() for t in store.TABLES} == before
     latest = con.execute("SELECT max(block_time) FROM transactions").fetchone()
@@ -363,11 +500,11 @@ def test_failed_reload_leaves_the_previous_data_untouched(tmp_path):
 
 # -- row numbers of large files --------------------------------------------------------------------------
 
+
 def test_row_numbers_are_right_in_a_large_csv(tmp_path):
     n = 200_000
     bad = {123_457, 199_998}
-    lines = [f"2024-03-13T08:00:00Z,t{i},s{i % 97},swp,{'bridge' if i in bad else 'swap'},\n"
-             for i in range(1, n + 1)]
+    lines = [f"2024-03-13T08:00:00Z,t{i},s{i % 97},swp,{'bridge' if i in bad else 'swap'},\n" for i in range(1, n + 1)]
     folder = make(tmp_path, transactions=TX_HEADER + "".join(lines))
     message = load_error(folder, con=store.connect(threads=4))
     assert message.startswith("transactions.csv, column 'action': 2 rows break the rule")
@@ -379,12 +516,20 @@ def test_row_numbers_are_right_in_a_large_parquet(tmp_path):
     actions = np.full(n, "swap", dtype=object)
     actions[[123_456, 199_997]] = "bridge"
     folder = make(tmp_path, transactions=None)
-    pq.write_table(pa.table({
-        "block_time": pa.array(np.full(n, np.datetime64("2024-03-13T08:00:00", "us"))),
-        "tx_id": pa.array([f"t{i}" for i in range(n)]), "signer": pa.array(["s"] * n),
-        "project": pa.array(["swp"] * n), "action": pa.array(actions.tolist()),
-        "pool_type": pa.array([None] * n, pa.string())}),
-        folder / "transactions.parquet", row_group_size=10_000)
+    pq.write_table(
+        pa.table(
+            {
+                "block_time": pa.array(np.full(n, np.datetime64("2024-03-13T08:00:00", "us"))),
+                "tx_id": pa.array([f"t{i}" for i in range(n)]),
+                "signer": pa.array(["s"] * n),
+                "project": pa.array(["swp"] * n),
+                "action": pa.array(actions.tolist()),
+                "pool_type": pa.array([None] * n, pa.string()),
+            }
+        ),
+        folder / "transactions.parquet",
+        row_group_size=10_000,
+    )
     message = load_error(folder, con=store.connect(threads=4))
     assert message.startswith("transactions.parquet, column 'action': 2 rows break the rule")
     assert shown_rows(message) == [(123_457, "'bridge'"), (199_998, "'bridge'")]
@@ -392,21 +537,30 @@ def test_row_numbers_are_right_in_a_large_parquet(tmp_path):
 
 # -- timestamps --------------------------------------------------------------------------------------------
 
+
 def _epoch_ns(text: str) -> int:
     return int(np.datetime64(text, "ns").astype("int64"))
 
 
 def _parquet_transactions(folder: Path, block_time: pa.Array) -> None:
     n = len(block_time)
-    pq.write_table(pa.table({"block_time": block_time, "tx_id": [f"t{i}" for i in range(n)],
-                             "signer": ["a"] * n, "project": ["swp"] * n, "action": ["swap"] * n,
-                             "pool_type": pa.array([None] * n, pa.string())}),
-                   folder / "transactions.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "block_time": block_time,
+                "tx_id": [f"t{i}" for i in range(n)],
+                "signer": ["a"] * n,
+                "project": ["swp"] * n,
+                "action": ["swap"] * n,
+                "pool_type": pa.array([None] * n, pa.string()),
+            }
+        ),
+        folder / "transactions.parquet",
+    )
 
 
 def _times(loaded) -> list[tuple[dt.date, dt.datetime]]:
-    return loaded.con.execute(
-        "SELECT CAST(block_time AS DATE), block_time FROM transactions ORDER BY tx_id").fetchall()
+    return loaded.con.execute("SELECT CAST(block_time AS DATE), block_time FROM transactions ORDER BY tx_id").fetchall()
 
 
 UNIT_DIVISOR = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
@@ -453,8 +607,10 @@ def test_parquet_timestamps_ignore_the_machine_time_zone(tmp_path, monkeypatch):
 def test_parquet_string_timestamps_are_read_as_iso_text(tmp_path):
     folder = make(tmp_path, transactions=None, fees=None, token_flows=None, chain_rewards=None)
     _parquet_transactions(folder, pa.array(["2024-03-01T02:00:00+05:00", "2024-03-01 13:45:10"]))
-    assert _times(store.load(folder)) == [(dt.date(2024, 2, 29), dt.datetime(2024, 2, 29, 21)),
-                                          (dt.date(2024, 3, 1), dt.datetime(2024, 3, 1, 13, 45, 10))]
+    assert _times(store.load(folder)) == [
+        (dt.date(2024, 2, 29), dt.datetime(2024, 2, 29, 21)),
+        (dt.date(2024, 3, 1), dt.datetime(2024, 3, 1, 13, 45, 10)),
+    ]
 
 
 def test_parquet_bad_string_timestamp_is_reported(tmp_path):
@@ -466,15 +622,20 @@ def test_parquet_bad_string_timestamp_is_reported(tmp_path):
 
 
 def test_csv_timestamps_with_offsets_convert_to_utc(tmp_path):
-    text = TX_HEADER + "".join(f"{ts},t{i},a,swp,swap,\n" for i, ts in enumerate([
-        "2024-03-01T13:45:10Z",          # t0
-        "2024-03-01 13:45:10",           # t1: no offset is UTC
-        "2024-03-01T18:45:10+05:00",     # t2: the same instant
-        "2024-03-01T02:00:00+05:00",     # t3: the previous UTC day
-        "2024-03-01T22:00:00-05:00",     # t4: the next UTC day
-        "2024-03-01T23:59:59.999999999Z",  # t5: truncated, never rounded into the next day
-        "2024-03-01T05:30:00+05:30",     # t6: exactly UTC midnight
-    ]))
+    text = TX_HEADER + "".join(
+        f"{ts},t{i},a,swp,swap,\n"
+        for i, ts in enumerate(
+            [
+                "2024-03-01T13:45:10Z",  # t0
+                "2024-03-01 13:45:10",  # t1: no offset is UTC
+                "2024-03-01T18:45:10+05:00",  # t2: the same instant
+                "2024-03-01T02:00:00+05:00",  # t3: the previous UTC day
+                "2024-03-01T22:00:00-05:00",  # t4: the next UTC day
+                "2024-03-01T23:59:59.999999999Z",  # t5: truncated, never rounded into the next day
+                "2024-03-01T05:30:00+05:30",  # t6: exactly UTC midnight
+            ]
+        )
+    )
     loaded = store.load(make(tmp_path, transactions=text, fees=None, token_flows=None, chain_rewards=None))
     assert _times(loaded) == [
         (dt.date(2024, 3, 1), dt.datetime(2024, 3, 1, 13, 45, 10)),
@@ -490,6 +651,7 @@ def test_csv_timestamps_with_offsets_convert_to_utc(tmp_path):
 
 # -- folders of parts --------------------------------------------------------------------------------------
 
+
 def test_folder_of_parquet_parts(tmp_path):
     folder = make(tmp_path, transactions=None, fees=None, token_flows=None, chain_rewards=None)
     parts = folder / "transactions"
@@ -498,12 +660,24 @@ def test_folder_of_parquet_parts(tmp_path):
     for i, (day, tz) in enumerate(written):
         unit = "ns" if tz else "us"
         value = _epoch_ns(day) // UNIT_DIVISOR[unit]
-        pq.write_table(pa.table({"block_time": pa.array([value], pa.timestamp(unit, tz=tz)),
-                                 "tx_id": [f"p{i}"], "signer": ["a"], "project": ["swp"], "action": ["swap"],
-                                 "pool_type": pa.array([None], pa.string())}), parts / f"part-{i}.parquet")
+        pq.write_table(
+            pa.table(
+                {
+                    "block_time": pa.array([value], pa.timestamp(unit, tz=tz)),
+                    "tx_id": [f"p{i}"],
+                    "signer": ["a"],
+                    "project": ["swp"],
+                    "action": ["swap"],
+                    "pool_type": pa.array([None], pa.string()),
+                }
+            ),
+            parts / f"part-{i}.parquet",
+        )
     loaded = store.load(folder)
-    assert _times(loaded) == [(dt.date(2024, 3, 13), dt.datetime(2024, 3, 13, 8)),
-                              (dt.date(2024, 3, 20), dt.datetime(2024, 3, 20, 23, 59, 59, 999999))]
+    assert _times(loaded) == [
+        (dt.date(2024, 3, 13), dt.datetime(2024, 3, 13, 8)),
+        (dt.date(2024, 3, 20), dt.datetime(2024, 3, 20, 23, 59, 59, 999999)),
+    ]
     assert loaded.coverage == (dt.date(2024, 3, 13), dt.date(2024, 3, 20))
 
 
@@ -512,7 +686,8 @@ def test_folder_of_csv_parts(tmp_path):
     (folder / "fees").mkdir()
     (folder / "fees" / "part-0.csv").write_text(FEES)
     (folder / "fees" / "part-1.csv").write_text(
-        "recipient,amount_usd,project,fee_type,block_time\nprotocol,2,swp,transaction,2024-03-25T00:00:00Z\n")
+        "recipient,amount_usd,project,fee_type,block_time\nprotocol,2,swp,transaction,2024-03-25T00:00:00Z\n"
+    )
     loaded = store.load(folder)
     assert loaded.con.execute("SELECT count(*), sum(amount_usd) FROM fees").fetchone() == (3, 3.25)
     assert loaded.coverage == (dt.date(2024, 3, 13), dt.date(2024, 3, 25))
@@ -523,8 +698,9 @@ def test_error_in_a_part_names_the_folder_the_part_and_its_row(tmp_path):
     parts = folder / "transactions"
     parts.mkdir()
     (parts / "part-0.csv").write_text(TRANSACTIONS)
-    (parts / "part-1.csv").write_text(TX_HEADER + "2024-03-13T08:00:00Z,x1,a,swp,swap,\n"
-                                                  "2024-03-13T08:00:00Z,x2,a,swp,bridge,\n")
+    (parts / "part-1.csv").write_text(
+        TX_HEADER + "2024-03-13T08:00:00Z,x1,a,swp,swap,\n2024-03-13T08:00:00Z,x2,a,swp,bridge,\n"
+    )
     message = load_error(folder)
     assert message.startswith("transactions/ (2 csv files), column 'action': 1 row breaks the rule")
     assert "  part-1.csv row 2: 'bridge'" in message
@@ -535,11 +711,19 @@ def test_error_in_a_parquet_part_names_the_part_and_its_row(tmp_path):
     parts = folder / "transactions"
     parts.mkdir()
     for i, action in enumerate(["swap", "teleport"]):
-        pq.write_table(pa.table({"block_time": pa.array([np.datetime64("2024-03-13T08:00:00", "us")] * 2),
-                                 "tx_id": [f"a{i}", f"b{i}"], "signer": ["s", "s"], "project": ["swp", "swp"],
-                                 "action": ["swap", action],
-                                 "pool_type": pa.array([None, None], pa.string())}),
-                       parts / f"part-{i}.parquet")
+        pq.write_table(
+            pa.table(
+                {
+                    "block_time": pa.array([np.datetime64("2024-03-13T08:00:00", "us")] * 2),
+                    "tx_id": [f"a{i}", f"b{i}"],
+                    "signer": ["s", "s"],
+                    "project": ["swp", "swp"],
+                    "action": ["swap", action],
+                    "pool_type": pa.array([None, None], pa.string()),
+                }
+            ),
+            parts / f"part-{i}.parquet",
+        )
     message = load_error(folder)
     assert message.startswith("transactions/ (2 parquet files), column 'action': 1 row breaks the rule")
     assert "  part-1.parquet row 2: 'teleport'" in message

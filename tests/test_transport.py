@@ -21,19 +21,19 @@ from faults import FaultServer, reset, slow, status, truncated, unaccepting_port
 from support import TEST_KEY, ServerProcess
 
 from metrics_kit import __version__
-from metrics_kit.errors import ConfigurationError, TransportError, ValidationError
 from metrics_kit.client.transports import HTTPTransport, Reply, _DeadlineRetry
+from metrics_kit.errors import ConfigurationError, TransportError, ValidationError
 
 KEY = "fault-key-SECRET-0123456789abcdef"
 SECOND_KEY = "second-key-SECRET-fedcba9876543210"
 KEYS = (KEY, TEST_KEY, SECOND_KEY)
-PARAMS = {"metric_name": "swap_active_users", "project": "swapper", "granularity": "1_week",
-          "date": "2024-03-20"}
+PARAMS = {"metric_name": "swap_active_users", "project": "swapper", "granularity": "1_week", "date": "2024-03-20"}
 FAST = {"connect_timeout": 2.0, "read_timeout": 2.0, "backoff_factor": 0.01, "backoff_max": 0.1}
 DATA = Path(__file__).parent / "http_data"
 
 
 # -- plumbing ---------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(autouse=True)
 def no_key_in_logs(caplog):
@@ -93,6 +93,7 @@ def timed(call):
 
 # -- retried statuses -------------------------------------------------------------------------------------
 
+
 def test_429_retry_after_is_honoured_in_full(server, make_transport):
     server.script("/metrics", status(429, headers={"Retry-After": "1"}), status(200))
     transport = make_transport(server.base_url, backoff_max=0.1)  # backoff_max caps backoff, not Retry-After
@@ -113,8 +114,7 @@ def test_transient_statuses_are_retried(server, make_transport, code):
 
 @pytest.mark.parametrize("code", [500, 400, 401, 403, 404, 405, 406])
 def test_other_errors_are_not_retried(server, make_transport, code):
-    server.script("/metrics", status(code, body={"error": {"code": "x", "message": "m", "param": None}}),
-                  status(200))
+    server.script("/metrics", status(code, body={"error": {"code": "x", "message": "m", "param": None}}), status(200))
     reply = make_transport(server.base_url).get("/metrics", PARAMS)
     assert reply.status == code
     assert b'"code": "x"' in reply.body
@@ -150,6 +150,7 @@ def test_redirect_is_returned_not_followed(server, make_transport):
 
 # -- the deadline -----------------------------------------------------------------------------------------
 
+
 def test_retry_after_beyond_the_deadline_returns_the_429_without_sleeping(server, make_transport):
     server.always("/metrics", status(429, headers={"Retry-After": "30"}))
     transport = make_transport(server.base_url, retry_deadline=2.0)
@@ -162,8 +163,7 @@ def test_retry_after_beyond_the_deadline_returns_the_429_without_sleeping(server
 
 def test_backoff_beyond_the_deadline_stops_the_retries(server, make_transport):
     server.always("/metrics", reset())
-    transport = make_transport(server.base_url, retries=20, backoff_factor=0.2, backoff_max=5.0,
-                               retry_deadline=1.0)
+    transport = make_transport(server.base_url, retries=20, backoff_factor=0.2, backoff_max=5.0, retry_deadline=1.0)
     with pytest.raises(TransportError, match="retry_deadline=1 s") as caught:
         transport.get("/metrics", PARAMS)
     assert 2 <= server.attempts() < 21
@@ -171,8 +171,7 @@ def test_backoff_beyond_the_deadline_stops_the_retries(server, make_transport):
 
 
 def test_retry_subclass_survives_new_and_increment():
-    retry = _DeadlineRetry(total=3, retry_deadline=7.0, started=123.0, backoff_factor=0.5,
-                           status_forcelist={429})
+    retry = _DeadlineRetry(total=3, retry_deadline=7.0, started=123.0, backoff_factor=0.5, status_forcelist={429})
     copy = retry.new(total=1)
     assert isinstance(copy, _DeadlineRetry)
     assert (copy.retry_deadline, copy.started, copy.total, copy.backoff_factor) == (7.0, 123.0, 1, 0.5)
@@ -183,6 +182,7 @@ def test_retry_subclass_survives_new_and_increment():
 
 
 # -- connection faults ------------------------------------------------------------------------------------
+
 
 def test_reset_then_answer_is_retried(server, make_transport):
     server.script("/metrics", reset(), status(200))
@@ -273,12 +273,15 @@ def test_any_body_comes_back_as_bytes(server, make_transport, body):
 
 # -- the key ----------------------------------------------------------------------------------------------
 
+
 def test_key_only_in_the_header(server, make_transport, caplog):
     transport = make_transport(server.base_url)
     server.script("/metrics", reset())  # so urllib3 logs a retry warning too
     reply = transport.get("metrics", PARAMS)
-    assert reply.url == f"{server.base_url}/metrics?metric_name=swap_active_users&project=swapper" \
-                        "&granularity=1_week&date=2024-03-20"
+    assert (
+        reply.url == f"{server.base_url}/metrics?metric_name=swap_active_users&project=swapper"
+        "&granularity=1_week&date=2024-03-20"
+    )
     for request in server.requests:
         assert request.headers["x-api-key"] == KEY
         assert KEY not in request.target
@@ -287,10 +290,14 @@ def test_key_only_in_the_header(server, make_transport, caplog):
     assert request.headers["user-agent"] == f"metrics-kit/{__version__}"
     assert request.query == {k: [v] for k, v in PARAMS.items()}
     # the no_key_in_logs fixture checks these records: make sure there are some to check
-    assert {r.name for r in caplog.records} >= {"urllib3.connectionpool", "urllib3.util.retry",
-                                                "metrics_kit.transport"}
-    for text in (repr(transport), str(vars(transport)), reply.url, repr(reply.headers),
-                 repr(dict(transport._session.headers))):
+    assert {r.name for r in caplog.records} >= {"urllib3.connectionpool", "urllib3.util.retry", "metrics_kit.transport"}
+    for text in (
+        repr(transport),
+        str(vars(transport)),
+        reply.url,
+        repr(reply.headers),
+        repr(dict(transport._session.headers)),
+    ):
         assert KEY not in text
     assert server.base_url in repr(transport)
 
@@ -310,8 +317,17 @@ def test_unusable_key_is_refused_without_echo(bad_key):
         assert bad_key not in str(caught.value)
 
 
-@pytest.mark.parametrize("options", [{"pool_size": 0}, {"retries": -1}, {"read_timeout": 0},
-                                     {"rate_limit": 0}, {"backoff_factor": -1}, {"retry_deadline": "1"}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"pool_size": 0},
+        {"retries": -1},
+        {"read_timeout": 0},
+        {"rate_limit": 0},
+        {"backoff_factor": -1},
+        {"retry_deadline": "1"},
+    ],
+)
 def test_invalid_options_are_refused(options):
     with pytest.raises(ValidationError) as caught:
         HTTPTransport("http://127.0.0.1:1", KEY, **options)
@@ -324,6 +340,7 @@ def test_base_url_must_be_http():
 
 
 # -- rate limit and pool ----------------------------------------------------------------------------------
+
 
 def run_many(transport: HTTPTransport, count: int, threads: int) -> list[Reply]:
     with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -373,19 +390,32 @@ def test_connections_are_pooled_and_reused(server, make_transport, pool_size):
 
 # -- against the real server ------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def limited_server(tmp_path_factory):
     # Two keys, so each test starts with a full bucket (the limit is per key).
-    with ServerProcess(DATA, "--rate-limit", "5", key=TEST_KEY,
-                       cache_dir=tmp_path_factory.mktemp("transport-cache"),
-                       env={"METRICS_KIT_API_KEYS": f"{TEST_KEY},{SECOND_KEY}"}) as proc:
+    with ServerProcess(
+        DATA,
+        "--rate-limit",
+        "5",
+        key=TEST_KEY,
+        cache_dir=tmp_path_factory.mktemp("transport-cache"),
+        env={"METRICS_KIT_API_KEYS": f"{TEST_KEY},{SECOND_KEY}"},
+    ) as proc:
         yield proc
 
 
 def test_real_server_burst_ends_200_thanks_to_retry_after(limited_server):
     # 16 threads (the client's most) against 5 requests a second: 25 of the first attempts get 429.
-    with HTTPTransport(limited_server.base_url, TEST_KEY, rate_limit=None, retries=5,
-                       backoff_factor=0.3, backoff_max=1.0, read_timeout=10) as transport:
+    with HTTPTransport(
+        limited_server.base_url,
+        TEST_KEY,
+        rate_limit=None,
+        retries=5,
+        backoff_factor=0.3,
+        backoff_max=1.0,
+        read_timeout=10,
+    ) as transport:
         replies = run_many(transport, 30, threads=16)
     assert [r.status for r in replies] == [200] * 30, [r.status for r in replies]
     assert all(json.loads(r.body)["metric_name"] == "swap_active_users" for r in replies)
@@ -394,8 +424,7 @@ def test_real_server_burst_ends_200_thanks_to_retry_after(limited_server):
 def test_real_server_never_limits_a_client_paced_below_its_rate(limited_server):
     count = 12
     # retries=0: a 429 would come back as a Reply, so all-200 means the server never limited us.
-    with HTTPTransport(limited_server.base_url, SECOND_KEY, rate_limit=4, retries=0,
-                       read_timeout=10) as transport:
+    with HTTPTransport(limited_server.base_url, SECOND_KEY, rate_limit=4, retries=0, read_timeout=10) as transport:
         replies, took = timed(lambda: run_many(transport, count, threads=8))
     assert [r.status for r in replies] == [200] * count
     assert took >= (count - 1) / 4 - 0.05

@@ -135,8 +135,9 @@ def _normalise_url(base_url: str) -> str:
             host = f"[{host}]"
         userinfo = netloc.rpartition("@")[0]
         default = {"http": 80, "https": 443}.get(scheme)
-        netloc = (userinfo + "@" if userinfo else "") + host + (
-            f":{port}" if port is not None and port != default else "")
+        netloc = (
+            (userinfo + "@" if userinfo else "") + host + (f":{port}" if port is not None and port != default else "")
+        )
     return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
@@ -163,8 +164,7 @@ class ValueCache:
     share between threads. Close it (or use it as a context manager) when done.
     """
 
-    def __init__(self, base_url: str, api_key: str, *, path: Path | None = None,
-                 incomplete_ttl: float = 600.0):
+    def __init__(self, base_url: str, api_key: str, *, path: Path | None = None, incomplete_ttl: float = 600.0):
         if not incomplete_ttl >= 0:
             raise ValueError(f"incomplete_ttl must be a number of seconds >= 0, not {incomplete_ttl!r}")
         self._base_url = base_url
@@ -205,27 +205,45 @@ class ValueCache:
             if isinstance(value, bool):
                 value = int(value)
             complete = None if entry.complete is None else int(bool(entry.complete))
-            rows.append((self._ns, metric, project, granularity, day, value, entry.unit, complete,
-                         entry.period_start, entry.period_end, entry.fetched_at,
-                         self._expires_at((metric, project, granularity, day), entry)))
+            rows.append(
+                (
+                    self._ns,
+                    metric,
+                    project,
+                    granularity,
+                    day,
+                    value,
+                    entry.unit,
+                    complete,
+                    entry.period_start,
+                    entry.period_end,
+                    entry.fetched_at,
+                    self._expires_at((metric, project, granularity, day), entry),
+                )
+            )
         if rows:
             self._run(lambda conn: self._insert(conn, rows), default=None)
 
     def clear(self, *, everything: bool = False) -> int:
         """Remove this service and key's entries (or every entry); return how many rows went."""
+
         def delete(conn: sqlite3.Connection) -> int:
             if everything:
                 return conn.execute("DELETE FROM entries").rowcount
             return conn.execute("DELETE FROM entries WHERE ns = ?", (self._ns,)).rowcount
+
         return self._run(delete, default=0, write=True)
 
     def stats(self) -> dict[str, Any]:
         """``hits`` and ``misses`` since this cache was opened, fresh ``entries`` held for this
         service and key, and the file's ``path``."""
         now = time.time()
-        entries = self._run(lambda conn: conn.execute(
-            "SELECT count(*) FROM entries WHERE ns = ? AND (expires_at IS NULL OR expires_at > ?)",
-            (self._ns, now)).fetchone()[0], default=0)
+        entries = self._run(
+            lambda conn: conn.execute(
+                "SELECT count(*) FROM entries WHERE ns = ? AND (expires_at IS NULL OR expires_at > ?)", (self._ns, now)
+            ).fetchone()[0],
+            default=0,
+        )
         with self._lock:
             return {"hits": self.hits, "misses": self.misses, "entries": entries, "path": str(self.path)}
 
@@ -253,8 +271,9 @@ class ValueCache:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def _select(self, conn: sqlite3.Connection, groups: dict[tuple[str, str, str], dict[str, Key]],
-                now: float) -> dict[Key, Entry]:
+    def _select(
+        self, conn: sqlite3.Connection, groups: dict[tuple[str, str, str], dict[str, Key]], now: float
+    ) -> dict[Key, Entry]:
         found: dict[Key, Entry] = {}
         new = object.__new__
         conn.execute("BEGIN")  # one snapshot for every query
@@ -270,8 +289,13 @@ class ValueCache:
                             # 18,250 of them are a third of a large pull's time.
                             entry = found[key] = new(Entry)
                             entry.__dict__.update(
-                                value=value, unit=unit, complete=None if complete is None else complete == 1,
-                                period_start=start, period_end=end, fetched_at=fetched_at)
+                                value=value,
+                                unit=unit,
+                                complete=None if complete is None else complete == 1,
+                                period_start=start,
+                                period_end=end,
+                                fetched_at=fetched_at,
+                            )
         except BaseException:
             _rollback(conn)
             raise
@@ -311,8 +335,7 @@ class ValueCache:
                         self._rebuild(error)
                         continue
                     if _code(error) in _BUSY and not write:
-                        log.warning("metric value cache %s is busy (%s); going on without it",
-                                    self.path, error)
+                        log.warning("metric value cache %s is busy (%s); going on without it", self.path, error)
                         return default
                     if _code(error) in _UNWRITABLE:
                         raise self._unwritable(error) from error
@@ -337,10 +360,8 @@ class ValueCache:
 
     def _connect(self) -> None:
         if self.path.is_dir():
-            raise ConfigurationError(f"the metric value cache file {self.path} is a folder; "
-                                     f"{self._how_to_change()}")
-        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None,
-                               check_same_thread=False)
+            raise ConfigurationError(f"the metric value cache file {self.path} is a folder; {self._how_to_change()}")
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
         self._conn = conn
         conn.execute("PRAGMA journal_mode=WAL").fetchone()
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -368,8 +389,9 @@ class ValueCache:
         self._inode = (stat.st_dev, stat.st_ino)
 
     def _rebuild(self, error: Exception) -> None:
-        log.warning("the metric value cache %s cannot be read (%s); deleting it and starting a fresh one",
-                    self.path, error)
+        log.warning(
+            "the metric value cache %s cannot be read (%s); deleting it and starting a fresh one", self.path, error
+        )
         self._disconnect()
         _remove_files(self.path)
         try:
@@ -399,13 +421,17 @@ class ValueCache:
         return f"{how}set {CACHE_DIR_ENV} to a writable folder, or turn the cache off with cache=False"
 
     def _unwritable(self, error: BaseException) -> ConfigurationError:
-        return ConfigurationError(f"cannot create or write the metric value cache {self.path.name} in the folder "
-                                  f"{self.path.parent} ({error}); {self._how_to_change()}")
+        return ConfigurationError(
+            f"cannot create or write the metric value cache {self.path.name} in the folder "
+            f"{self.path.parent} ({error}); {self._how_to_change()}"
+        )
 
 
-_SELECT = ("SELECT date, value, unit, complete, period_start, period_end, fetched_at FROM entries"
-           " WHERE ns = ? AND metric = ? AND project = ? AND granularity = ?"
-           " AND (expires_at IS NULL OR expires_at > ?) AND ")
+_SELECT = (
+    "SELECT date, value, unit, complete, period_start, period_end, fetched_at FROM entries"
+    " WHERE ns = ? AND metric = ? AND project = ? AND granularity = ?"
+    " AND (expires_at IS NULL OR expires_at > ?) AND "
+)
 
 
 def _queries(head: tuple[str, str, str, str], by_date: dict[str, Key], now: float):
@@ -425,7 +451,7 @@ def _queries(head: tuple[str, str, str, str], by_date: dict[str, Key], now: floa
         return
     dates = sorted(by_date)
     for i in range(0, len(dates), CHUNK):
-        chunk = dates[i:i + CHUNK]
+        chunk = dates[i : i + CHUNK]
         yield _SELECT + "date IN (" + ",".join("?" * len(chunk)) + ")", (*head, now, *chunk)
 
 

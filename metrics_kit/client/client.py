@@ -23,9 +23,7 @@ import numpy as np
 import pandas as pd
 
 from metrics_kit.client import settings as config
-from metrics_kit.spec import wire as parse
 from metrics_kit.client.cache import Entry, ValueCache
-from metrics_kit.spec.catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue, Metric, default_catalogue
 from metrics_kit.errors import (
     APIError,
     ConfigurationError,
@@ -35,11 +33,21 @@ from metrics_kit.errors import (
     TransportError,
     ValidationError,
 )
+from metrics_kit.spec import wire as parse
+from metrics_kit.spec.catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue, Metric, default_catalogue
 
 log = logging.getLogger("metrics_kit.client")
 _PROJECT = re.compile(PROJECT_PATTERN, re.ASCII)
-_GRANULARITY_SYNONYMS = {"day": "1_day", "daily": "1_day", "1d": "1_day", "week": "1_week",
-                         "weekly": "1_week", "1w": "1_week", "month": "1_month", "monthly": "1_month"}
+_GRANULARITY_SYNONYMS = {
+    "day": "1_day",
+    "daily": "1_day",
+    "1d": "1_day",
+    "week": "1_week",
+    "weekly": "1_week",
+    "1w": "1_week",
+    "month": "1_month",
+    "monthly": "1_month",
+}
 WEEK_STARTS = ("monday", "sunday")
 PROGRESS_THRESHOLD = 100  # points to fetch before a progress bar is worth showing
 _BATCH = 256  # requests per hand-off to an in-process service
@@ -68,20 +76,36 @@ class Client:
     synthetic demo data answers, offline.
     """
 
-    def __init__(self, base_url: str | None = None, api_key: str | None = None, *, workers: int = 16,
-                 rate_limit: float | None = None, timeout: float = 30.0, connect_timeout: float = 5.0,
-                 retries: int = 5, cache: bool = True, refresh: bool = False,
-                 progress: bool | None = None, week_start: str = "monday",
-                 chain_unit: str | None = None, incomplete_ttl: float = 600.0):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        workers: int = 16,
+        rate_limit: float | None = None,
+        timeout: float = 30.0,
+        connect_timeout: float = 5.0,
+        retries: int = 5,
+        cache: bool = True,
+        refresh: bool = False,
+        progress: bool | None = None,
+        week_start: str = "monday",
+        chain_unit: str | None = None,
+        incomplete_ttl: float = 600.0,
+    ):
         self._connection = config.resolve(base_url, api_key)
         if not isinstance(workers, int) or workers < 1:
             raise ValidationError(f"workers must be a whole number of at least 1, not {workers!r}", "workers")
         if rate_limit is not None and not rate_limit > 0:
-            raise ValidationError(f"rate_limit must be a number of requests per second above 0, or None "
-                                  f"to switch it off, not {rate_limit!r}", "rate_limit")
+            raise ValidationError(
+                f"rate_limit must be a number of requests per second above 0, or None "
+                f"to switch it off, not {rate_limit!r}",
+                "rate_limit",
+            )
         if week_start not in WEEK_STARTS:
-            raise ValidationError(f"week_start must be one of {', '.join(WEEK_STARTS)}, not {week_start!r}",
-                                  "week_start")
+            raise ValidationError(
+                f"week_start must be one of {', '.join(WEEK_STARTS)}, not {week_start!r}", "week_start"
+            )
         self.workers = workers
         self.rate_limit = rate_limit
         self.timeout = timeout
@@ -110,8 +134,10 @@ class Client:
         return self._connection.embedded
 
     def __repr__(self) -> str:
-        return (f"Client(base_url={self.base_url!r}, workers={self.workers}, rate_limit={self.rate_limit}, "
-                f"cache={self.cache_enabled})")
+        return (
+            f"Client(base_url={self.base_url!r}, workers={self.workers}, rate_limit={self.rate_limit}, "
+            f"cache={self.cache_enabled})"
+        )
 
     def _get_transport(self):
         with self._lock:
@@ -124,9 +150,14 @@ class Client:
                     from metrics_kit.client.transports import HTTPTransport
 
                     self._transport = HTTPTransport(
-                        self._connection.base_url, self._connection.api_key, pool_size=self.workers,
-                        connect_timeout=self.connect_timeout, read_timeout=self.timeout,
-                        retries=self.retries, rate_limit=self.rate_limit)
+                        self._connection.base_url,
+                        self._connection.api_key,
+                        pool_size=self.workers,
+                        connect_timeout=self.connect_timeout,
+                        read_timeout=self.timeout,
+                        retries=self.retries,
+                        rate_limit=self.rate_limit,
+                    )
             return self._transport
 
     def _get_cache(self):
@@ -169,8 +200,11 @@ class Client:
         metric = self.catalogue.get(name.strip())
         if metric is None:
             close = self.catalogue.suggest(name)
-            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else \
-                "; metrics_kit.spec.catalogue() lists every metric"
+            hint = (
+                f"; did you mean {' or '.join(map(repr, close))}?"
+                if close
+                else "; metrics_kit.spec.catalogue() lists every metric"
+            )
             raise ValidationError(f"unknown metric {name!r}{hint}", "metric")
         return metric
 
@@ -178,7 +212,9 @@ class Client:
         if not isinstance(project, str) or len(project) > 200 or not _PROJECT.fullmatch(project):
             raise ValidationError(
                 f"project {project!r} is not a valid project id: lowercase letters, digits, '-' and '_', "
-                "in parts joined by single dots (such as 'demoswap' or 'demoswap.clmm')", "project")
+                "in parts joined by single dots (such as 'demoswap' or 'demoswap.clmm')",
+                "project",
+            )
         return project
 
     @staticmethod
@@ -187,8 +223,10 @@ class Client:
             granularity = _GRANULARITY_SYNONYMS.get(granularity.strip().lower(), granularity.strip())
             if granularity in GRANULARITIES:
                 return granularity
-        raise ValidationError(f"granularity must be one of {', '.join(GRANULARITIES)} "
-                              f"(or day, week, month), not {granularity!r}", "granularity")
+        raise ValidationError(
+            f"granularity must be one of {', '.join(GRANULARITIES)} (or day, week, month), not {granularity!r}",
+            "granularity",
+        )
 
     def _check_applies(self, metric: Metric, project: str) -> None:
         """When the service says which projects it has, catch mistakes before the network."""
@@ -200,8 +238,11 @@ class Client:
             known = ", ".join(sorted(projects))
             raise ValidationError(f"unknown project {project!r}; the service has {known}", "project")
         if not metric.applies_to(info["kinds"], info.get("regular_pools", False)):
-            raise ValidationError(f"{metric.name} does not apply to {project} (of kind "
-                                  f"{', '.join(info['kinds'])}); it applies to {metric.restriction}", "metric")
+            raise ValidationError(
+                f"{metric.name} does not apply to {project} (of kind "
+                f"{', '.join(info['kinds'])}); it applies to {metric.restriction}",
+                "metric",
+            )
 
     def discovery(self) -> dict | None:
         """The service's projects ({project: {kinds, regular_pools, coverage}}), or None when it offers
@@ -254,8 +295,12 @@ class Client:
 
     @staticmethod
     def _params(point: Point) -> dict[str, str]:
-        return {"metric_name": point.metric, "project": point.project, "granularity": point.granularity,
-                "date": point.date}
+        return {
+            "metric_name": point.metric,
+            "project": point.project,
+            "granularity": point.granularity,
+            "date": point.date,
+        }
 
     @staticmethod
     def _read(reply, is_count: bool) -> parse.Parsed:
@@ -265,8 +310,9 @@ class Client:
         retry_after = next((v for k, v in reply.headers.items() if k.lower() == "retry-after"), None)
         raise parse.api_error(reply.status, reply.body, reply.url, retry_after)
 
-    def fetch(self, points: Sequence[Point], *, refresh: bool | None = None,
-              progress: bool | None = None) -> tuple[dict[Point, Result], dict[Point, Exception]]:
+    def fetch(
+        self, points: Sequence[Point], *, refresh: bool | None = None, progress: bool | None = None
+    ) -> tuple[dict[Point, Result], dict[Point, Exception]]:
         """Values of validated points: from the cache where fresh, the rest from the service."""
         refresh = self.refresh if refresh is None else refresh
         cache = self._get_cache()
@@ -314,7 +360,7 @@ class Client:
 
         if hasattr(transport, "get_many"):  # in-process: batches, so the progress bar still moves
             for i in range(0, len(points), _BATCH):
-                chunk = points[i:i + _BATCH]
+                chunk = points[i : i + _BATCH]
                 replies = transport.get_many([("/metrics", self._params(p)) for p in chunk])
                 yield from map(read, chunk, replies)
             return
@@ -347,9 +393,20 @@ class Client:
             raise failures[point]
         return results[point].value
 
-    def long(self, metrics, projects, start, end, granularity: str = "1_day", *, errors: str = "raise",
-             incomplete: str = "keep", refresh: bool | None = None, progress: bool | None = None,
-             skip_inapplicable: bool = False) -> pd.DataFrame:
+    def long(
+        self,
+        metrics,
+        projects,
+        start,
+        end,
+        granularity: str = "1_day",
+        *,
+        errors: str = "raise",
+        incomplete: str = "keep",
+        refresh: bool | None = None,
+        progress: bool | None = None,
+        skip_inapplicable: bool = False,
+    ) -> pd.DataFrame:
         """Tidy rows: period_start, project, metric, value, unit, complete."""
         if errors not in ("raise", "coerce"):
             raise ValidationError(f"errors must be 'raise' or 'coerce', not {errors!r}", "errors")
@@ -390,13 +447,19 @@ class Client:
             rows.append((pd.Timestamp(start_day), point.project, point.metric, value, unit, complete))
         frame = pd.DataFrame(rows, columns=["period_start", "project", "metric", "value", "unit", "complete"])
         frame["value"] = frame["value"].astype("float64") if len(frame) else frame["value"]
-        frame.attrs.update(granularity=granularity, from_cache=sum(r.from_cache for r in results.values()),
-                           fetched=sum(not r.from_cache for r in results.values()))
+        frame.attrs.update(
+            granularity=granularity,
+            from_cache=sum(r.from_cache for r in results.values()),
+            fetched=sum(not r.from_cache for r in results.values()),
+        )
         if failures:
             frame.attrs["failed"] = [(p.metric, p.project, p.date, str(e)) for p, e in failures.items()]
-            warnings.warn(f"{len(failures)} of {len(points)} points failed and are missing (NaN); "
-                          f"see .attrs['failed']. First: {next(iter(failures.values()))}",
-                          PartialDataWarning, stacklevel=_caller_level())
+            warnings.warn(
+                f"{len(failures)} of {len(points)} points failed and are missing (NaN); "
+                f"see .attrs['failed']. First: {next(iter(failures.values()))}",
+                PartialDataWarning,
+                stacklevel=_caller_level(),
+            )
         if incomplete == "drop":
             frame = frame[frame["complete"] != False].reset_index(drop=True)  # noqa: E712 (None stays)
         return frame
@@ -408,18 +471,26 @@ class Client:
         not complete) and, with errors='coerce', ``failed``."""
         frame = self.long([metric], [project], start, end, granularity, **kwargs)
         m = self._metric(metric)
-        series = pd.Series(frame["value"].to_numpy(), index=pd.DatetimeIndex(frame["period_start"],
-                                                                            name="period_start"), name=m.name)
+        series = pd.Series(
+            frame["value"].to_numpy(), index=pd.DatetimeIndex(frame["period_start"], name="period_start"), name=m.name
+        )
         series = _typed(series, m)
-        series.attrs.update(metric=m.name, project=project, unit=m.unit, granularity=frame.attrs["granularity"],
-                            incomplete=list(frame.loc[frame["complete"] == False, "period_start"]),  # noqa: E712
-                            from_cache=frame.attrs["from_cache"], fetched=frame.attrs["fetched"])
+        series.attrs.update(
+            metric=m.name,
+            project=project,
+            unit=m.unit,
+            granularity=frame.attrs["granularity"],
+            incomplete=list(frame.loc[frame["complete"] == False, "period_start"]),  # noqa: E712
+            from_cache=frame.attrs["from_cache"],
+            fetched=frame.attrs["fetched"],
+        )
         if "failed" in frame.attrs:
             series.attrs["failed"] = frame.attrs["failed"]
         return series
 
-    def frame(self, metrics, projects, start, end, granularity: str = "1_day", *, shape: str = "wide",
-              **kwargs) -> pd.DataFrame:
+    def frame(
+        self, metrics, projects, start, end, granularity: str = "1_day", *, shape: str = "wide", **kwargs
+    ) -> pd.DataFrame:
         """Many metrics and projects at once. ``shape="long"``: tidy rows (period_start, project, metric,
         value, unit, complete). ``shape="wide"``: one column per metric (per (project, metric) when
         several projects are asked), typed per metric, with units and incomplete periods in ``attrs``."""
@@ -433,11 +504,19 @@ class Client:
     def widen(self, long: pd.DataFrame, several_projects: bool) -> pd.DataFrame:
         columns = ["project", "metric"] if several_projects else ["metric"]
         order = list(dict.fromkeys(map(tuple, long[columns].to_numpy()))) if len(long) else []
-        wide = long.pivot_table(index="period_start", columns=columns, values="value", aggfunc="first",
-                                dropna=False, sort=False) if len(long) else pd.DataFrame()
+        wide = (
+            long.pivot_table(
+                index="period_start", columns=columns, values="value", aggfunc="first", dropna=False, sort=False
+            )
+            if len(long)
+            else pd.DataFrame()
+        )
         if len(long):
-            wide = wide.reindex(columns=pd.MultiIndex.from_tuples(order, names=columns) if several_projects
-                                else pd.Index([o[0] for o in order], name="metric"))
+            wide = wide.reindex(
+                columns=pd.MultiIndex.from_tuples(order, names=columns)
+                if several_projects
+                else pd.Index([o[0] for o in order], name="metric")
+            )
             wide = wide.reindex(pd.DatetimeIndex(sorted(long["period_start"].unique()), name="period_start"))
             for column in wide.columns:
                 wide[column] = _typed(wide[column], self.catalogue.get(column[-1] if several_projects else column))
@@ -448,24 +527,44 @@ class Client:
 
     def catalogue_frame(self) -> pd.DataFrame:
         """Every metric: name, family, families, unit, aggregation, description, aliases, applies_to."""
-        return pd.DataFrame([{
-            "name": m.name, "family": m.family, "families": list(m.families), "unit": m.unit,
-            "aggregation": m.aggregation, "description": m.description, "aliases": list(m.aliases),
-            "kinds": sorted(m.kinds), "regular_pools_only": m.regular_pools_only, "applies_to": m.restriction,
-        } for m in self.catalogue]).set_index("name")
+        return pd.DataFrame(
+            [
+                {
+                    "name": m.name,
+                    "family": m.family,
+                    "families": list(m.families),
+                    "unit": m.unit,
+                    "aggregation": m.aggregation,
+                    "description": m.description,
+                    "aliases": list(m.aliases),
+                    "kinds": sorted(m.kinds),
+                    "regular_pools_only": m.regular_pools_only,
+                    "applies_to": m.restriction,
+                }
+                for m in self.catalogue
+            ]
+        ).set_index("name")
 
     def projects(self) -> pd.DataFrame:
         """The service's projects, where it offers discovery (the reference service does)."""
         found = self.discovery()
         if found is None:
-            raise ConfigurationError(f"the service at {self.base_url} offers no project discovery "
-                                     "(GET /projects); name projects yourself")
+            raise ConfigurationError(
+                f"the service at {self.base_url} offers no project discovery (GET /projects); name projects yourself"
+            )
         rows = []
         for name, info in found.items():
             coverage = info.get("coverage") or {}
-            rows.append({"project": name, "kinds": info.get("kinds"), "regular_pools": info.get("regular_pools"),
-                         "coverage_start": coverage.get("start"), "coverage_end": coverage.get("end"),
-                         "metrics": info.get("metrics")})
+            rows.append(
+                {
+                    "project": name,
+                    "kinds": info.get("kinds"),
+                    "regular_pools": info.get("regular_pools"),
+                    "coverage_start": coverage.get("start"),
+                    "coverage_end": coverage.get("end"),
+                    "metrics": info.get("metrics"),
+                }
+            )
         return pd.DataFrame(rows).set_index("project")
 
     # -- family helpers (metrics_kit.client.families) ---------------------------------------------------
@@ -525,15 +624,21 @@ def to_date(value, argument: str) -> dt.date:
         except (ValueError, TypeError, OverflowError):
             stamp = None
         if stamp is None or stamp is pd.NaT:
-            raise ValidationError(f"{argument} {value!r} is not a date; give an ISO date such as '2025-01-31', "
-                                  "a datetime.date, a datetime or a pandas Timestamp", argument)
+            raise ValidationError(
+                f"{argument} {value!r} is not a date; give an ISO date such as '2025-01-31', "
+                "a datetime.date, a datetime or a pandas Timestamp",
+                argument,
+            )
         if stamp.tzinfo is not None:
             stamp = stamp.tz_convert("UTC")
         return stamp.date()
     if isinstance(value, dt.date):
         return value
-    raise ValidationError(f"{argument} must be a date (ISO string, datetime.date, datetime or pandas Timestamp), "
-                          f"not {type(value).__name__}", argument)
+    raise ValidationError(
+        f"{argument} must be a date (ISO string, datetime.date, datetime or pandas Timestamp), "
+        f"not {type(value).__name__}",
+        argument,
+    )
 
 
 def _caller_level() -> int:

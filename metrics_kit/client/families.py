@@ -61,11 +61,20 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric
 from metrics_kit.errors import FetchError, NotFoundError, ValidationError
+from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric
 
-__all__ = ["FAMILIES", "build", "chain_rewards", "derived_columns", "dex", "financials", "lending",
-           "tokenomics", "yields"]
+__all__ = [
+    "FAMILIES",
+    "build",
+    "chain_rewards",
+    "derived_columns",
+    "dex",
+    "financials",
+    "lending",
+    "tokenomics",
+    "yields",
+]
 
 PULL_OPTIONS = ("errors", "incomplete", "refresh", "progress")
 # 404 codes of the reference service that do not mean "this metric does not apply".
@@ -81,8 +90,7 @@ class _Ref:
 
     def find(self, catalogue: Catalogue, family: str) -> Metric:
         want = {column: (value,) for column, value in self.select}
-        found = [m for m in catalogue.by_family(family)
-                 if m.aggregation == self.aggregation and dict(m.select) == want]
+        found = [m for m in catalogue.by_family(family) if m.aggregation == self.aggregation and dict(m.select) == want]
         if len(found) != 1:  # a catalogue change this module has not followed
             raise LookupError(f"{len(found)} {family} metrics aggregate {self.aggregation} over {want}")
         return found[0]
@@ -142,70 +150,135 @@ _SUPPLY_SIDE_REVENUE = _ref("sum", recipient="supply_side")
 
 DERIVED: dict[str, tuple[_Derived, ...]] = {
     "tokenomics": (
-        _Derived("supply_change", None,
-                 "circulating supply at the end of the period less at the end of the previous period "
-                 "(for the first period of the frame: its net dilution, the same quantity)",
-                 (_SUPPLY, _DILUTION), _supply_change),
-        _Derived("net_dilution_share", "fraction",
-                 "net dilution / circulating supply at the end of the period (NaN where the supply is 0)",
-                 (_DILUTION, _SUPPLY), _ratio),
+        _Derived(
+            "supply_change",
+            None,
+            "circulating supply at the end of the period less at the end of the previous period "
+            "(for the first period of the frame: its net dilution, the same quantity)",
+            (_SUPPLY, _DILUTION),
+            _supply_change,
+        ),
+        _Derived(
+            "net_dilution_share",
+            "fraction",
+            "net dilution / circulating supply at the end of the period (NaN where the supply is 0)",
+            (_DILUTION, _SUPPLY),
+            _ratio,
+        ),
     ),
     "yield": (
-        _Derived("protocol_take_rate", "fraction",
-                 "protocol transaction fee revenue / all transaction fee revenue "
-                 "(NaN where there were no fees)",
-                 (_ref("sum", fee_type="transaction", recipient="protocol"),
-                  _ref("sum", fee_type="transaction")),
-                 _ratio),
-        _Derived("staking_per_user", "transactions_per_user",
-                 "staking transactions / staking active users (NaN where there were no users)",
-                 (_txs("stake"), _users("stake")), _ratio),
-        _Derived("farm_deposits_per_user", "transactions_per_user",
-                 "farm deposit transactions / farm deposit active users (NaN where there were no users)",
-                 (_txs("farm_deposit"), _users("farm_deposit")), _ratio),
+        _Derived(
+            "protocol_take_rate",
+            "fraction",
+            "protocol transaction fee revenue / all transaction fee revenue (NaN where there were no fees)",
+            (_ref("sum", fee_type="transaction", recipient="protocol"), _ref("sum", fee_type="transaction")),
+            _ratio,
+        ),
+        _Derived(
+            "staking_per_user",
+            "transactions_per_user",
+            "staking transactions / staking active users (NaN where there were no users)",
+            (_txs("stake"), _users("stake")),
+            _ratio,
+        ),
+        _Derived(
+            "farm_deposits_per_user",
+            "transactions_per_user",
+            "farm deposit transactions / farm deposit active users (NaN where there were no users)",
+            (_txs("farm_deposit"), _users("farm_deposit")),
+            _ratio,
+        ),
     ),
     "dex": (
-        _Derived("swaps_per_user", "transactions_per_user",
-                 "swap transactions / swap active users (NaN where there were no users)",
-                 (_txs("swap"), _users("swap")), _ratio),
-        _Derived("regular_pool_swap_share", "fraction",
-                 "regular-pool swap transactions / all swap transactions (NaN where there were no swaps)",
-                 (_txs("swap", pool_type="regular"), _txs("swap")), _ratio),
+        _Derived(
+            "swaps_per_user",
+            "transactions_per_user",
+            "swap transactions / swap active users (NaN where there were no users)",
+            (_txs("swap"), _users("swap")),
+            _ratio,
+        ),
+        _Derived(
+            "regular_pool_swap_share",
+            "fraction",
+            "regular-pool swap transactions / all swap transactions (NaN where there were no swaps)",
+            (_txs("swap", pool_type="regular"), _txs("swap")),
+            _ratio,
+        ),
     ),
     "lending": (
-        _Derived("deposits_per_user", "transactions_per_user",
-                 "lending deposit transactions / lending deposit active users (NaN where there were none)",
-                 (_txs("lending_deposit"), _users("lending_deposit")), _ratio),
-        _Derived("withdrawals_per_user", "transactions_per_user",
-                 "lending withdrawal transactions / lending withdrawal active users "
-                 "(NaN where there were none)",
-                 (_txs("lending_withdraw"), _users("lending_withdraw")), _ratio),
-        _Derived("borrows_per_user", "transactions_per_user",
-                 "borrowing transactions / borrowing active users (NaN where there were none)",
-                 (_txs("borrow"), _users("borrow")), _ratio),
-        _Derived("repayments_per_user", "transactions_per_user",
-                 "loan repayment transactions / loan repayment active users (NaN where there were none)",
-                 (_txs("repay"), _users("repay")), _ratio),
-        _Derived("borrow_to_repay_ratio", "ratio",
-                 "borrowing transactions / loan repayment transactions (NaN where there were no repayments)",
-                 (_txs("borrow"), _txs("repay")), _ratio),
+        _Derived(
+            "deposits_per_user",
+            "transactions_per_user",
+            "lending deposit transactions / lending deposit active users (NaN where there were none)",
+            (_txs("lending_deposit"), _users("lending_deposit")),
+            _ratio,
+        ),
+        _Derived(
+            "withdrawals_per_user",
+            "transactions_per_user",
+            "lending withdrawal transactions / lending withdrawal active users (NaN where there were none)",
+            (_txs("lending_withdraw"), _users("lending_withdraw")),
+            _ratio,
+        ),
+        _Derived(
+            "borrows_per_user",
+            "transactions_per_user",
+            "borrowing transactions / borrowing active users (NaN where there were none)",
+            (_txs("borrow"), _users("borrow")),
+            _ratio,
+        ),
+        _Derived(
+            "repayments_per_user",
+            "transactions_per_user",
+            "loan repayment transactions / loan repayment active users (NaN where there were none)",
+            (_txs("repay"), _users("repay")),
+            _ratio,
+        ),
+        _Derived(
+            "borrow_to_repay_ratio",
+            "ratio",
+            "borrowing transactions / loan repayment transactions (NaN where there were no repayments)",
+            (_txs("borrow"), _txs("repay")),
+            _ratio,
+        ),
     ),
     "chain_rewards": (
-        _Derived("net_rent", None,
-                 "positive rent + negative rent (a negative number): the rent netted over every account",
-                 (_RENT_POSITIVE, _RENT_NEGATIVE), _total),
-        _Derived("total_rewards", None,
-                 "staking + mining fee + voting rewards + net rent",
-                 (_ref("sum", reward_type="staking"), _ref("sum", reward_type="fee"),
-                  _ref("sum", reward_type="voting"), _RENT_POSITIVE, _RENT_NEGATIVE), _total),
+        _Derived(
+            "net_rent",
+            None,
+            "positive rent + negative rent (a negative number): the rent netted over every account",
+            (_RENT_POSITIVE, _RENT_NEGATIVE),
+            _total,
+        ),
+        _Derived(
+            "total_rewards",
+            None,
+            "staking + mining fee + voting rewards + net rent",
+            (
+                _ref("sum", reward_type="staking"),
+                _ref("sum", reward_type="fee"),
+                _ref("sum", reward_type="voting"),
+                _RENT_POSITIVE,
+                _RENT_NEGATIVE,
+            ),
+            _total,
+        ),
     ),
     "financials": (
-        _Derived("total_revenue_in_usd", None, "protocol revenue + supply-side revenue",
-                 (_PROTOCOL_REVENUE, _SUPPLY_SIDE_REVENUE), _total),
-        _Derived("protocol_take_rate", "fraction",
-                 "protocol revenue / (protocol + supply-side revenue), every fee type (NaN where there "
-                 "was no revenue)",
-                 (_PROTOCOL_REVENUE, _SUPPLY_SIDE_REVENUE), _share),
+        _Derived(
+            "total_revenue_in_usd",
+            None,
+            "protocol revenue + supply-side revenue",
+            (_PROTOCOL_REVENUE, _SUPPLY_SIDE_REVENUE),
+            _total,
+        ),
+        _Derived(
+            "protocol_take_rate",
+            "fraction",
+            "protocol revenue / (protocol + supply-side revenue), every fee type (NaN where there was no revenue)",
+            (_PROTOCOL_REVENUE, _SUPPLY_SIDE_REVENUE),
+            _share,
+        ),
     ),
 }
 
@@ -236,8 +309,7 @@ def derived_columns(frame: pd.DataFrame, family: str, catalogue: Catalogue) -> p
     return out
 
 
-def build(client, family: str, project: str, start, end, granularity: str = "1_day",
-          **pull_kwargs) -> pd.DataFrame:
+def build(client, family: str, project: str, start, end, granularity: str = "1_day", **pull_kwargs) -> pd.DataFrame:
     """Every metric of ``family`` that applies to ``project``, one wide column each on a
     DatetimeIndex of period starts, plus the family's derived columns (see the module docstring).
 
@@ -247,18 +319,17 @@ def build(client, family: str, project: str, start, end, granularity: str = "1_d
     family = _family(family)
     unknown = sorted(set(pull_kwargs) - set(PULL_OPTIONS))
     if unknown:
-        raise TypeError(f"unexpected argument(s) {', '.join(unknown)}; a family helper takes "
-                        f"{', '.join(PULL_OPTIONS)}")
+        raise TypeError(f"unexpected argument(s) {', '.join(unknown)}; a family helper takes {', '.join(PULL_OPTIONS)}")
     if not isinstance(project, str):
-        raise ValidationError(f"project must be one project id (a string), not {type(project).__name__}",
-                              "project")
+        raise ValidationError(f"project must be one project id (a string), not {type(project).__name__}", "project")
     client._project(project)  # every argument is checked before the first request
     client.periods(start, end, granularity)
     metrics = client.catalogue.by_family(family)
     projects = client.discovery()
     if projects is not None:
-        wide, skipped = _with_discovery(client, projects, family, metrics, project, start, end,
-                                        granularity, pull_kwargs)
+        wide, skipped = _with_discovery(
+            client, projects, family, metrics, project, start, end, granularity, pull_kwargs
+        )
         how = "discovery"
     else:
         wide, skipped = _by_probing(client, metrics, project, start, end, granularity, pull_kwargs)
@@ -268,35 +339,37 @@ def build(client, family: str, project: str, start, end, granularity: str = "1_d
     return wide
 
 
-def _with_discovery(client, projects: dict, family: str, metrics, project: str, start, end,
-                    granularity, pull_kwargs) -> tuple[pd.DataFrame, list[str]]:
+def _with_discovery(
+    client, projects: dict, family: str, metrics, project: str, start, end, granularity, pull_kwargs
+) -> tuple[pd.DataFrame, list[str]]:
     info = projects.get(project)
     if info is None:
-        raise ValidationError(f"unknown project {project!r}; the service has {', '.join(sorted(projects))}",
-                              "project")
+        raise ValidationError(f"unknown project {project!r}; the service has {', '.join(sorted(projects))}", "project")
     kinds, regular_pools = info["kinds"], info.get("regular_pools", False)
     chosen = [m.name for m in metrics if m.applies_to(kinds, regular_pools)]
     skipped = [m.name for m in metrics if m.name not in chosen]
     if not chosen:
-        raise ValidationError(f"no {family} metric applies to {project} (of kind {', '.join(kinds)}); "
-                              f"they apply to {_kinds_of(metrics)}", "family")
-    wide = client.frame(chosen, project, start, end, granularity, shape="wide", skip_inapplicable=True,
-                        **pull_kwargs)
+        raise ValidationError(
+            f"no {family} metric applies to {project} (of kind {', '.join(kinds)}); they apply to {_kinds_of(metrics)}",
+            "family",
+        )
+    wide = client.frame(chosen, project, start, end, granularity, shape="wide", skip_inapplicable=True, **pull_kwargs)
     return wide, skipped
 
 
-def _by_probing(client, metrics, project: str, start, end, granularity,
-                pull_kwargs) -> tuple[pd.DataFrame, list[str]]:
+def _by_probing(client, metrics, project: str, start, end, granularity, pull_kwargs) -> tuple[pd.DataFrame, list[str]]:
     names = [m.name for m in metrics]
     probe = {k: v for k, v in pull_kwargs.items() if k != "errors"}
     try:
-        return client.frame(names, project, start, end, granularity, shape="wide", errors="raise",
-                            **probe), []
+        return client.frame(names, project, start, end, granularity, shape="wide", errors="raise", **probe), []
     except FetchError as error:
         probe_error = error
     periods = len(client.periods(start, end, granularity))
-    skipped = [name for name in names if periods == sum(
-        _not_applicable(e) for p, e in probe_error.failures.items() if p.metric == name)]
+    skipped = [
+        name
+        for name in names
+        if periods == sum(_not_applicable(e) for p, e in probe_error.failures.items() if p.metric == name)
+    ]
     kept = [name for name in names if name not in skipped]
     if not kept:
         raise probe_error

@@ -29,8 +29,10 @@ def resolve(base_url: str | None = None, api_key: str | None = None) -> Connecti
         return Connection(None)
     base_url = base_url.strip().rstrip("/")
     if not base_url.startswith(("http://", "https://")) or "?" in base_url or "#" in base_url:
-        raise ConfigurationError(f"base_url must be an http:// or https:// address without a query, such as "
-                                 f"https://metrics.example.com/v1, not {base_url[:80]!r}")
+        raise ConfigurationError(
+            f"base_url must be an http:// or https:// address without a query, such as "
+            f"https://metrics.example.com/v1, not {base_url[:80]!r}"
+        )
     api_key = api_key or os.environ.get(API_KEY_ENV) or None
     if not api_key:
         raise ConfigurationError(
@@ -38,5 +40,6 @@ def resolve(base_url: str | None = None, api_key: str | None = None) -> Connecti
             f"  - Client(base_url=..., api_key='...')\n"
             f"  - the environment variable {API_KEY_ENV}\n"
             f"or leave out base_url (and unset {BASE_URL_ENV}) to use the embedded reference "
-            "service on the synthetic demo data, which needs no key")
+            "service on the synthetic demo data, which needs no key"
+        )
     return Connection(base_url, api_key)

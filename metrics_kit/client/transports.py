@@ -88,7 +88,6 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 _VALID_KEY = re.compile(r"[\x21-\x7e]+")  # visible ASCII: a header value that cannot be mangled
 
 
-
 class _Secret:
     """Holds the key so that no repr, ``vars()`` dump or pretty-printer can show it."""
 
@@ -125,8 +124,14 @@ class _DeadlineRetry(Retry):
     # urllib3 also retries 413 when it carries Retry-After; only our statuses are retried.
     RETRY_AFTER_STATUS_CODES = frozenset({429, 503})
 
-    def __init__(self, *args: Any, retry_deadline: float = 120.0, started: float | None = None,
-                 pacer: _Pacer | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        retry_deadline: float = 120.0,
+        started: float | None = None,
+        pacer: _Pacer | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         self.retry_deadline = retry_deadline
         self.started = started
@@ -167,29 +172,47 @@ class _DeadlineRetry(Retry):
             return 0.0
         return min(self.backoff_max, self.backoff_factor * 2 ** (consecutive - 1) + self.backoff_jitter)
 
-    def increment(self, method: str | None = None, url: str | None = None, response: Any = None,
-                  error: Exception | None = None, _pool: Any = None,
-                  _stacktrace: Any = None) -> _DeadlineRetry:
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: Any = None,
+    ) -> _DeadlineRetry:
         attempts = len(self.history) + 1
         full_url = _pool_url(_pool, url)
         try:
             new = super().increment(method, url, response, error, _pool, _stacktrace)
         except MaxRetryError as exc:
             log.debug("giving up on %s after %d attempts (%s)", full_url, attempts, _cause(response, error))
-            raise _GaveUp(_pool, url or "", exc.reason, attempts=attempts,
-                          why=f"{_attempts(attempts)}, retries exhausted") from exc.reason
+            raise _GaveUp(
+                _pool, url or "", exc.reason, attempts=attempts, why=f"{_attempts(attempts)}, retries exhausted"
+            ) from exc.reason
         wait = new._planned_wait(response)
         if self.started is not None:
             elapsed = time.monotonic() - self.started
             if elapsed + wait > self.retry_deadline:
-                log.debug("not retrying %s: waiting %.1f s after %.1f s would cross retry_deadline=%g s",
-                          full_url, wait, elapsed, self.retry_deadline)
+                log.debug(
+                    "not retrying %s: waiting %.1f s after %.1f s would cross retry_deadline=%g s",
+                    full_url,
+                    wait,
+                    elapsed,
+                    self.retry_deadline,
+                )
                 reason = error or ResponseError(_cause(response, error))
-                raise _GaveUp(_pool, url or "", reason, attempts=attempts,
-                              why=f"{_attempts(attempts)}, as the next retry would cross "
-                                  f"retry_deadline={self.retry_deadline:g} s")
-        log.debug("retrying %s after attempt %d (%s), waiting up to %.2f s",
-                  full_url, attempts, _cause(response, error), wait)
+                raise _GaveUp(
+                    _pool,
+                    url or "",
+                    reason,
+                    attempts=attempts,
+                    why=f"{_attempts(attempts)}, as the next retry would cross "
+                    f"retry_deadline={self.retry_deadline:g} s",
+                )
+        log.debug(
+            "retrying %s after attempt %d (%s), waiting up to %.2f s", full_url, attempts, _cause(response, error), wait
+        )
         return new
 
 
@@ -267,27 +290,43 @@ class HTTPTransport:
     for the retry, deadline and rate-limit rules.
     """
 
-    def __init__(self, base_url: str, api_key: str, *, pool_size: int = 16,
-                 connect_timeout: float = 5.0, read_timeout: float = 30.0,
-                 retries: int = 5, backoff_factor: float = 0.5, backoff_max: float = 20.0,
-                 retry_deadline: float = 120.0, rate_limit: float | None = None,
-                 user_agent: str = f"metrics-kit/{__version__}"):
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        pool_size: int = 16,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+        retries: int = 5,
+        backoff_factor: float = 0.5,
+        backoff_max: float = 20.0,
+        retry_deadline: float = 120.0,
+        rate_limit: float | None = None,
+        user_agent: str = f"metrics-kit/{__version__}",
+    ):
         if not isinstance(base_url, str) or not re.match(r"https?://[^/?#\s]+", base_url):
             raise ConfigurationError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
         if not isinstance(api_key, str) or not _VALID_KEY.fullmatch(api_key):
             # Never echo the value: it may be a real key with a stray newline.
-            raise ConfigurationError("api_key must be a non-empty string of visible ASCII characters "
-                                     "(no spaces or line breaks)")
+            raise ConfigurationError(
+                "api_key must be a non-empty string of visible ASCII characters (no spaces or line breaks)"
+            )
         _check_int("pool_size", pool_size, minimum=1)
         _check_int("retries", retries, minimum=0)
-        for name, number in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout),
-                             ("retry_deadline", retry_deadline)):
+        for name, number in (
+            ("connect_timeout", connect_timeout),
+            ("read_timeout", read_timeout),
+            ("retry_deadline", retry_deadline),
+        ):
             _check_seconds(name, number, positive=True)
         _check_seconds("backoff_factor", backoff_factor, positive=False)
         _check_seconds("backoff_max", backoff_max, positive=False)
         if rate_limit is not None and (not _is_number(rate_limit) or not rate_limit > 0):
-            raise ValidationError(f"rate_limit must be a number of requests a second above 0, or None, "
-                                  f"got {rate_limit!r}", argument="rate_limit")
+            raise ValidationError(
+                f"rate_limit must be a number of requests a second above 0, or None, got {rate_limit!r}",
+                argument="rate_limit",
+            )
 
         self.base_url = base_url.rstrip("/")
         parts = urllib3.util.parse_url(self.base_url)
@@ -336,7 +375,8 @@ class HTTPTransport:
             probe = PreparedRequest()
             probe.prepare(method="GET", url=self.base_url + "/")
             self._pool = adapter.get_connection_with_tls_context(
-                probe, self._settings["verify"], None, self._settings["cert"])
+                probe, self._settings["verify"], None, self._settings["cert"]
+            )
             self._pool_timeout = urllib3.Timeout(connect=self.timeout[0], read=self.timeout[1])
 
     def get(self, path: str, params: Mapping[str, str]) -> Reply:
@@ -352,10 +392,18 @@ class HTTPTransport:
         headers = {"User-Agent": self._user_agent, "Accept": "application/json", "x-api-key": self._key.reveal()}
         try:
             if self._pool is not None:
-                raw = self._pool.urlopen("GET", url[len(self._origin):], headers=headers, body=None,
-                                         retries=self._adapter.max_retries, redirect=False,
-                                         assert_same_host=False, timeout=self._pool_timeout,
-                                         preload_content=True, decode_content=True)
+                raw = self._pool.urlopen(
+                    "GET",
+                    url[len(self._origin) :],
+                    headers=headers,
+                    body=None,
+                    retries=self._adapter.max_retries,
+                    redirect=False,
+                    assert_same_host=False,
+                    timeout=self._pool_timeout,
+                    preload_content=True,
+                    decode_content=True,
+                )
                 status, response_headers, body = raw.status, raw.headers, raw.data
             else:
                 request = PreparedRequest()
@@ -380,8 +428,10 @@ class HTTPTransport:
         query = urlencode(params)
         url = f"{self.base_url}/{path.lstrip('/')}" + (f"?{query}" if query else "")
         if self._key.reveal() in url:
-            raise ValidationError("the API key must not be part of the path or the parameters: it is "
-                                  "sent in the x-api-key header", argument="params")
+            raise ValidationError(
+                "the API key must not be part of the path or the parameters: it is sent in the x-api-key header",
+                argument="params",
+            )
         return url
 
     def _describe(self, exc: Exception, url: str, elapsed: float) -> str:
@@ -444,8 +494,10 @@ class HTTPTransport:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"HTTPTransport(base_url={self.base_url!r}, retries={self.retries}, "
-                f"timeout={self.timeout}, rate_limit={self.rate_limit!r})")
+        return (
+            f"HTTPTransport(base_url={self.base_url!r}, retries={self.retries}, "
+            f"timeout={self.timeout}, rate_limit={self.rate_limit!r})"
+        )
 
 
 def _is_number(value: object) -> bool:
@@ -459,8 +511,9 @@ def _check_int(name: str, value: object, *, minimum: int) -> None:
 
 def _check_seconds(name: str, value: object, *, positive: bool) -> None:
     if not _is_number(value) or not (value > 0 if positive else value >= 0):  # type: ignore[operator]
-        raise ValidationError(f"{name} must be a number of seconds {'above' if positive else '>='} 0, "
-                              f"got {value!r}", argument=name)
+        raise ValidationError(
+            f"{name} must be a number of seconds {'above' if positive else '>='} 0, got {value!r}", argument=name
+        )
 
 
 def _chain(error: BaseException | None):
@@ -496,6 +549,8 @@ def set_default_transport(factory: Callable[[], Any] | None) -> None:
 
 def default_transport() -> Any:
     if _default_factory is None:
-        raise ConfigurationError("no base URL given and no default service registered; give base_url= "
-                                 "(or set METRICS_KIT_BASE_URL), or import metrics_kit for the embedded default")
+        raise ConfigurationError(
+            "no base URL given and no default service registered; give base_url= "
+            "(or set METRICS_KIT_BASE_URL), or import metrics_kit for the embedded default"
+        )
     return _default_factory()

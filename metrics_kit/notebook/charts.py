@@ -30,8 +30,16 @@ def describe(metric: str, catalogue: Catalogue | None = None) -> str:
     return f"{found.name} ({unit_label(found.unit)}, {found.aggregation.replace('_', ' ')}): {found.description}"
 
 
-def line_chart(frame: pd.DataFrame | pd.Series, columns: Sequence[str] | None = None, *, title: str,
-               ax=None, kind: str = "line", units: dict | None = None, labels: dict | None = None):
+def line_chart(
+    frame: pd.DataFrame | pd.Series,
+    columns: Sequence[str] | None = None,
+    *,
+    title: str,
+    ax=None,
+    kind: str = "line",
+    units: dict | None = None,
+    labels: dict | None = None,
+):
     """Plot ``columns`` of a wide frame (or a series) against period starts, one y-axis per unit.
 
     A second unit goes on a right-hand axis; more than two units is refused (split the chart).
@@ -55,7 +63,7 @@ def line_chart(frame: pd.DataFrame | pd.Series, columns: Sequence[str] | None = 
     axes = [ax] if len(by_unit) == 1 else [ax, ax.twinx()]
     handles = []
     styles = ["-", "--"]
-    for axis, (unit, cols), style in zip(axes, by_unit.items(), styles[:len(axes)], strict=True):
+    for axis, (unit, cols), style in zip(axes, by_unit.items(), styles[: len(axes)], strict=True):
         for column in cols:
             label = (labels or {}).get(column, column)
             data = frame[column].astype("float64")

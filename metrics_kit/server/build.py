@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from metrics_kit import files
-from metrics_kit.spec.catalogue import GRANULARITIES, Catalogue
 from metrics_kit.server.data.sources import find_sources, fingerprint
+from metrics_kit.spec.catalogue import GRANULARITIES, Catalogue
 
 if TYPE_CHECKING:
     from metrics_kit.server.data.store import EventStore, Project
@@ -59,8 +59,8 @@ class Aggregates:
             for granularity in GRANULARITIES:
                 self.periods[granularity] = [
                     (start.isoformat(), end.isoformat(), start >= first and end <= last)
-                    for start, end in (period_bounds(s, granularity)
-                                       for s in period_starts(first, last, granularity))]
+                    for start, end in (period_bounds(s, granularity) for s in period_starts(first, last, granularity))
+                ]
 
     def find(self, metric: str, project: str, granularity: str, day: dt.date):
         """(value, period_start, period_end, complete) of the period containing ``day``, with ISO
@@ -85,14 +85,17 @@ class Aggregates:
     def save(self, path: Path) -> None:
         keys = list(self.values)
         lengths = [len(self.values[k]) for k in keys]
-        table = pa.table({
-            "metric": pa.array([k[0] for k in keys]).dictionary_encode(),
-            "project": pa.array([k[1] for k in keys]).dictionary_encode(),
-            "granularity": pa.array([k[2] for k in keys]).dictionary_encode(),
-            "values": pa.array([np.asarray(self.values[k], dtype="float64") for k in keys],
-                               type=pa.list_(pa.float64())),
-            "length": pa.array(lengths, pa.int32()),
-        }).replace_schema_metadata({"metrics_kit": json.dumps(self.meta)})
+        table = pa.table(
+            {
+                "metric": pa.array([k[0] for k in keys]).dictionary_encode(),
+                "project": pa.array([k[1] for k in keys]).dictionary_encode(),
+                "granularity": pa.array([k[2] for k in keys]).dictionary_encode(),
+                "values": pa.array(
+                    [np.asarray(self.values[k], dtype="float64") for k in keys], type=pa.list_(pa.float64())
+                ),
+                "length": pa.array(lengths, pa.int32()),
+            }
+        ).replace_schema_metadata({"metrics_kit": json.dumps(self.meta)})
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         pq.write_table(table, tmp)
@@ -105,8 +108,12 @@ class Aggregates:
         counts = set(meta["count_metrics"])
         values = {}
         for metric, project, granularity, series in zip(
-                table["metric"].to_pylist(), table["project"].to_pylist(),
-                table["granularity"].to_pylist(), table["values"].to_pylist(), strict=True):
+            table["metric"].to_pylist(),
+            table["project"].to_pylist(),
+            table["granularity"].to_pylist(),
+            table["values"].to_pylist(),
+            strict=True,
+        ):
             values[metric, project, granularity] = [int(v) for v in series] if metric in counts else series
         return cls(meta, values)
 
@@ -114,9 +121,20 @@ class Aggregates:
 def catalogue_key(catalogue: Catalogue) -> str:
     """Changes when what any metric computes changes. Built from sorted plain values: the repr of a
     frozenset follows the per-process string hash seed, so two runs would disagree."""
-    canonical = [[m.name, list(m.families), m.unit, m.aggregation, m.source,
-                  sorted([k, sorted(v)] for k, v in m.select.items()), list(m.aliases), sorted(m.kinds),
-                  m.regular_pools_only] for m in catalogue]
+    canonical = [
+        [
+            m.name,
+            list(m.families),
+            m.unit,
+            m.aggregation,
+            m.source,
+            sorted([k, sorted(v)] for k, v in m.select.items()),
+            list(m.aliases),
+            sorted(m.kinds),
+            m.regular_pools_only,
+        ]
+        for m in catalogue
+    ]
     text = json.dumps([sorted(canonical), ENGINE_VERSION])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -141,9 +159,14 @@ def build(event_store: EventStore, catalogue: Catalogue) -> Aggregates:
             values.update(_densify(sparse, granularity, coverage, projects, catalogue))
     meta = {
         "coverage": None if coverage is None else [coverage[0].isoformat(), coverage[1].isoformat()],
-        "projects": {p.project: {"kinds": sorted(p.kinds), "regular_pools": p.regular_pools,
-                                 "initial_circulating_supply": p.initial_circulating_supply}
-                     for p in projects.values()},
+        "projects": {
+            p.project: {
+                "kinds": sorted(p.kinds),
+                "regular_pools": p.regular_pools,
+                "initial_circulating_supply": p.initial_circulating_supply,
+            }
+            for p in projects.values()
+        },
         "chain_unit": catalogue.chain_unit,
         "count_metrics": [m.name for m in catalogue if m.is_count],
         "fingerprint": event_store.fingerprint,
@@ -154,8 +177,13 @@ def build(event_store: EventStore, catalogue: Catalogue) -> Aggregates:
     return Aggregates(meta, values)
 
 
-def _densify(sparse: pd.DataFrame, granularity: str, coverage: tuple[dt.date, dt.date],
-             projects: dict[str, Project], catalogue: Catalogue) -> dict:
+def _densify(
+    sparse: pd.DataFrame,
+    granularity: str,
+    coverage: tuple[dt.date, dt.date],
+    projects: dict[str, Project],
+    catalogue: Catalogue,
+) -> dict:
     grid = {start: i for i, start in enumerate(period_starts(coverage[0], coverage[1], granularity))}
     sparse = sparse.dropna(subset=["value"])
     sparse = sparse.assign(i=sparse["period_start"].map(lambda d: grid[pd.Timestamp(d).date()]))
@@ -178,8 +206,7 @@ def _densify(sparse: pd.DataFrame, granularity: str, coverage: tuple[dt.date, dt
     return out
 
 
-def load_or_build(data_dir: str | os.PathLike, catalogue: Catalogue, *, rebuild: bool = False,
-                  log=print) -> Aggregates:
+def load_or_build(data_dir: str | os.PathLike, catalogue: Catalogue, *, rebuild: bool = False, log=print) -> Aggregates:
     """The aggregates of ``data_dir``: from the cache while the data is unchanged, else built."""
     # The fingerprint needs only file names, sizes and times: unchanged data is neither validated
     # nor scanned again.

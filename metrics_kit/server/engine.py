@@ -47,8 +47,7 @@ def _long(wide: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame:
     """Wide (project, period_start, measure columns) -> long rows for the named metrics."""
     if not names:
         return pd.DataFrame(columns=["project", "period_start", "metric", "value"])
-    out = wide.melt(id_vars=["project", "period_start"], value_vars=list(names),
-                    var_name="metric", value_name="value")
+    out = wide.melt(id_vars=["project", "period_start"], value_vars=list(names), var_name="metric", value_name="value")
     out["metric"] = out["metric"].map(names)
     return out
 
@@ -102,12 +101,14 @@ def signer_days(t: ir.Table, measures: dict[tuple, str], signer: ir.Value) -> ir
             aggregations[column] = t.count(where=where)
         elif where is not None:
             aggregations[column] = where.any()
-    return t.group_by(project=t.project, action=t.action, day=_period(t, "1_day"),
-                      signer=signer).aggregate(**aggregations, n=t.count())
+    return t.group_by(project=t.project, action=t.action, day=_period(t, "1_day"), signer=signer).aggregate(
+        **aggregations, n=t.count()
+    )
 
 
-def transactions(con, days: ir.Table, repeated: ir.Table, measures: dict[tuple, str],
-                 metrics: list[Metric], granularity: str) -> pd.DataFrame:
+def transactions(
+    con, days: ir.Table, repeated: ir.Table, measures: dict[tuple, str], metrics: list[Metric], granularity: str
+) -> pd.DataFrame:
     """Active users and transaction counts for one granularity, exactly.
 
     Grouped distinct counts over long strings are slow, so neither measure uses one. Active users
@@ -117,11 +118,17 @@ def transactions(con, days: ir.Table, repeated: ir.Table, measures: dict[tuple, 
     if granularity == "1_day":
         per_signer = days.rename(period_start="day")
     else:
-        sums_or_flags = {column: days[column].sum() if aggregation == "count" else days[column].any()
-                         for (aggregation, _), column in measures.items() if column in days.columns}
-        per_signer = days.group_by(project=days.project, action=days.action,
-                                   period_start=days.day.truncate(_TRUNCATE[granularity]),
-                                   signer=days.signer).aggregate(**sums_or_flags)
+        sums_or_flags = {
+            column: days[column].sum() if aggregation == "count" else days[column].any()
+            for (aggregation, _), column in measures.items()
+            if column in days.columns
+        }
+        per_signer = days.group_by(
+            project=days.project,
+            action=days.action,
+            period_start=days.day.truncate(_TRUNCATE[granularity]),
+            signer=days.signer,
+        ).aggregate(**sums_or_flags)
     totals = {}
     for (aggregation, _), column in measures.items():
         if aggregation == "count":
@@ -138,19 +145,21 @@ def transactions(con, days: ir.Table, repeated: ir.Table, measures: dict[tuple, 
             where = _where(repeated, dict(restriction))
             corrections[column] = repeated.count(where=where) - repeated.tx_id.nunique(where=where)
     if corrections:
-        extra = con.execute(repeated.group_by(project=repeated.project, action=repeated.action,
-                                              period_start=_period(repeated, granularity))
-                            .aggregate(**corrections))
-        wide = wide.merge(extra, on=["project", "action", "period_start"], how="left",
-                          suffixes=("", "_extra"))
+        extra = con.execute(
+            repeated.group_by(
+                project=repeated.project, action=repeated.action, period_start=_period(repeated, granularity)
+            ).aggregate(**corrections)
+        )
+        wide = wide.merge(extra, on=["project", "action", "period_start"], how="left", suffixes=("", "_extra"))
         for column in corrections:
             wide[column] = wide[column] - wide[f"{column}_extra"].fillna(0).astype("int64")
 
     frames = []
     for metric in metrics:
         rows = wide[wide["action"] == metric.select["action"][0]]
-        frames.append(rows[["project", "period_start"]].assign(
-            metric=metric.name, value=rows[measures[_measure_key(metric)]]))
+        frames.append(
+            rows[["project", "period_start"]].assign(metric=metric.name, value=rows[measures[_measure_key(metric)]])
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -177,8 +186,9 @@ def nets(con, t: ir.Table, metrics: list[Metric], granularity: str, key: str, am
     frames = []
     for metric in metrics:
         rows = t.filter(_where(t, metric.select)) if metric.select else t
-        per_key = rows.group_by(project=rows.project, period_start=_period(rows, granularity),
-                                key=rows[key]).aggregate(net=rows[amount].sum())
+        per_key = rows.group_by(project=rows.project, period_start=_period(rows, granularity), key=rows[key]).aggregate(
+            net=rows[amount].sum()
+        )
         wanted = per_key.net > 0 if metric.aggregation == "positive_net" else per_key.net < 0
         expr = per_key.group_by("project", "period_start").aggregate(m0=per_key.net.sum(where=wanted))
         frames.append(_long(con.execute(expr), {"m0": metric.name}))

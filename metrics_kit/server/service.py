@@ -30,8 +30,7 @@ class QueryError(Exception):
         self.param = param
 
     def body(self) -> bytes:
-        return json.dumps({"error": {"code": self.code, "message": self.message,
-                                     "param": self.param}}).encode()
+        return json.dumps({"error": {"code": self.code, "message": self.message, "param": self.param}}).encode()
 
 
 def _clip(value: str, limit: int = 60) -> str:
@@ -50,67 +49,84 @@ class MetricService:
         for name, value in pairs:
             if name in PARAMETERS:
                 if name in params:
-                    raise QueryError(400, "duplicate_parameter",
-                                     f"parameter {name!r} is given more than once; give it once", name)
+                    raise QueryError(
+                        400, "duplicate_parameter", f"parameter {name!r} is given more than once; give it once", name
+                    )
                 params[name] = value
         missing = [p for p in PARAMETERS if not params.get(p)]
         if missing:
-            raise QueryError(400, "missing_parameter",
-                             f"missing required parameter{'s' if len(missing) > 1 else ''} "
-                             f"{', '.join(missing)}; /metrics needs {', '.join(PARAMETERS)}", missing[0])
+            raise QueryError(
+                400,
+                "missing_parameter",
+                f"missing required parameter{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(missing)}; /metrics needs {', '.join(PARAMETERS)}",
+                missing[0],
+            )
         name, project = params["metric_name"], params["project"]
         granularity, date_text = params["granularity"], params["date"]
 
         metric = self.catalogue.get(name)
         if metric is None:
             close = self.catalogue.suggest(name)
-            hint = f"; did you mean {' or '.join(close)}?" if close else \
-                "; GET /catalogue lists every metric"
+            hint = f"; did you mean {' or '.join(close)}?" if close else "; GET /catalogue lists every metric"
             raise QueryError(400, "unknown_metric", f"unknown metric_name {_clip(name)}{hint}", "metric_name")
         if granularity not in GRANULARITIES:
-            raise QueryError(400, "invalid_granularity",
-                             f"granularity {_clip(granularity)} is not one of {', '.join(GRANULARITIES)}",
-                             "granularity")
+            raise QueryError(
+                400,
+                "invalid_granularity",
+                f"granularity {_clip(granularity)} is not one of {', '.join(GRANULARITIES)}",
+                "granularity",
+            )
         day = self._date(date_text)
         if len(project) > _MAX_PROJECT or not _PROJECT.fullmatch(project):
-            raise QueryError(400, "invalid_project",
-                             f"project {_clip(project)} is not a valid project id: lowercase letters, "
-                             "digits, '-' and '_', in parts joined by single dots", "project")
+            raise QueryError(
+                400,
+                "invalid_project",
+                f"project {_clip(project)} is not a valid project id: lowercase letters, "
+                "digits, '-' and '_', in parts joined by single dots",
+                "project",
+            )
 
         info = self.aggregates.projects.get(project)
         if info is None:
-            raise QueryError(404, "unknown_project",
-                             f"unknown project {_clip(project)}; GET /projects lists the projects", "project")
+            raise QueryError(
+                404, "unknown_project", f"unknown project {_clip(project)}; GET /projects lists the projects", "project"
+            )
         if not metric.applies_to(info["kinds"], info["regular_pools"]):
-            raise QueryError(404, "metric_not_applicable",
-                             f"{metric.name} applies to {metric.restriction}; {project} is of kind "
-                             f"{', '.join(info['kinds'])}"
-                             + (" with regular pools" if info["regular_pools"] else ""), "metric_name")
+            raise QueryError(
+                404,
+                "metric_not_applicable",
+                f"{metric.name} applies to {metric.restriction}; {project} is of kind "
+                f"{', '.join(info['kinds'])}" + (" with regular pools" if info["regular_pools"] else ""),
+                "metric_name",
+            )
         found = self.aggregates.find(metric.name, project, granularity, day)
         if found is None:
             raise QueryError(404, "date_out_of_coverage", self._coverage_message(day, granularity), "date")
         value, start, end, complete = found
         # Every string here has passed a pattern of JSON-safe characters or comes from the
         # catalogue, so the body is formatted directly: json.dumps was a third of the request's cost.
-        return (f'{{"metric_name": "{metric.name}", "project": "{project}", "granularity": '
-                f'"{granularity}", "date": "{date_text}", "period_start": "{start}", "period_end": '
-                f'"{end}", "unit": "{metric.unit}", "value": {value!r}, '
-                f'"complete": {"true" if complete else "false"}}}').encode()
+        return (
+            f'{{"metric_name": "{metric.name}", "project": "{project}", "granularity": '
+            f'"{granularity}", "date": "{date_text}", "period_start": "{start}", "period_end": '
+            f'"{end}", "unit": "{metric.unit}", "value": {value!r}, '
+            f'"complete": {"true" if complete else "false"}}}'
+        ).encode()
 
     @staticmethod
     def _date(text: str) -> dt.date:
         if not _DATE.fullmatch(text):
-            raise QueryError(400, "invalid_date", f"date {_clip(text)} is not a date in the form YYYY-MM-DD",
-                             "date")
+            raise QueryError(400, "invalid_date", f"date {_clip(text)} is not a date in the form YYYY-MM-DD", "date")
         try:
             return dt.date.fromisoformat(text)
         except ValueError:
-            raise QueryError(400, "invalid_date", f"date {_clip(text)} is not a real calendar date",
-                             "date") from None
+            raise QueryError(400, "invalid_date", f"date {_clip(text)} is not a real calendar date", "date") from None
 
     def _coverage_message(self, day: dt.date, granularity: str) -> str:
         if self.coverage is None:
             return "this data set has no events, so no date is covered"
         first, last = self.coverage
-        return (f"the {granularity} period containing {day.isoformat()} lies outside the data's "
-                f"coverage, {first.isoformat()} to {last.isoformat()}")
+        return (
+            f"the {granularity} period containing {day.isoformat()} lies outside the data's "
+            f"coverage, {first.isoformat()} to {last.isoformat()}"
+        )

@@ -23,13 +23,15 @@ ONE_DAY = dt.timedelta(days=1)
 
 
 def _unknown(granularity: str) -> ValidationError:
-    return ValidationError(f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}",
-                           "granularity")
+    return ValidationError(f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}", "granularity")
 
 
 def _too_far(day: dt.date) -> ValidationError:
-    return ValidationError(f"the period containing {day.isoformat()} reaches past 9999-12-31, the last date "
-                           "metrics_kit can represent; choose an earlier date", "date")
+    return ValidationError(
+        f"the period containing {day.isoformat()} reaches past 9999-12-31, the last date "
+        "metrics_kit can represent; choose an earlier date",
+        "date",
+    )
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,9 @@ class Calendar:
 
     def __post_init__(self) -> None:
         if self.week_start not in WEEK_STARTS:
-            raise ValidationError(f"week_start must be one of {', '.join(WEEK_STARTS)}, not {self.week_start!r}",
-                                  "week_start")
+            raise ValidationError(
+                f"week_start must be one of {', '.join(WEEK_STARTS)}, not {self.week_start!r}", "week_start"
+            )
 
     @property
     def _week_offset(self) -> int:

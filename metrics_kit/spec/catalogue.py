@@ -74,19 +74,41 @@ def _tx(name, families, aggregation, description, action, kinds, *, pool=None, a
     if pool:
         select["pool_type"] = (pool,)
     unit = "count"
-    return Metric(name, families, unit, aggregation, description, "transactions", select,
-                  tuple(aliases), frozenset(kinds), regular)
+    return Metric(
+        name,
+        families,
+        unit,
+        aggregation,
+        description,
+        "transactions",
+        select,
+        tuple(aliases),
+        frozenset(kinds),
+        regular,
+    )
 
 
 def _users(name, family, action, what):
-    return _tx(name, (family,), "distinct_count",
-               f"Unique signer addresses with at least one {what} transaction in the interval.",
-               action, (family,))
+    return _tx(
+        name,
+        (family,),
+        "distinct_count",
+        f"Unique signer addresses with at least one {what} transaction in the interval.",
+        action,
+        (family,),
+    )
 
 
 def _txs(name, family, action, what, **kw):
-    return _tx(name, (family,), "count", f"Count of {what} transactions in the interval.",
-               action, kw.pop("kinds", (family,)), **kw)
+    return _tx(
+        name,
+        (family,),
+        "count",
+        f"Count of {what} transactions in the interval.",
+        action,
+        kw.pop("kinds", (family,)),
+        **kw,
+    )
 
 
 def _fee(name, families, description, kinds, *, fee_type=None, recipient=None):
@@ -102,39 +124,100 @@ def _build(chain_unit: str) -> tuple[Metric, ...]:
     tok = ("tokenomics",)
     fin_kinds = ("yield", "dex", "lending")
     metrics = [
-        Metric("circulating_supply_in_native_token", tok, "native_token", "ending_balance",
-               "Ending balance of the circulating supply of the governance token in the interval.",
-               "token_flows", {}, (), frozenset(tok)),
-        Metric("net_dilution_in_native_token", tok, "native_token", "net_sum",
-               "Dilution of the circulating supply in the interval: token mint and token emission, "
-               "against token burn and token buyback.", "token_flows", {}, (), frozenset(tok)),
-        Metric("token_emission_in_native_token", tok, "native_token", "sum",
-               "Number of governance tokens issued into the circulating supply in the interval.",
-               "token_flows", {"flow": ("emission",)}, (), frozenset(tok)),
-        Metric("token_buyback_in_native_token", tok, "native_token", "sum",
-               "Number of governance tokens taken from the circulating supply back into the locked "
-               "supply account in the interval.", "token_flows", {"flow": ("buyback",)}, (),
-               frozenset(tok)),
+        Metric(
+            "circulating_supply_in_native_token",
+            tok,
+            "native_token",
+            "ending_balance",
+            "Ending balance of the circulating supply of the governance token in the interval.",
+            "token_flows",
+            {},
+            (),
+            frozenset(tok),
+        ),
+        Metric(
+            "net_dilution_in_native_token",
+            tok,
+            "native_token",
+            "net_sum",
+            "Dilution of the circulating supply in the interval: token mint and token emission, "
+            "against token burn and token buyback.",
+            "token_flows",
+            {},
+            (),
+            frozenset(tok),
+        ),
+        Metric(
+            "token_emission_in_native_token",
+            tok,
+            "native_token",
+            "sum",
+            "Number of governance tokens issued into the circulating supply in the interval.",
+            "token_flows",
+            {"flow": ("emission",)},
+            (),
+            frozenset(tok),
+        ),
+        Metric(
+            "token_buyback_in_native_token",
+            tok,
+            "native_token",
+            "sum",
+            "Number of governance tokens taken from the circulating supply back into the locked "
+            "supply account in the interval.",
+            "token_flows",
+            {"flow": ("buyback",)},
+            (),
+            frozenset(tok),
+        ),
         # Shared by yield projects and exchanges: the meaning follows the project's kind.
-        _fee("transaction_fee_revenue_in_usd", ("yield", "dex"),
-             "USD fee revenue paid to facilitate transactions (trading fees on an exchange) in the "
-             "period; protocol plus supply-side transaction fees.", ("yield", "dex"),
-             fee_type="transaction"),
-        _fee("protocol_transaction_fee_revenue_in_usd", ("yield",),
-             "USD transaction fee revenue paid to the protocol in the period.", ("yield",),
-             fee_type="transaction", recipient="protocol"),
-        _fee("supply_side_transaction_fee_revenue_in_usd", ("yield",),
-             "USD transaction fee revenue paid to the supply side (liquidity providers) in the period.",
-             ("yield",), fee_type="transaction", recipient="supply_side"),
-        _fee("staking_fee_revenue_in_usd", ("yield",),
-             "USD revenue from staking fees in the period; protocol plus supply-side staking fees.",
-             ("yield",), fee_type="staking"),
-        _fee("protocol_staking_fee_revenue_in_usd", ("yield",),
-             "USD staking fee revenue earned by the protocol in the period.", ("yield",),
-             fee_type="staking", recipient="protocol"),
-        _fee("supply_side_staking_fee_revenue_in_usd", ("yield",),
-             "USD staking fee revenue earned by the supply side in the period.", ("yield",),
-             fee_type="staking", recipient="supply_side"),
+        _fee(
+            "transaction_fee_revenue_in_usd",
+            ("yield", "dex"),
+            "USD fee revenue paid to facilitate transactions (trading fees on an exchange) in the "
+            "period; protocol plus supply-side transaction fees.",
+            ("yield", "dex"),
+            fee_type="transaction",
+        ),
+        _fee(
+            "protocol_transaction_fee_revenue_in_usd",
+            ("yield",),
+            "USD transaction fee revenue paid to the protocol in the period.",
+            ("yield",),
+            fee_type="transaction",
+            recipient="protocol",
+        ),
+        _fee(
+            "supply_side_transaction_fee_revenue_in_usd",
+            ("yield",),
+            "USD transaction fee revenue paid to the supply side (liquidity providers) in the period.",
+            ("yield",),
+            fee_type="transaction",
+            recipient="supply_side",
+        ),
+        _fee(
+            "staking_fee_revenue_in_usd",
+            ("yield",),
+            "USD revenue from staking fees in the period; protocol plus supply-side staking fees.",
+            ("yield",),
+            fee_type="staking",
+        ),
+        _fee(
+            "protocol_staking_fee_revenue_in_usd",
+            ("yield",),
+            "USD staking fee revenue earned by the protocol in the period.",
+            ("yield",),
+            fee_type="staking",
+            recipient="protocol",
+        ),
+        _fee(
+            "supply_side_staking_fee_revenue_in_usd",
+            ("yield",),
+            "USD staking fee revenue earned by the supply side in the period.",
+            ("yield",),
+            fee_type="staking",
+            recipient="supply_side",
+        ),
         _users("staking_active_users", "yield", "stake", "staking"),
         _users("unstaking_active_users", "yield", "unstake", "unstaking"),
         _users("farm_deposit_active_users", "yield", "farm_deposit", "farm deposit"),
@@ -143,23 +226,44 @@ def _build(chain_unit: str) -> tuple[Metric, ...]:
         _txs("unstaking_transaction_count", "yield", "unstake", "unstaking"),
         _txs("farm_deposit_transaction_count", "yield", "farm_deposit", "farm deposit"),
         # The spec's sample request spells it "farm_withdraw_..." (spec 2.2): both are accepted.
-        _txs("farm_withdrawal_transaction_count", "yield", "farm_withdraw", "farm withdrawal",
-             aliases=("farm_withdraw_transaction_count",)),
+        _txs(
+            "farm_withdrawal_transaction_count",
+            "yield",
+            "farm_withdraw",
+            "farm withdrawal",
+            aliases=("farm_withdraw_transaction_count",),
+        ),
         _users("swap_active_users", "dex", "swap", "swap"),
         _users("liquidity_pool_deposit_active_users", "dex", "lp_deposit", "liquidity pool deposit"),
         _users("liquidity_pool_withdraw_active_users", "dex", "lp_withdraw", "liquidity pool withdrawal"),
         _txs("swap_transaction_count", "dex", "swap", "swap"),
         _txs("liquidity_pool_deposit_transaction_count", "dex", "lp_deposit", "liquidity pool deposit"),
-        _txs("liquidity_pool_withdraw_transaction_count", "dex", "lp_withdraw",
-             "liquidity pool withdrawal"),
-        _txs("regular_pool_swap_transaction_count", "dex", "swap",
-             "swap (regular, non-concentrated pools)", pool="regular", regular=True),
-        _txs("regular_pool_deposit_transaction_count", "dex", "lp_deposit",
-             "regular pool deposit", pool="regular", regular=True),
-        _txs("regular_pool_withdraw_transaction_count", "dex", "lp_withdraw",
-             "regular pool withdrawal", pool="regular", regular=True),
-        _txs("double_dip_deposit_transaction_count", "dex", "double_dip_deposit",
-             "double-dip deposit", regular=True),
+        _txs("liquidity_pool_withdraw_transaction_count", "dex", "lp_withdraw", "liquidity pool withdrawal"),
+        _txs(
+            "regular_pool_swap_transaction_count",
+            "dex",
+            "swap",
+            "swap (regular, non-concentrated pools)",
+            pool="regular",
+            regular=True,
+        ),
+        _txs(
+            "regular_pool_deposit_transaction_count",
+            "dex",
+            "lp_deposit",
+            "regular pool deposit",
+            pool="regular",
+            regular=True,
+        ),
+        _txs(
+            "regular_pool_withdraw_transaction_count",
+            "dex",
+            "lp_withdraw",
+            "regular pool withdrawal",
+            pool="regular",
+            regular=True,
+        ),
+        _txs("double_dip_deposit_transaction_count", "dex", "double_dip_deposit", "double-dip deposit", regular=True),
         _users("lending_deposit_active_users", "lending", "lending_deposit", "lending deposit"),
         _users("lending_withdraw_active_users", "lending", "lending_withdraw", "lending withdrawal"),
         _users("borrowing_active_users", "lending", "borrow", "borrowing"),
@@ -168,29 +272,56 @@ def _build(chain_unit: str) -> tuple[Metric, ...]:
         _txs("lending_withdraw_transaction_count", "lending", "lending_withdraw", "lending withdrawal"),
         _txs("borrowing_transaction_count", "lending", "borrow", "borrowing"),
         _txs("loan_repayment_transaction_count", "lending", "repay", "loan repayment"),
-        _fee("protocol_revenue_in_usd", ("financials",),
-             "USD revenue earned by the protocol in the period (all fee types).", fin_kinds,
-             recipient="protocol"),
-        _fee("supply_side_revenue_in_usd", ("financials",),
-             "USD revenue earned by the supply side (liquidity providers, lenders, stakers) in the "
-             "period (all fee types).", fin_kinds, recipient="supply_side"),
+        _fee(
+            "protocol_revenue_in_usd",
+            ("financials",),
+            "USD revenue earned by the protocol in the period (all fee types).",
+            fin_kinds,
+            recipient="protocol",
+        ),
+        _fee(
+            "supply_side_revenue_in_usd",
+            ("financials",),
+            "USD revenue earned by the supply side (liquidity providers, lenders, stakers) in the "
+            "period (all fee types).",
+            fin_kinds,
+            recipient="supply_side",
+        ),
     ]
     chain = ("chain_rewards",)
     rewards = [
         ("staking", "sum", "staking", "Sum of rewards earned by staking in the network's staking contract."),
         ("mining_fee", "sum", "fee", "Sum of transaction fees earned by the leader validation client."),
         ("voting", "sum", "voting", "Sum of transaction fees earned by validators that validate correct blocks."),
-        ("negative_rent", "negative_net", "rent",
-         "Storage rent, negative side: the sum of the per-account net rent of accounts that paid more "
-         "rent than they received in the interval (a negative number)."),
-        ("positive_rent", "positive_net", "rent",
-         "Storage rent, positive side: the sum of the per-account net rent of accounts that received "
-         "more rent than they paid in the interval."),
+        (
+            "negative_rent",
+            "negative_net",
+            "rent",
+            "Storage rent, negative side: the sum of the per-account net rent of accounts that paid more "
+            "rent than they received in the interval (a negative number).",
+        ),
+        (
+            "positive_rent",
+            "positive_net",
+            "rent",
+            "Storage rent, positive side: the sum of the per-account net rent of accounts that received "
+            "more rent than they paid in the interval.",
+        ),
     ]
     for stem, aggregation, reward_type, description in rewards:
-        metrics.append(Metric(f"reward_{stem}_in_{chain_unit}", chain, chain_unit, aggregation,
-                              description, "chain_rewards", {"reward_type": (reward_type,)}, (),
-                              frozenset({"chain"})))
+        metrics.append(
+            Metric(
+                f"reward_{stem}_in_{chain_unit}",
+                chain,
+                chain_unit,
+                aggregation,
+                description,
+                "chain_rewards",
+                {"reward_type": (reward_type,)},
+                (),
+                frozenset({"chain"}),
+            )
+        )
     return tuple(metrics)
 
 

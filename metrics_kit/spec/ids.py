@@ -22,8 +22,16 @@ PROJECT_PATTERN = r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$"
 MAX_PROJECT = 200
 _PROJECT = re.compile(PROJECT_PATTERN, re.ASCII)
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-GRANULARITY_SYNONYMS = {"day": "1_day", "daily": "1_day", "1d": "1_day", "week": "1_week", "weekly": "1_week",
-                        "1w": "1_week", "month": "1_month", "monthly": "1_month"}
+GRANULARITY_SYNONYMS = {
+    "day": "1_day",
+    "daily": "1_day",
+    "1d": "1_day",
+    "week": "1_week",
+    "weekly": "1_week",
+    "1w": "1_week",
+    "month": "1_month",
+    "monthly": "1_month",
+}
 
 
 def clip(value: object, limit: int = 60) -> str:
@@ -36,7 +44,9 @@ def check_project(project: object) -> str:
     if not isinstance(project, str) or len(project) > MAX_PROJECT or not _PROJECT.fullmatch(project):
         raise ValidationError(
             f"project {clip(project)} is not a valid project id: lowercase letters, digits, '-' and '_', "
-            "in parts joined by single dots (such as 'demoswap' or 'demoswap.clmm')", "project")
+            "in parts joined by single dots (such as 'demoswap' or 'demoswap.clmm')",
+            "project",
+        )
     return project
 
 
@@ -49,8 +59,9 @@ def check_granularity(granularity: object, *, synonyms: bool = False) -> str:
         if name in GRANULARITIES:
             return name
     extra = " (or day, week, month)" if synonyms else ""
-    raise ValidationError(f"granularity must be one of {', '.join(GRANULARITIES)}{extra}, not {clip(granularity)}",
-                          "granularity")
+    raise ValidationError(
+        f"granularity must be one of {', '.join(GRANULARITIES)}{extra}, not {clip(granularity)}", "granularity"
+    )
 
 
 def parse_date(text: str, argument: str = "date") -> dt.date:

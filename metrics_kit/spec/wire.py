@@ -61,11 +61,18 @@ def metric_value(body: bytes, *, is_count: bool, url: str | None = None) -> Pars
     found = _find(document, depth=0)
     if found is None:
         raise ResponseFormatError(
-            f"the answer{_at(url)} holds no metric value in a known shape (a number, {{\"value\": x}}, "
-            f"{{\"data\": {{...}}}} or a one-element list); it starts {_start(body)}")
+            f'the answer{_at(url)} holds no metric value in a known shape (a number, {{"value": x}}, '
+            f'{{"data": {{...}}}} or a one-element list); it starts {_start(body)}'
+        )
     number, fields = found
-    return Parsed(_number(number, is_count, body, url), fields.get("unit"), _bool(fields.get("complete")),
-                  fields.get("period_start"), fields.get("period_end"), fields.get("metric_name"))
+    return Parsed(
+        _number(number, is_count, body, url),
+        fields.get("unit"),
+        _bool(fields.get("complete")),
+        fields.get("period_start"),
+        fields.get("period_end"),
+        fields.get("metric_name"),
+    )
 
 
 def _find(document, depth: int):
@@ -86,12 +93,12 @@ def _find(document, depth: int):
 
 def _number(value, is_count: bool, body: bytes, url: str | None) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ResponseFormatError(f"the answer{_at(url)} has a value that is not a finite number "
-                                  f"({value!r}); it starts {_start(body)}")
+        raise ResponseFormatError(
+            f"the answer{_at(url)} has a value that is not a finite number ({value!r}); it starts {_start(body)}"
+        )
     if is_count:
         if isinstance(value, float) and not value.is_integer():
-            raise ResponseFormatError(f"the answer{_at(url)} gives a count that is not a whole number "
-                                      f"({value!r})")
+            raise ResponseFormatError(f"the answer{_at(url)} gives a count that is not a whole number ({value!r})")
         return int(value)
     return float(value)
 

@@ -24,53 +24,83 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="serve GET /metrics over an event data folder")
-    serve.add_argument("--data", type=Path, help="event data folder (docs/data-format.md); "
-                       "default: the synthetic demo data set, built on first use")
+    serve.add_argument(
+        "--data",
+        type=Path,
+        help="event data folder (docs/data-format.md); default: the synthetic demo data set, built on first use",
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000, help="0 picks a free port (default 8000)")
-    serve.add_argument("--rate-limit", type=_positive_float, metavar="N",
-                       help="per-key limit in requests per second, answered with 429 (default: off)")
-    serve.add_argument("--latency-ms", type=float, default=0.0, metavar="MS",
-                       help="delay every /metrics answer, to imitate a remote service")
-    serve.add_argument("--chain-unit", default=None,
-                       help="unit segment of the chain reward metrics (default: sol)")
+    serve.add_argument(
+        "--rate-limit",
+        type=_positive_float,
+        metavar="N",
+        help="per-key limit in requests per second, answered with 429 (default: off)",
+    )
+    serve.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="delay every /metrics answer, to imitate a remote service",
+    )
+    serve.add_argument("--chain-unit", default=None, help="unit segment of the chain reward metrics (default: sol)")
     serve.add_argument("--rebuild", action="store_true", help="rebuild the aggregates even if cached")
     serve.add_argument("--access-log", action="store_true", help="log every request (never the key)")
 
     demo = commands.add_parser("demo-data", help="write the synthetic demo data set")
     demo.add_argument("--out", type=Path, required=True, help="folder to write the tables into")
-    demo.add_argument("--scale", type=_positive_float, default=1.0,
-                      help="size: 1 is about 100,000 transactions, 100 about 10 million (default 1)")
+    demo.add_argument(
+        "--scale",
+        type=_positive_float,
+        default=1.0,
+        help="size: 1 is about 100,000 transactions, 100 about 10 million (default 1)",
+    )
     demo.add_argument("--seed", type=int, default=None, help="random seed (default: the demo seed)")
 
     fetch = commands.add_parser(
-        "fetch", help="pull metrics into a CSV or Parquet file",
+        "fetch",
+        help="pull metrics into a CSV or Parquet file",
         description="Pull metrics for projects over a date range into a CSV or Parquet file, with the "
-                    "library's validation, cache and progress bar. The service is --base-url (else "
-                    f"{BASE_URL_ENV}, else the embedded reference service on the synthetic demo data); "
-                    f"its API key comes from the environment variable {API_KEY_ENV} only, never from a "
-                    "flag (flags end up in shell history and in ps).")
+        "library's validation, cache and progress bar. The service is --base-url (else "
+        f"{BASE_URL_ENV}, else the embedded reference service on the synthetic demo data); "
+        f"its API key comes from the environment variable {API_KEY_ENV} only, never from a "
+        "flag (flags end up in shell history and in ps).",
+    )
     fetch.add_argument("metrics", nargs="+", metavar="METRIC", help="metric names (aliases accepted)")
-    fetch.add_argument("--project", nargs="+", required=True, metavar="P", dest="projects",
-                       help="one or more project ids")
+    fetch.add_argument(
+        "--project", nargs="+", required=True, metavar="P", dest="projects", help="one or more project ids"
+    )
     fetch.add_argument("--start", required=True, help="first date, YYYY-MM-DD (its period is included)")
     fetch.add_argument("--end", required=True, help="last date, YYYY-MM-DD (its period is included)")
     fetch.add_argument("--granularity", default="1_day", help="1_day (default), 1_week or 1_month")
-    fetch.add_argument("--out", type=Path, required=True, metavar="FILE",
-                       help="output file: FILE.csv or FILE.parquet")
+    fetch.add_argument("--out", type=Path, required=True, metavar="FILE", help="output file: FILE.csv or FILE.parquet")
     fetch.add_argument("--base-url", default=None, help=f"the service (default: ${BASE_URL_ENV})")
     shape = fetch.add_mutually_exclusive_group()
-    shape.add_argument("--long", dest="shape", action="store_const", const="long",
-                       help="tidy rows: period_start, project, metric, value, unit, complete (default)")
-    shape.add_argument("--wide", dest="shape", action="store_const", const="wide",
-                       help="one column per metric (project/metric with several projects)")
+    shape.add_argument(
+        "--long",
+        dest="shape",
+        action="store_const",
+        const="long",
+        help="tidy rows: period_start, project, metric, value, unit, complete (default)",
+    )
+    shape.add_argument(
+        "--wide",
+        dest="shape",
+        action="store_const",
+        const="wide",
+        help="one column per metric (project/metric with several projects)",
+    )
     fetch.set_defaults(shape="long")
     fetch.add_argument("--no-cache", action="store_true", help="neither read nor write the value cache")
     fetch.add_argument("--refresh", action="store_true", help="fetch again even what is cached")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
-    fetch.add_argument("--errors", choices=("raise", "coerce"), default="raise",
-                       help="raise (default): fail if any point fails; "
-                            "coerce: leave it empty, with a warning")
+    fetch.add_argument(
+        "--errors",
+        choices=("raise", "coerce"),
+        default="raise",
+        help="raise (default): fail if any point fails; coerce: leave it empty, with a warning",
+    )
 
     build = commands.add_parser("build", help="validate a data folder and build its aggregates")
     build.add_argument("--data", type=Path, required=True)
@@ -78,28 +108,46 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--rebuild", action="store_true")
 
     lab = commands.add_parser(
-        "lab", help="JupyterLab on the example notebooks, with the embedded default ready",
+        "lab",
+        help="JupyterLab on the example notebooks, with the embedded default ready",
         description="Build the embedded default's demo data and aggregates (once; then from the cache), "
-                    "then start JupyterLab on the example notebooks, on 127.0.0.1 only. The notebooks "
-                    f"use the embedded default unless {BASE_URL_ENV} (and {API_KEY_ENV}) are set.")
-    lab.add_argument("--port", type=int, default=None, help="the port (default: JupyterLab's, 8888 or the "
-                     "next free one)")
+        "then start JupyterLab on the example notebooks, on 127.0.0.1 only. The notebooks "
+        f"use the embedded default unless {BASE_URL_ENV} (and {API_KEY_ENV}) are set.",
+    )
+    lab.add_argument(
+        "--port", type=int, default=None, help="the port (default: JupyterLab's, 8888 or the next free one)"
+    )
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER, metavar="-- JUPYTER_ARGS",
-                     help="further arguments for jupyter lab, after --")
+    lab.add_argument(
+        "jupyter_args",
+        nargs=argparse.REMAINDER,
+        metavar="-- JUPYTER_ARGS",
+        help="further arguments for jupyter lab, after --",
+    )
 
     report = commands.add_parser(
-        "report", help="run a notebook with parameters into a standalone HTML report",
+        "report",
+        help="run a notebook with parameters into a standalone HTML report",
         description="Run one of the example notebooks (or any notebook with a cell tagged 'parameters') "
-                    "with papermill, in a temporary folder, and write the executed notebook as one "
-                    "standalone HTML file, its charts embedded.")
-    report.add_argument("notebook", help="a short name (quickstart, tokenomics, dex, lending, "
-                        "chain_rewards, yield) or the path of an .ipynb file")
-    report.add_argument("-p", "--parameter", nargs=2, action="append", default=[], dest="parameters",
-                        metavar=("NAME", "VALUE"),
-                        help="set a parameter of the notebook, as papermill's -p: numbers, True, False "
-                             "and None are read as such, lists as JSON ('[\"demoswap\", \"demofarm\"]'), "
-                             "anything else is a string; repeat for several")
+        "with papermill, in a temporary folder, and write the executed notebook as one "
+        "standalone HTML file, its charts embedded.",
+    )
+    report.add_argument(
+        "notebook",
+        help="a short name (quickstart, tokenomics, dex, lending, chain_rewards, yield) or the path of an .ipynb file",
+    )
+    report.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        dest="parameters",
+        metavar=("NAME", "VALUE"),
+        help="set a parameter of the notebook, as papermill's -p: numbers, True, False "
+        'and None are read as such, lists as JSON (\'["demoswap", "demofarm"]\'), '
+        "anything else is a string; repeat for several",
+    )
     report.add_argument("--out", type=Path, required=True, metavar="FILE.html", help="the HTML file to write")
     report.add_argument("--no-input", action="store_true", help="leave the code out of the report")
     return parser
@@ -108,8 +156,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"serve": _serve, "demo-data": _demo_data, "build": _build,
-                "fetch": _fetch, "lab": _lab, "report": _report}[args.command](args)
+        return {
+            "serve": _serve,
+            "demo-data": _demo_data,
+            "build": _build,
+            "fetch": _fetch,
+            "lab": _lab,
+            "report": _report,
+        }[args.command](args)
     except MetricsKitError as error:
         print(f"metrics-kit: error: {error}", file=sys.stderr)
         return 2
@@ -119,10 +173,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(args) -> int:
     from metrics_kit.server import build as aggregates
-    from metrics_kit.spec.catalogue import default_catalogue
     from metrics_kit.server.http import run
     from metrics_kit.server.http.app import App
     from metrics_kit.server.service import MetricService
+    from metrics_kit.spec.catalogue import default_catalogue
 
     catalogue = default_catalogue(args.chain_unit)
     data = args.data
@@ -133,17 +187,20 @@ def _serve(args) -> int:
         print(f"Serving the SYNTHETIC demo data set ({data})", flush=True)
     built = aggregates.load_or_build(data, catalogue, rebuild=args.rebuild)
     keys = run.api_keys()
-    app = App(MetricService(built, catalogue), keys, rate_limit=args.rate_limit,
-              latency_ms=args.latency_ms)
+    app = App(MetricService(built, catalogue), keys, rate_limit=args.rate_limit, latency_ms=args.latency_ms)
     sock = run.bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     project = _sample_project(built, catalogue)
     if project and built.coverage:
-        query = "&".join(f"{k}={v}" for k, v in {**SAMPLE_QUERY, "project": project,
-                                                  "date": built.coverage[1].isoformat()}.items())
-        print(f"Try:\n  curl -H 'Accept: application/json' -H \"x-api-key: $METRICS_KIT_API_KEY\" "
-              f"'{base}/metrics?{query}'", flush=True)
+        query = "&".join(
+            f"{k}={v}" for k, v in {**SAMPLE_QUERY, "project": project, "date": built.coverage[1].isoformat()}.items()
+        )
+        print(
+            f"Try:\n  curl -H 'Accept: application/json' -H \"x-api-key: $METRICS_KIT_API_KEY\" "
+            f"'{base}/metrics?{query}'",
+            flush=True,
+        )
     print(f"Serving {base} (Ctrl+C to stop)", flush=True)
     run.serve(app, sock, access_log=args.access_log)
     return 0
@@ -162,8 +219,7 @@ def _demo_data(args) -> int:
 
     kwargs = {} if args.seed is None else {"seed": args.seed}
     counts = demo.generate(args.out, scale=args.scale, **kwargs)
-    print(f"Wrote the SYNTHETIC demo data set to {args.out}: "
-          + ", ".join(f"{n:,} {t}" for t, n in counts.items()))
+    print(f"Wrote the SYNTHETIC demo data set to {args.out}: " + ", ".join(f"{n:,} {t}" for t, n in counts.items()))
     return 0
 
 
@@ -172,8 +228,7 @@ def _build(args) -> int:
     from metrics_kit.spec.catalogue import default_catalogue
 
     built = aggregates.load_or_build(args.data, default_catalogue(args.chain_unit), rebuild=args.rebuild)
-    print(f"{len(built.projects)} projects, coverage {built.meta['coverage']}, "
-          f"{len(built.values):,} series")
+    print(f"{len(built.projects)} projects, coverage {built.meta['coverage']}, {len(built.values):,} series")
     return 0
 
 
@@ -194,14 +249,24 @@ def _fetch(args) -> int:
         return _fail(f"the folder of --out ({folder}) does not exist")
     base_url = args.base_url or os.environ.get(BASE_URL_ENV) or None
     if base_url and not os.environ.get(API_KEY_ENV):
-        return _fail(f"the service {base_url} needs an API key: set the environment variable {API_KEY_ENV} "
-                     "(there is no flag for it, so that it stays out of shell history and ps)")
-    with Client(base_url, cache=not args.no_cache, refresh=args.refresh,
-                progress=False if args.no_progress else None) as client:
+        return _fail(
+            f"the service {base_url} needs an API key: set the environment variable {API_KEY_ENV} "
+            "(there is no flag for it, so that it stays out of shell history and ps)"
+        )
+    with Client(
+        base_url, cache=not args.no_cache, refresh=args.refresh, progress=False if args.no_progress else None
+    ) as client:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            frame = client.frame(args.metrics, args.projects, args.start, args.end, args.granularity,
-                                 shape=args.shape, errors=args.errors)
+            frame = client.frame(
+                args.metrics,
+                args.projects,
+                args.start,
+                args.end,
+                args.granularity,
+                shape=args.shape,
+                errors=args.errors,
+            )
         for warning in caught:
             print(f"metrics-kit: warning: {str(warning.message).splitlines()[0]}", file=sys.stderr)
     table = _flat(frame) if args.shape == "wide" else frame
@@ -212,9 +277,12 @@ def _fetch(args) -> int:
     attrs = frame.attrs
     periods = len(frame) if args.shape == "wide" else frame["period_start"].nunique()
     failed = len(attrs.get("failed", ()))
-    print(f"metrics-kit: wrote {len(table):,} rows ({periods:,} periods of {attrs.get('granularity')}) to "
-          f"{args.out}; {attrs.get('from_cache', 0):,} points from the cache, {attrs.get('fetched', 0):,} "
-          f"fetched{f', {failed:,} failed (left empty)' if failed else ''}", file=sys.stderr)
+    print(
+        f"metrics-kit: wrote {len(table):,} rows ({periods:,} periods of {attrs.get('granularity')}) to "
+        f"{args.out}; {attrs.get('from_cache', 0):,} points from the cache, {attrs.get('fetched', 0):,} "
+        f"fetched{f', {failed:,} failed (left empty)' if failed else ''}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -261,8 +329,8 @@ def _lab(args) -> int:
 
 
 def _report(args) -> int:
-    from metrics_kit.tools import notebooks
     from metrics_kit.errors import ValidationError
+    from metrics_kit.tools import notebooks
 
     values: dict = {}
     for name, text in args.parameters:
@@ -272,6 +340,8 @@ def _report(args) -> int:
     path = notebooks.find(args.notebook)
     out = notebooks.run(path, values, args.out, hide_input=args.no_input)
     given = ", ".join(f"{name}={value!r}" for name, value in values.items()) or "its defaults"
-    print(f"metrics-kit: wrote {out} ({out.stat().st_size / 1024:,.0f} KiB) from {path.name} with {given}",
-          file=sys.stderr)
+    print(
+        f"metrics-kit: wrote {out} ({out.stat().st_size / 1024:,.0f} KiB) from {path.name} with {given}",
+        file=sys.stderr,
+    )
     return 0

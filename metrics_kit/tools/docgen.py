@@ -26,8 +26,10 @@ def markdown(catalogue: Catalogue) -> str:
             if metric.family != family:
                 continue
             name = f"`{metric.name}`" + "".join(f"<br>alias `{a}`" for a in metric.aliases)
-            rows.append(f"| {name} | {', '.join(metric.families)} | {metric.unit} | {metric.aggregation} "
-                        f"| {metric.restriction} | {metric.description} |")
+            rows.append(
+                f"| {name} | {', '.join(metric.families)} | {metric.unit} | {metric.aggregation} "
+                f"| {metric.restriction} | {metric.description} |"
+            )
     return _HEADER.format(unit=catalogue.chain_unit) + "\n".join(rows) + "\n"
 
 

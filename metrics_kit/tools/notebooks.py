@@ -36,6 +36,7 @@ CELL_TIMEOUT = 600  # seconds per cell in run(); a notebook on the embedded defa
 
 # -- where the notebooks are ------------------------------------------------------------------------
 
+
 def notebooks_dir() -> Path:
     """``$METRICS_KIT_NOTEBOOKS``, else the ``notebooks/`` folder of the checkout this package is in."""
     configured = os.environ.get(NOTEBOOKS_ENV)
@@ -50,7 +51,8 @@ def notebooks_dir() -> Path:
     raise ConfigurationError(
         "the example notebooks come with the source checkout (its notebooks/ folder), and this "
         f"metrics_kit is not installed from one; clone the repository and run `make lab`, set "
-        f"{NOTEBOOKS_ENV} to a folder of notebooks, or give the path of a notebook")
+        f"{NOTEBOOKS_ENV} to a folder of notebooks, or give the path of a notebook"
+    )
 
 
 def available(folder: Path | None = None) -> list[Path]:
@@ -80,22 +82,28 @@ def find(notebook: str | os.PathLike) -> Path:
             raise ValidationError(f"no notebook file {text!r}", "notebook")
     known = available()
     wanted = path.stem.lower().replace("-", "_").replace(" ", "_")
-    for test in (lambda p: p.stem.lower() == wanted,
-                 lambda p: _short(p).lower() == wanted,
-                 lambda p: p.stem.split("_")[0] == wanted,
-                 lambda p: wanted in p.stem.lower()):
+    for test in (
+        lambda p: p.stem.lower() == wanted,
+        lambda p: _short(p).lower() == wanted,
+        lambda p: p.stem.split("_")[0] == wanted,
+        lambda p: wanted in p.stem.lower(),
+    ):
         found = [p for p in known if test(p)]
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
-            raise ValidationError(f"{text!r} could be any of {', '.join(p.stem for p in found)}; "
-                                  "give more of the name", "notebook")
+            raise ValidationError(
+                f"{text!r} could be any of {', '.join(p.stem for p in found)}; give more of the name", "notebook"
+            )
     names = ", ".join(_short(p) for p in known) or "(none)"
-    raise ValidationError(f"no notebook {text!r} in {notebooks_dir()}; the notebooks are: {names} "
-                          "(or give a path to an .ipynb file)", "notebook")
+    raise ValidationError(
+        f"no notebook {text!r} in {notebooks_dir()}; the notebooks are: {names} (or give a path to an .ipynb file)",
+        "notebook",
+    )
 
 
 # -- parameters ------------------------------------------------------------------------------------
+
 
 def parameters(notebook: str | os.PathLike) -> dict[str, str]:
     """The parameters of a notebook (its cell tagged ``parameters``): name -> default, as source."""
@@ -121,8 +129,10 @@ def parse_value(text: str) -> Any:
                 return parse(stripped)
             except Exception:
                 continue
-        raise ValidationError(f"cannot read {text!r} as a list or a dict; write it as JSON, "
-                              "such as '[\"demoswap\", \"demofarm\"]'", "parameters")
+        raise ValidationError(
+            f'cannot read {text!r} as a list or a dict; write it as JSON, such as \'["demoswap", "demofarm"]\'',
+            "parameters",
+        )
     if text in _CONSTANTS:
         return _CONSTANTS[text]
     for number in (int, float):
@@ -142,13 +152,13 @@ def check_parameters(notebook: str | os.PathLike, values: Mapping[str, Any]) -> 
     path = find(notebook)
     defaults = parameters(path)
     if values and not defaults:
-        raise ValidationError(f"{path.name} has no cell tagged 'parameters', so it takes no parameters",
-                              "parameters")
+        raise ValidationError(f"{path.name} has no cell tagged 'parameters', so it takes no parameters", "parameters")
     unknown = [name for name in values if name not in defaults]
     if unknown:
         raise ValidationError(
-            f"{path.name} has no parameter {', '.join(map(repr, unknown))}; its parameters are: "
-            f"{', '.join(defaults)}", "parameters")
+            f"{path.name} has no parameter {', '.join(map(repr, unknown))}; its parameters are: {', '.join(defaults)}",
+            "parameters",
+        )
     checked = dict(values)
     for name, value in values.items():
         if isinstance(value, str) and _literal(defaults[name], list):
@@ -165,6 +175,7 @@ def _literal(source: str, kind: type) -> bool:
 
 # -- running a notebook ----------------------------------------------------------------------------
 
+
 def _kernel_manager_class():
     """A kernel manager that starts ``python3`` as this interpreter's own ipykernel, whatever
     kernels are installed elsewhere (a user-level ``python3`` spec may point at another Python)."""
@@ -178,8 +189,9 @@ def _kernel_manager_class():
     class ThisPythonSpecs(KernelSpecManager):
         def get_kernel_spec(self, kernel_name):
             if kernel_name == KERNEL_NAME:
-                return self.kernel_spec_class(resource_dir=ipykernel.kernelspec.RESOURCES,
-                                              **ipykernel.kernelspec.get_kernel_dict())
+                return self.kernel_spec_class(
+                    resource_dir=ipykernel.kernelspec.RESOURCES, **ipykernel.kernelspec.get_kernel_dict()
+                )
             return super().get_kernel_spec(kernel_name)
 
     class ThisPythonKernelManager(AsyncKernelManager):
@@ -196,8 +208,7 @@ def _kernel_manager_class():
     return ThisPythonKernelManager
 
 
-def execute(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = None, *,
-            timeout: float = CELL_TIMEOUT):
+def execute(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = None, *, timeout: float = CELL_TIMEOUT):
     """Run a notebook with ``parameters`` under papermill (kernel ``python3`` of this Python, in a
     temporary working folder) and return the executed notebook (an ``nbformat`` node)."""
     import papermill
@@ -208,25 +219,35 @@ def execute(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = 
     with tempfile.TemporaryDirectory(prefix="metrics-kit-notebook-") as workdir:
         try:
             nb = papermill.execute_notebook(
-                str(path), None, parameters=values, kernel_name=KERNEL_NAME, progress_bar=False,
-                cwd=workdir, execution_timeout=timeout, kernel_manager_class=_kernel_manager_class())
+                str(path),
+                None,
+                parameters=values,
+                kernel_name=KERNEL_NAME,
+                progress_bar=False,
+                cwd=workdir,
+                execution_timeout=timeout,
+                kernel_manager_class=_kernel_manager_class(),
+            )
         except PapermillExecutionError as error:
             evalue = (error.evalue or "").strip().splitlines()
             raise MetricsKitError(
-                f"{path.name} failed in cell {error.exec_count}: {error.ename}"
-                f"{': ' + evalue[0] if evalue else ''}") from error
+                f"{path.name} failed in cell {error.exec_count}: {error.ename}{': ' + evalue[0] if evalue else ''}"
+            ) from error
         except Exception as error:  # the kernel died, timed out or never started
-            raise MetricsKitError(f"{path.name} did not run: {type(error).__name__}: "
-                                  f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}"
-                                  ) from error
+            raise MetricsKitError(
+                f"{path.name} did not run: {type(error).__name__}: "
+                f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+            ) from error
     run_info = nb.metadata.get("papermill", {})
     run_info.update(input_path=path.name, output_path=None)  # no local path in what is passed on
     return nb
 
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WIDGET_NOTE = ("<p><em>Interactive controls (ipywidgets) are left out of this report: open the notebook "
-               "in JupyterLab (<code>metrics-kit lab</code>) to use them.</em></p>")
+WIDGET_NOTE = (
+    "<p><em>Interactive controls (ipywidgets) are left out of this report: open the notebook "
+    "in JupyterLab (<code>metrics-kit lab</code>) to use them.</em></p>"
+)
 
 
 def to_html(nb, *, title: str, hide_input: bool = False) -> str:
@@ -245,21 +266,34 @@ def to_html(nb, *, title: str, hide_input: bool = False) -> str:
         outputs = []
         for output in cell.get("outputs", []):
             if WIDGET_VIEW in output.get("data", {}):
-                output = NotebookNode(output_type="display_data", metadata={},
-                                      data={"text/html": WIDGET_NOTE, "text/plain": "(interactive controls)"})
+                output = NotebookNode(
+                    output_type="display_data",
+                    metadata={},
+                    data={"text/html": WIDGET_NOTE, "text/plain": "(interactive controls)"},
+                )
                 if outputs and outputs[-1].get("data", {}).get("text/html") == WIDGET_NOTE:
                     continue
             outputs.append(output)
         cell.outputs = outputs
-    exporter = HTMLExporter(template_name="lab", embed_images=True, exclude_input_prompt=True,
-                            exclude_output_prompt=True, exclude_input=hide_input)
+    exporter = HTMLExporter(
+        template_name="lab",
+        embed_images=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+        exclude_input=hide_input,
+    )
     html, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     return html
 
 
-def run(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = None,
-        out_html: str | os.PathLike | None = None, *, hide_input: bool = False,
-        timeout: float = CELL_TIMEOUT) -> Path:
+def run(
+    notebook: str | os.PathLike,
+    parameters: Mapping[str, Any] | None = None,
+    out_html: str | os.PathLike | None = None,
+    *,
+    hide_input: bool = False,
+    timeout: float = CELL_TIMEOUT,
+) -> Path:
     """Run ``notebook`` with ``parameters`` and write a standalone HTML report to ``out_html``
     (default: the notebook's name with ``.html``, in the current folder). Returns its path."""
     path = find(notebook)
@@ -287,6 +321,7 @@ def _write_text(out: Path, text: str) -> None:
 
 # -- JupyterLab -------------------------------------------------------------------------------------
 
+
 def warm(log: Callable[[str], Any] = print) -> None:
     """Build the embedded default's demo data and aggregates now (once per machine, then from the
     cache), so that the first notebook cell that asks for data answers at once. Nothing to do when
@@ -303,8 +338,9 @@ def warm(log: Callable[[str], Any] = print) -> None:
     log(f"Embedded default ready: the SYNTHETIC demo data set ({data})")
 
 
-def lab_command(port: int | None = None, open_browser: bool = True, folder: Path | None = None,
-                extra_args: Sequence[str] = ()) -> list[str]:
+def lab_command(
+    port: int | None = None, open_browser: bool = True, folder: Path | None = None, extra_args: Sequence[str] = ()
+) -> list[str]:
     """The ``jupyter lab`` command line: this Python's JupyterLab on the notebooks folder, on
     127.0.0.1 only, opening the quickstart if there is one."""
     folder = (folder or notebooks_dir()).resolve()
@@ -319,8 +355,13 @@ def lab_command(port: int | None = None, open_browser: bool = True, folder: Path
     return command + list(extra_args)
 
 
-def lab(port: int | None = None, open_browser: bool = True, *, extra_args: Sequence[str] = (),
-        log: Callable[[str], Any] = print) -> int:
+def lab(
+    port: int | None = None,
+    open_browser: bool = True,
+    *,
+    extra_args: Sequence[str] = (),
+    log: Callable[[str], Any] = print,
+) -> int:
     """Warm the embedded default, then replace this process with JupyterLab on the notebooks
     (``extra_args`` go to ``jupyter lab``)."""
     command = lab_command(port, open_browser, extra_args=extra_args)

@@ -90,28 +90,62 @@ DEMO_VERSION = 1
 
 _TS = pa.timestamp("us", tz="UTC")
 SCHEMAS: dict[str, pa.Schema] = {
-    "projects": pa.schema([("project", pa.string()), ("kinds", pa.string()),
-                           ("initial_circulating_supply", pa.float64()), ("regular_pools", pa.bool_())]),
-    "transactions": pa.schema([("block_time", _TS), ("tx_id", pa.string()), ("signer", pa.string()),
-                               ("project", pa.string()), ("action", pa.string()),
-                               ("pool_type", pa.string())]),
-    "fees": pa.schema([("block_time", _TS), ("project", pa.string()), ("fee_type", pa.string()),
-                       ("recipient", pa.string()), ("amount_usd", pa.float64())]),
-    "token_flows": pa.schema([("block_time", _TS), ("project", pa.string()), ("flow", pa.string()),
-                              ("amount", pa.float64())]),
-    "chain_rewards": pa.schema([("block_time", _TS), ("project", pa.string()), ("account", pa.string()),
-                                ("reward_type", pa.string()), ("amount", pa.float64())]),
+    "projects": pa.schema(
+        [
+            ("project", pa.string()),
+            ("kinds", pa.string()),
+            ("initial_circulating_supply", pa.float64()),
+            ("regular_pools", pa.bool_()),
+        ]
+    ),
+    "transactions": pa.schema(
+        [
+            ("block_time", _TS),
+            ("tx_id", pa.string()),
+            ("signer", pa.string()),
+            ("project", pa.string()),
+            ("action", pa.string()),
+            ("pool_type", pa.string()),
+        ]
+    ),
+    "fees": pa.schema(
+        [
+            ("block_time", _TS),
+            ("project", pa.string()),
+            ("fee_type", pa.string()),
+            ("recipient", pa.string()),
+            ("amount_usd", pa.float64()),
+        ]
+    ),
+    "token_flows": pa.schema(
+        [("block_time", _TS), ("project", pa.string()), ("flow", pa.string()), ("amount", pa.float64())]
+    ),
+    "chain_rewards": pa.schema(
+        [
+            ("block_time", _TS),
+            ("project", pa.string()),
+            ("account", pa.string()),
+            ("reward_type", pa.string()),
+            ("amount", pa.float64()),
+        ]
+    ),
 }
 
 # Fixed writer options: together with the seeded generators they make the files byte-identical.
 # zstd level 1: random tx ids barely compress, and level 3 writes 2.5x slower for 7% fewer bytes.
-_PARQUET_OPTIONS = dict(compression="zstd", compression_level=1, version="2.6",
-                        data_page_version="1.0", write_statistics=True, store_schema=True)
+_PARQUET_OPTIONS = dict(
+    compression="zstd",
+    compression_level=1,
+    version="2.6",
+    data_page_version="1.0",
+    write_statistics=True,
+    store_schema=True,
+)
 # Random 88-char tx ids do not dictionary-encode; everything else does (or falls back by itself).
 _TX_DICTIONARY_COLUMNS = ["signer", "project", "action", "pool_type"]
 _ROW_GROUP_ROWS = 1 << 20
-_MIN_BUFFERED_ROWS = 1 << 17    # small chunks (small scales) are gathered into bigger row groups
-_CHUNK_ROWS = 250_000           # transactions generated at a time (bounds memory at any scale)
+_MIN_BUFFERED_ROWS = 1 << 17  # small chunks (small scales) are gathered into bigger row groups
+_CHUNK_ROWS = 250_000  # transactions generated at a time (bounds memory at any scale)
 
 
 # --------------------------------------------------------------------------------------------
@@ -143,9 +177,9 @@ class _TxProject:
     """How one project transacts: its share of all transactions, user pool and action mix."""
 
     project: str
-    share: float            # share of all transactions
-    pool: int               # signer pool size at scale 1 (grows as scale ** 0.75)
-    peak_hour: float        # UTC hour of the daily activity peak
+    share: float  # share of all transactions
+    pool: int  # signer pool size at scale 1 (grows as scale ** 0.75)
+    peak_hour: float  # UTC hour of the daily activity peak
     weekly: tuple[float, ...]  # Monday .. Sunday activity factors
     # (action, pool_type or None, weight on 2024-01-01, weight on 2025-12-31, narrow signer pool)
     mix: tuple[tuple[str, str | None, float, float, bool], ...]
@@ -153,42 +187,70 @@ class _TxProject:
 
 _DEX_WEEK = (1.03, 1.06, 1.07, 1.05, 1.02, 0.80, 0.74)
 _TX_PROJECTS: tuple[_TxProject, ...] = (
-    _TxProject("demoswap", 0.45, 16_000, 15.0, _DEX_WEEK, (
-        ("swap", "regular", 0.600, 0.420, False),
-        ("swap", "concentrated", 0.200, 0.380, False),
-        ("lp_deposit", "regular", 0.045, 0.030, True),
-        ("lp_deposit", "concentrated", 0.025, 0.040, True),
-        ("lp_withdraw", "regular", 0.035, 0.035, True),
-        ("lp_withdraw", "concentrated", 0.015, 0.030, True),
-        # Double-dip farms take LP tokens, not pool liquidity: no pool_type.
-        ("double_dip_deposit", None, 0.030, 0.015, True),
-    )),
-    _TxProject("demoswap.clmm", 0.20, 8_000, 15.5, _DEX_WEEK, (
-        ("swap", "concentrated", 0.86, 0.84, False),
-        ("lp_deposit", "concentrated", 0.08, 0.08, True),
-        ("lp_withdraw", "concentrated", 0.06, 0.08, True),
-    )),
-    _TxProject("demofarm", 0.15, 6_000, 14.0, (1.00, 1.02, 1.03, 1.02, 1.00, 0.88, 0.85), (
-        ("stake", None, 0.30, 0.20, False),
-        ("unstake", None, 0.12, 0.25, False),
-        ("farm_deposit", None, 0.38, 0.25, True),
-        ("farm_withdraw", None, 0.20, 0.30, True),
-    )),
-    _TxProject("demolend", 0.20, 7_000, 16.0, (1.02, 1.04, 1.05, 1.04, 1.00, 0.86, 0.82), (
-        ("lending_deposit", None, 0.32, 0.28, False),
-        ("lending_withdraw", None, 0.22, 0.27, False),
-        ("borrow", None, 0.26, 0.24, True),
-        ("repay", None, 0.20, 0.21, True),
-    )),
+    _TxProject(
+        "demoswap",
+        0.45,
+        16_000,
+        15.0,
+        _DEX_WEEK,
+        (
+            ("swap", "regular", 0.600, 0.420, False),
+            ("swap", "concentrated", 0.200, 0.380, False),
+            ("lp_deposit", "regular", 0.045, 0.030, True),
+            ("lp_deposit", "concentrated", 0.025, 0.040, True),
+            ("lp_withdraw", "regular", 0.035, 0.035, True),
+            ("lp_withdraw", "concentrated", 0.015, 0.030, True),
+            # Double-dip farms take LP tokens, not pool liquidity: no pool_type.
+            ("double_dip_deposit", None, 0.030, 0.015, True),
+        ),
+    ),
+    _TxProject(
+        "demoswap.clmm",
+        0.20,
+        8_000,
+        15.5,
+        _DEX_WEEK,
+        (
+            ("swap", "concentrated", 0.86, 0.84, False),
+            ("lp_deposit", "concentrated", 0.08, 0.08, True),
+            ("lp_withdraw", "concentrated", 0.06, 0.08, True),
+        ),
+    ),
+    _TxProject(
+        "demofarm",
+        0.15,
+        6_000,
+        14.0,
+        (1.00, 1.02, 1.03, 1.02, 1.00, 0.88, 0.85),
+        (
+            ("stake", None, 0.30, 0.20, False),
+            ("unstake", None, 0.12, 0.25, False),
+            ("farm_deposit", None, 0.38, 0.25, True),
+            ("farm_withdraw", None, 0.20, 0.30, True),
+        ),
+    ),
+    _TxProject(
+        "demolend",
+        0.20,
+        7_000,
+        16.0,
+        (1.02, 1.04, 1.05, 1.04, 1.00, 0.86, 0.82),
+        (
+            ("lending_deposit", None, 0.32, 0.28, False),
+            ("lending_withdraw", None, 0.22, 0.27, False),
+            ("borrow", None, 0.26, 0.24, True),
+            ("repay", None, 0.20, 0.21, True),
+        ),
+    ),
 )
 
 # Power law of signer ranks, P(rank r) ~ (r + C)^-ALPHA: the top 1% of signers sign roughly
 # 40-70% of the transactions (more at larger scales), the top address 2-3%, the median 1-2.
 _ALPHA = 1.15
 _RANK_OFFSET = 8.0
-_NARROW_POOL = 0.15         # LP / farm / borrow actions come from the top 15% of a project's pool
-_ZAP_RATE = 0.02            # share of demoswap LP deposits that also swap in the same transaction
-_DUPLICATE_RATE = 0.001     # exact duplicate rows, as in real indexer exports
+_NARROW_POOL = 0.15  # LP / farm / borrow actions come from the top 15% of a project's pool
+_ZAP_RATE = 0.02  # share of demoswap LP deposits that also swap in the same transaction
+_DUPLICATE_RATE = 0.001  # exact duplicate rows, as in real indexer exports
 _EXTRA_BOUNDARY_DAYS = 0.15  # share of other days that also get 00:00:00 / 23:59:59 transactions
 
 # Independent random streams (numpy SeedSequence([seed, stream, ...])).
@@ -198,11 +260,12 @@ _S_PLAN, _S_ADDRESSES, _S_TX, _S_FEES, _S_FLOWS, _S_CHAIN = range(6)
 # --------------------------------------------------------------------------------------------
 # Calendar
 
-_DAY_DATES = np.arange(np.datetime64(DEMO_START.isoformat(), "D"),
-                       np.datetime64((DEMO_END + dt.timedelta(days=1)).isoformat(), "D"))
-DAYS = len(_DAY_DATES)                                           # 731 (2024 is a leap year)
+_DAY_DATES = np.arange(
+    np.datetime64(DEMO_START.isoformat(), "D"), np.datetime64((DEMO_END + dt.timedelta(days=1)).isoformat(), "D")
+)
+DAYS = len(_DAY_DATES)  # 731 (2024 is a leap year)
 _DAY_START_S = _DAY_DATES.astype("datetime64[s]").astype(np.int64)  # Unix seconds at 00:00:00 UTC
-_WEEKDAY = (_DAY_DATES.astype(np.int64) + 3) % 7                 # Monday = 0 (1970-01-01 was a Thursday)
+_WEEKDAY = (_DAY_DATES.astype(np.int64) + 3) % 7  # Monday = 0 (1970-01-01 was a Thursday)
 _MONTHS = _DAY_DATES.astype("datetime64[M]")
 _FIRST_OF_MONTH = _DAY_DATES == _MONTHS.astype("datetime64[D]")
 _LAST_OF_MONTH = np.append(_FIRST_OF_MONTH[1:], True)
@@ -236,7 +299,7 @@ _B58_SHAPES = {32: (44, 0.942, (1, 17), (4, 58)), 64: (88, 0.805, (1, 5), (2, 58
 
 def _digits(rng: np.random.Generator, n: int) -> np.ndarray:
     """``n`` uniform random base58 digits (uint8 in [0, 58)), ten from each uniform 64-bit draw."""
-    words = rng.integers(0, 58 ** 10, size=-(-n // 10), dtype=np.uint64)
+    words = rng.integers(0, 58**10, size=-(-n // 10), dtype=np.uint64)
     out = np.empty((len(words), 10), dtype=np.uint8)
     base = np.uint64(58)
     for k in range(10):
@@ -256,16 +319,14 @@ def _base58(rng: np.random.Generator, n: int, nbytes: int) -> pa.StringArray:
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.where(is_long, long_len, long_len - 1), out=offsets[1:])
     digits = _digits(rng, int(offsets[-1]))
-    digits[offsets[:-1]] = np.where(is_long, rng.integers(lo_long, hi_long, n),
-                                    rng.integers(lo_short, hi_short, n))
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)),
-                                       pa.py_buffer(_B58[digits]))
+    digits[offsets[:-1]] = np.where(is_long, rng.integers(lo_long, hi_long, n), rng.integers(lo_short, hi_short, n))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(_B58[digits]))
 
 
 def _ranks(rng: np.random.Generator, n: int, size: np.ndarray | int) -> np.ndarray:
     """Power-law ranks in [0, size): inverse CDF of the density (x + C)^-ALPHA on [0, size)."""
     e = 1.0 - _ALPHA
-    lo = _RANK_OFFSET ** e
+    lo = _RANK_OFFSET**e
     hi = (np.asarray(size, dtype=np.float64) + _RANK_OFFSET) ** e
     x = (lo + rng.random(n) * (hi - lo)) ** (1.0 / e) - _RANK_OFFSET
     return np.minimum(x.astype(np.int64), np.asarray(size, dtype=np.int64) - 1)
@@ -295,10 +356,10 @@ def _strings(values: tuple[str, ...], codes: np.ndarray) -> pa.Array:
 
 @dataclass(frozen=True)
 class _Plan:
-    counts: np.ndarray      # (projects, DAYS) transactions per day before zaps and duplicates
-    activity: np.ndarray    # (projects, DAYS) daily activity, mean 1 over the two years
-    pools: np.ndarray       # signer pool size per project
-    addresses: int          # size of the global address pool
+    counts: np.ndarray  # (projects, DAYS) transactions per day before zaps and duplicates
+    activity: np.ndarray  # (projects, DAYS) daily activity, mean 1 over the two years
+    pools: np.ndarray  # signer pool size per project
+    addresses: int  # size of the global address pool
 
 
 def _plan(seed: int, scale: float) -> _Plan:
@@ -313,13 +374,13 @@ def _plan(seed: int, scale: float) -> _Plan:
     airdrop = _logistic(d, _di(2025, 4, 1), 1.5) * (1 - _logistic(d, _di(2025, 4, 21), 1.5))
     shapes = {
         # Launch ramp in spring 2024, the bump, then a slow decline through 2025.
-        "demoswap": (0.45 + 0.55 * _logistic(d, 120, 30)) * (1 + 0.9 * season)
+        "demoswap": (0.45 + 0.55 * _logistic(d, 120, 30))
+        * (1 + 0.9 * season)
         * (1 - 0.35 * np.clip((d - 420) / 310, 0, 1)),
         # Concentrated liquidity catches on in the second half of 2024 and keeps growing.
         "demoswap.clmm": (0.15 + 1.05 * _logistic(d, 260, 55)) * (1 + 0.9 * season),
         # Farm hype right after launch, decaying, with a two-week airdrop campaign in April 2025.
-        "demofarm": (0.35 + 1.4 * np.exp(-d / 160) * (1 - np.exp(-d / 15)) + 1.6 * airdrop)
-        * (1 + 0.4 * season),
+        "demofarm": (0.35 + 1.4 * np.exp(-d / 160) * (1 - np.exp(-d / 15)) + 1.6 * airdrop) * (1 + 0.4 * season),
         # Lending grows steadily and cares less about the market mood.
         "demolend": (0.6 + 0.5 * d / (DAYS - 1)) * (1 + 0.3 * season),
     }
@@ -329,17 +390,18 @@ def _plan(seed: int, scale: float) -> _Plan:
         noise = np.empty(DAYS)
         level = 0.0
         shocks = rng.normal(0.0, 0.09, DAYS)
-        for i in range(DAYS):           # AR(1): busy days tend to follow busy days
+        for i in range(DAYS):  # AR(1): busy days tend to follow busy days
             level = 0.6 * level + shocks[i]
             noise[i] = level
         shape = shapes[spec.project] * np.asarray(spec.weekly)[_WEEKDAY] * holiday * np.exp(noise)
         act = shape / shape.mean()
         activity.append(act)
         counts.append(rng.poisson(total * spec.share * act / DAYS))
-    growth = scale ** 0.75
+    growth = scale**0.75
     pools = np.array([max(50, round(spec.pool * growth)) for spec in _TX_PROJECTS], dtype=np.int64)
-    return _Plan(np.array(counts, dtype=np.int64), np.array(activity), pools,
-                 int(max(pools.max(), round(30_000 * growth))))
+    return _Plan(
+        np.array(counts, dtype=np.int64), np.array(activity), pools, int(max(pools.max(), round(30_000 * growth)))
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,8 +418,9 @@ def _chunks(plan: _Plan) -> Iterator[tuple[int, int, int, int]]:
             yield month, part, int(days[0]), int(days[-1]) + 1
 
 
-def _transactions_chunk(seed: int, month: int, part: int, lo: int, hi: int, plan: _Plan,
-                        perms: list[np.ndarray], addresses: pa.StringArray) -> pa.Table | None:
+def _transactions_chunk(
+    seed: int, month: int, part: int, lo: int, hi: int, plan: _Plan, perms: list[np.ndarray], addresses: pa.StringArray
+) -> pa.Table | None:
     """The transactions of days ``lo`` .. ``hi - 1``, sorted by time."""
     rng = np.random.default_rng([seed, _S_TX, month, part])
     days, secs, pcode, acode, tcode, signer = [], [], [], [], [], []
@@ -379,11 +442,9 @@ def _transactions_chunk(seed: int, month: int, part: int, lo: int, hi: int, plan
         secs.append(_seconds_of_day(rng, n, spec.peak_hour))
         pcode.append(np.full(n, _PCODE[spec.project], dtype=np.int8))
         acode.append(np.array([ACTIONS.index(m[0]) for m in spec.mix], dtype=np.int8)[pick])
-        tcode.append(np.array([POOL_TYPES.index(m[1]) if m[1] else -1 for m in spec.mix],
-                              dtype=np.int8)[pick])
+        tcode.append(np.array([POOL_TYPES.index(m[1]) if m[1] else -1 for m in spec.mix], dtype=np.int8)[pick])
         signer.append(perms[p][_ranks(rng, n, size)])
-    day, sec, pcode, acode, tcode, signer = (np.concatenate(x) for x in
-                                             (days, secs, pcode, acode, tcode, signer))
+    day, sec, pcode, acode, tcode, signer = (np.concatenate(x) for x in (days, secs, pcode, acode, tcode, signer))
     n = len(day)
     if n == 0:
         return None
@@ -399,8 +460,9 @@ def _transactions_chunk(seed: int, month: int, part: int, lo: int, hi: int, plan
     sec[last_row[at_last]] = _LAST_SECOND
 
     # Zaps (an LP deposit with a swap in the same transaction) and exact duplicate rows.
-    zap = np.flatnonzero((pcode == _PCODE["demoswap"]) & (acode == ACTIONS.index("lp_deposit"))
-                         & (rng.random(n) < _ZAP_RATE))
+    zap = np.flatnonzero(
+        (pcode == _PCODE["demoswap"]) & (acode == ACTIONS.index("lp_deposit")) & (rng.random(n) < _ZAP_RATE)
+    )
     dup = np.sort(rng.choice(n, size=rng.binomial(n, _DUPLICATE_RATE), replace=False))
     src = np.concatenate([np.arange(n), zap, dup])
     action = np.concatenate([acode, np.full(len(zap), ACTIONS.index("swap"), dtype=np.int8), acode[dup]])
@@ -409,14 +471,17 @@ def _transactions_chunk(seed: int, month: int, part: int, lo: int, hi: int, plan
     order = np.argsort(block_us, kind="stable")
     src = src[order]
     tx_ids = _base58(rng, n, 64)
-    return pa.table([
-        pa.array(block_us[order], type=_TS),
-        tx_ids.take(pa.array(src)),
-        addresses.take(pa.array(signer[src])),
-        _strings(_PROJECT_IDS, pcode[src]),
-        _strings(ACTIONS, action[order]),
-        _strings(POOL_TYPES, tcode[src]),
-    ], schema=SCHEMAS["transactions"])
+    return pa.table(
+        [
+            pa.array(block_us[order], type=_TS),
+            tx_ids.take(pa.array(src)),
+            addresses.take(pa.array(signer[src])),
+            _strings(_PROJECT_IDS, pcode[src]),
+            _strings(ACTIONS, action[order]),
+            _strings(POOL_TYPES, tcode[src]),
+        ],
+        schema=SCHEMAS["transactions"],
+    )
 
 
 def _write_transactions(path: Path, seed: int, plan: _Plan) -> int:
@@ -426,8 +491,9 @@ def _write_transactions(path: Path, seed: int, plan: _Plan) -> int:
     perms = [rng.permutation(plan.addresses) for _ in _TX_PROJECTS]
     rows = 0
     with _atomic(path) as tmp:
-        with pq.ParquetWriter(tmp, SCHEMAS["transactions"], use_dictionary=_TX_DICTIONARY_COLUMNS,
-                              **_PARQUET_OPTIONS) as writer:
+        with pq.ParquetWriter(
+            tmp, SCHEMAS["transactions"], use_dictionary=_TX_DICTIONARY_COLUMNS, **_PARQUET_OPTIONS
+        ) as writer:
             buffered: list[pa.Table] = []
             chunks = list(_chunks(plan))
             for i, (month, part, lo, hi) in enumerate(chunks):
@@ -453,7 +519,7 @@ _FEES = (
     ("demoswap", "staking", 2_500.0, 0.25, 1.0, None),
     ("demoswap.clmm", "transaction", 18_000.0, 0.16, 3.0, None),
     ("demofarm", "transaction", 6_500.0, 0.30, 2.0, None),
-    ("demofarm", "staking", 4_200.0, 0.10, 1.0, 0),                # harvest at the epoch start
+    ("demofarm", "staking", 4_200.0, 0.10, 1.0, 0),  # harvest at the epoch start
     ("demolend", "transaction", 23_000.0, 0.15, 2.0, _LAST_SECOND),  # daily interest accrual sweep
 )
 _TX_INDEX = {spec.project: i for i, spec in enumerate(_TX_PROJECTS)}
@@ -478,16 +544,28 @@ def _fees(seed: int, scale: float, plan: _Plan) -> tuple[pa.Table, dict[str, np.
             sec[np.cumsum(k) - k] = sweep
         us = _utc_us(day, sec)
         n = len(day)
-        parts.append((np.concatenate([us, us]), np.full(2 * n, _PCODE[project]),
-                      np.full(2 * n, FEE_TYPES.index(fee_type)),
-                      np.repeat([RECIPIENTS.index("protocol"), RECIPIENTS.index("supply_side")], n),
-                      np.concatenate([protocol, supply])))
+        parts.append(
+            (
+                np.concatenate([us, us]),
+                np.full(2 * n, _PCODE[project]),
+                np.full(2 * n, FEE_TYPES.index(fee_type)),
+                np.repeat([RECIPIENTS.index("protocol"), RECIPIENTS.index("supply_side")], n),
+                np.concatenate([protocol, supply]),
+            )
+        )
         protocol_daily[project] = protocol_daily.get(project, 0) + np.bincount(day, protocol, DAYS)
     us, pcode, fcode, rcode, amount = (np.concatenate(x) for x in zip(*parts, strict=True))
     order = np.argsort(us, kind="stable")
-    table = pa.table([pa.array(us[order], type=_TS), _strings(_PROJECT_IDS, pcode[order]),
-                      _strings(FEE_TYPES, fcode[order]), _strings(RECIPIENTS, rcode[order]),
-                      pa.array(amount[order], type=pa.float64())], schema=SCHEMAS["fees"])
+    table = pa.table(
+        [
+            pa.array(us[order], type=_TS),
+            _strings(_PROJECT_IDS, pcode[order]),
+            _strings(FEE_TYPES, fcode[order]),
+            _strings(RECIPIENTS, rcode[order]),
+            pa.array(amount[order], type=pa.float64()),
+        ],
+        schema=SCHEMAS["fees"],
+    )
     return table, protocol_daily
 
 
@@ -498,16 +576,22 @@ def _fees(seed: int, scale: float, plan: _Plan) -> tuple[pa.Table, dict[str, np.
 def _price(rng: np.random.Generator, start: float, activity: np.ndarray) -> np.ndarray:
     """A token price in USD: follows the (smoothed) activity, plus a random walk."""
     smooth = np.convolve(activity, np.ones(14) / 14, mode="same")
-    return start * smooth ** 0.8 * np.exp(np.cumsum(rng.normal(0.0, 0.03, DAYS)))
+    return start * smooth**0.8 * np.exp(np.cumsum(rng.normal(0.0, 0.03, DAYS)))
 
 
 def _token_flows(seed: int, plan: _Plan, protocol_daily: dict[str, np.ndarray]) -> pa.Table:
     rng = np.random.default_rng([seed, _S_FLOWS])
-    rows: list[tuple[int, int, int, float]] = []   # (unix us, project code, flow code, amount)
+    rows: list[tuple[int, int, int, float]] = []  # (unix us, project code, flow code, amount)
 
     def add(project: str, flow: str, day: int, sec: int, amount: float) -> None:
-        rows.append((int(_utc_us(np.array([day]), np.array([sec]))[0]), _PCODE[project],
-                     FLOWS.index(flow), round(float(amount), 6)))
+        rows.append(
+            (
+                int(_utc_us(np.array([day]), np.array([sec]))[0]),
+                _PCODE[project],
+                FLOWS.index(flow),
+                round(float(amount), 6),
+            )
+        )
 
     halving = _di(2025, 1, 1)
     # demoswap: emission every 4 hours, halving on 2025-01-01; mints for an ecosystem fund and a
@@ -520,7 +604,7 @@ def _token_flows(seed: int, plan: _Plan, protocol_daily: dict[str, np.ndarray]) 
         for slot in range(6):
             add("demoswap", "emission", day, slot * 4 * 3600 + int(rng.integers(0, 20)), rate / 6)
         if _WEEKDAY[day] == 0 and day >= 7:
-            add("demoswap", "buyback", day, 0, 0.4 * swap_fees[day - 7:day].sum() / swap_price[day - 1])
+            add("demoswap", "buyback", day, 0, 0.4 * swap_fees[day - 7 : day].sum() / swap_price[day - 1])
         if _LAST_OF_MONTH[day] and str(_MONTHS[day])[5:7] in ("03", "06", "09", "12"):
             add("demoswap", "burn", day, _LAST_SECOND, rng.uniform(500_000, 1_500_000))
     add("demoswap", "mint", _di(2024, 6, 17), 14 * 3600 + 3 * 60 + 12, 25_000_000)
@@ -534,8 +618,13 @@ def _token_flows(seed: int, plan: _Plan, protocol_daily: dict[str, np.ndarray]) 
         add("demofarm", "emission", day, 0, 90_000.0 * 0.9 ** int(quarter[day]))
         if _FIRST_OF_MONTH[day] and day > 0:
             prev = int(_MONTH_BOUNDS[np.searchsorted(_MONTH_BOUNDS, day) - 1])
-            add("demofarm", "buyback", day, int(rng.integers(9 * 3600, 18 * 3600)),
-                0.5 * protocol_daily["demofarm"][prev:day].sum() / farm_price[day - 1])
+            add(
+                "demofarm",
+                "buyback",
+                day,
+                int(rng.integers(9 * 3600, 18 * 3600)),
+                0.5 * protocol_daily["demofarm"][prev:day].sum() / farm_price[day - 1],
+            )
     add("demofarm", "mint", _di(2024, 9, 2), 16 * 3600, 5_000_000)
 
     # demogov: starts at 0 and mints its genesis supply on the very first second; vesting cliffs
@@ -556,13 +645,20 @@ def _token_flows(seed: int, plan: _Plan, protocol_daily: dict[str, np.ndarray]) 
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
     us, pcode, fcode, amount = (np.array(x) for x in zip(*rows, strict=True))
     _check_supply(pcode, fcode, us, amount)
-    return pa.table([pa.array(us, type=_TS), _strings(_PROJECT_IDS, pcode), _strings(FLOWS, fcode),
-                     pa.array(amount, type=pa.float64())], schema=SCHEMAS["token_flows"])
+    return pa.table(
+        [
+            pa.array(us, type=_TS),
+            _strings(_PROJECT_IDS, pcode),
+            _strings(FLOWS, fcode),
+            pa.array(amount, type=pa.float64()),
+        ],
+        schema=SCHEMAS["token_flows"],
+    )
 
 
 def _check_supply(pcode: np.ndarray, fcode: np.ndarray, us: np.ndarray, amount: np.ndarray) -> None:
     """The circulating supply of every tokenomics project stays >= 0 at every event."""
-    signs = np.array([1.0, 1.0, -1.0, -1.0])   # mint, emission, burn, buyback (catalogue.FLOW_SIGNS)
+    signs = np.array([1.0, 1.0, -1.0, -1.0])  # mint, emission, burn, buyback (catalogue.FLOW_SIGNS)
     for p in DEMO_PROJECTS:
         if p.initial_circulating_supply is None:
             continue
@@ -613,13 +709,17 @@ def _chain_rewards(seed: int, scale: float, plan: _Plan) -> pa.Table:
     spread[np.searchsorted(vd, 0)] = 0
     emit(vd, epoch[vd] + spread, vv, "staking", inflation[vd] * stake[vv] * rng.normal(1.0, 0.03, len(vd)))
     # Voting: every live validator, once a day, at a random time.
-    emit(vd, rng.integers(0, 86_400, len(vd)), vv, "voting",
-         0.5 * chain_act[vd] * rng.uniform(0.8, 1.1, len(vd)))
+    emit(vd, rng.integers(0, 86_400, len(vd)), vv, "voting", 0.5 * chain_act[vd] * rng.uniform(0.8, 1.1, len(vd)))
     # Leader fees: leaders are picked by stake, busier days pay more.
     k = rng.poisson(1.5 * n_val * chain_act)
     fd = np.repeat(d, k)
-    emit(fd, rng.integers(0, 86_400, len(fd)), rng.choice(n_val, len(fd), p=stake), "fee",
-         rng.lognormal(math.log(0.15), 0.8, len(fd)) * chain_act[fd])
+    emit(
+        fd,
+        rng.integers(0, 86_400, len(fd)),
+        rng.choice(n_val, len(fd), p=stake),
+        "fee",
+        rng.lognormal(math.log(0.15), 0.8, len(fd)) * chain_act[fd],
+    )
     # Rent: ordinary accounts pay (negative); half of it goes to 1-3 leaders that day (positive,
     # the other half is burnt); the five biggest validators also pay rent on their own accounts
     # now and then, so some accounts pay and receive in the same week.
@@ -631,18 +731,34 @@ def _chain_rewards(seed: int, scale: float, plan: _Plan) -> pa.Table:
     for day in range(DAYS):
         leaders = rng.choice(n_val, size=min(n_val, 1 + int(rng.integers(0, 3))), replace=False, p=stake)
         shares = rng.dirichlet(np.ones(len(leaders)))
-        emit(np.full(len(leaders), day), rng.integers(0, 86_400, len(leaders)), leaders, "rent",
-             0.5 * collected[day] * shares)
+        emit(
+            np.full(len(leaders), day),
+            rng.integers(0, 86_400, len(leaders)),
+            leaders,
+            "rent",
+            0.5 * collected[day] * shares,
+        )
         if rng.random() < 0.35:
-            emit([day], [int(rng.integers(0, 86_400))], [int(rng.integers(0, 5))], "rent",
-                 [-0.5 * collected[day] * rng.uniform(0.2, 1.2)])
+            emit(
+                [day],
+                [int(rng.integers(0, 86_400))],
+                [int(rng.integers(0, 5))],
+                "rent",
+                [-0.5 * collected[day] * rng.uniform(0.2, 1.2)],
+            )
 
     us, acct, rcode, amount = (np.concatenate(x) for x in (us_parts, acct_parts, type_parts, amount_parts))
     order = np.argsort(us, kind="stable")
-    return pa.table([pa.array(us[order], type=_TS),
-                     _strings(_PROJECT_IDS, np.full(len(us), _PCODE["demochain"])),
-                     accounts.take(pa.array(acct[order])), _strings(REWARD_TYPES, rcode[order]),
-                     pa.array(amount[order], type=pa.float64())], schema=SCHEMAS["chain_rewards"])
+    return pa.table(
+        [
+            pa.array(us[order], type=_TS),
+            _strings(_PROJECT_IDS, np.full(len(us), _PCODE["demochain"])),
+            accounts.take(pa.array(acct[order])),
+            _strings(REWARD_TYPES, rcode[order]),
+            pa.array(amount[order], type=pa.float64()),
+        ],
+        schema=SCHEMAS["chain_rewards"],
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -668,12 +784,15 @@ def _write(path: Path, table: pa.Table) -> int:
 
 
 def _projects_table() -> pa.Table:
-    return pa.table([
-        pa.array([p.project for p in DEMO_PROJECTS], type=pa.string()),
-        pa.array([",".join(p.kinds) for p in DEMO_PROJECTS], type=pa.string()),
-        pa.array([p.initial_circulating_supply for p in DEMO_PROJECTS], type=pa.float64()),
-        pa.array([p.regular_pools for p in DEMO_PROJECTS], type=pa.bool_()),
-    ], schema=SCHEMAS["projects"])
+    return pa.table(
+        [
+            pa.array([p.project for p in DEMO_PROJECTS], type=pa.string()),
+            pa.array([",".join(p.kinds) for p in DEMO_PROJECTS], type=pa.string()),
+            pa.array([p.initial_circulating_supply for p in DEMO_PROJECTS], type=pa.float64()),
+            pa.array([p.regular_pools for p in DEMO_PROJECTS], type=pa.bool_()),
+        ],
+        schema=SCHEMAS["projects"],
+    )
 
 
 def _readme(seed: int, scale: float, counts: dict[str, int]) -> str:
@@ -692,8 +811,11 @@ def _readme(seed: int, scale: float, counts: dict[str, int]) -> str:
         "Projects:",
     ]
     for p in DEMO_PROJECTS:
-        supply = "" if p.initial_circulating_supply is None else \
-            f", initial circulating supply {p.initial_circulating_supply:,.0f}"
+        supply = (
+            ""
+            if p.initial_circulating_supply is None
+            else f", initial circulating supply {p.initial_circulating_supply:,.0f}"
+        )
         pools = ", regular pools" if p.regular_pools else ""
         lines.append(f"  {p.project:<14} {','.join(p.kinds)}{supply}{pools}")
     lines += ["", "Rows:"] + [f"  {name + '.parquet':<22} {counts[name]:>12,}" for name in TABLES]
@@ -718,8 +840,7 @@ def generate(out_dir: str | os.PathLike, scale: float = 1.0, seed: int = DEMO_SE
     out.mkdir(parents=True, exist_ok=True)
     clashes = [str(out / c) for name in TABLES for c in (f"{name}.csv", name) if (out / c).exists()]
     if clashes:
-        raise FileExistsError("the demo data would give these tables twice; remove them first: "
-                              + ", ".join(clashes))
+        raise FileExistsError("the demo data would give these tables twice; remove them first: " + ", ".join(clashes))
     plan = _plan(seed, scale)
     counts: dict[str, int] = {}
     counts["projects"] = _write(out / "projects.parquet", _projects_table())
@@ -753,7 +874,7 @@ def ensure_default() -> Path:
         try:
             os.rename(tmp, folder)
         except OSError:
-            if not (folder / "README.txt").is_file():   # not a lost race: a real problem
+            if not (folder / "README.txt").is_file():  # not a lost race: a real problem
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -761,8 +882,9 @@ def ensure_default() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m metrics_kit.server.data.demo",
-                                     description="Write the SYNTHETIC metrics-kit demo data set.")
+    parser = argparse.ArgumentParser(
+        prog="python -m metrics_kit.server.data.demo", description="Write the SYNTHETIC metrics-kit demo data set."
+    )
     parser.add_argument("--out", required=True, help="folder to write the Parquet files into")
     parser.add_argument("--scale", type=float, default=1.0, help="1 = about 100k transactions")
     parser.add_argument("--seed", type=int, default=DEMO_SEED)

@@ -30,7 +30,6 @@ class Source:
         return f"{self.table}/ ({len(self.files)} {self.fmt} files)"
 
 
-
 def find_sources(directory: Path) -> dict[str, Source]:
     """The files of each table in ``directory``; an unknown or doubled data file is an error."""
     if not directory.is_dir():
@@ -54,15 +53,17 @@ def find_sources(directory: Path) -> dict[str, Source]:
         if source.table not in TABLES:
             raise DataFormatError(
                 f"{entry.name}: not a table of the data format; the tables are {', '.join(TABLES)} "
-                "(as NAME.parquet, NAME.csv or a folder NAME/)")
+                "(as NAME.parquet, NAME.csv or a folder NAME/)"
+            )
         found.setdefault(source.table, []).append(source)
     for table, sources in found.items():
         if len(sources) > 1:
-            raise DataFormatError(f"table {table!r} is given more than once: "
-                                  + ", ".join(s.label for s in sources))
+            raise DataFormatError(f"table {table!r} is given more than once: " + ", ".join(s.label for s in sources))
     if "projects" not in found:
-        raise DataFormatError(f"data folder {str(directory)!r} has no projects table "
-                              "(projects.parquet or projects.csv); see docs/data-format.md")
+        raise DataFormatError(
+            f"data folder {str(directory)!r} has no projects table "
+            "(projects.parquet or projects.csv); see docs/data-format.md"
+        )
     return {table: sources[0] for table, sources in found.items()}
 
 

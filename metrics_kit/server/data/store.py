@@ -18,7 +18,6 @@ from pathlib import Path
 
 import duckdb
 
-from metrics_kit.spec.catalogue import KINDS, PROJECT_PATTERN
 from metrics_kit.errors import DataFormatError
 from metrics_kit.server.data.schema import (
     ACTIONS,
@@ -32,11 +31,27 @@ from metrics_kit.server.data.schema import (
     TABLES,
 )
 from metrics_kit.server.data.sources import Source, find_sources, fingerprint  # noqa: F401 (the store's API)
+from metrics_kit.spec.catalogue import KINDS, PROJECT_PATTERN
 
 _SQL_TYPE = {"str": "VARCHAR", "float": "DOUBLE", "bool": "BOOLEAN", "time": "TIMESTAMP"}
 _TIMESTAMP_SOURCES = ("TIMESTAMP", "VARCHAR", "DATE")
-_NUMERIC_SOURCES = ("DOUBLE", "FLOAT", "REAL", "DECIMAL", "INTEGER", "BIGINT", "SMALLINT", "TINYINT",
-                    "HUGEINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT", "VARCHAR", "NULL")
+_NUMERIC_SOURCES = (
+    "DOUBLE",
+    "FLOAT",
+    "REAL",
+    "DECIMAL",
+    "INTEGER",
+    "BIGINT",
+    "SMALLINT",
+    "TINYINT",
+    "HUGEINT",
+    "UBIGINT",
+    "UINTEGER",
+    "USMALLINT",
+    "UTINYINT",
+    "VARCHAR",
+    "NULL",
+)
 _SHOWN_ROWS = 5
 
 
@@ -67,8 +82,9 @@ def _sql_list(values) -> str:
     return "[" + ", ".join(_quote(v) for v in values) + "]"
 
 
-def connect(threads: int | None = None, memory_limit: str | None = None,
-            temp_directory: Path | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    threads: int | None = None, memory_limit: str | None = None, temp_directory: Path | None = None
+) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     # Naive timestamps are UTC, and tz-aware ones are converted to UTC, whatever the machine's zone.
     con.execute("SET TimeZone = 'UTC'")
@@ -86,8 +102,10 @@ def _scan(source: Source) -> str:
     if source.fmt == "parquet":
         return f"read_parquet({files}, union_by_name = true, filename = true, file_row_number = true)"
     # Every CSV column is read as text so that a bad value is reported, not silently guessed.
-    return (f"read_csv({files}, header = true, all_varchar = true, union_by_name = true, "
-            f"filename = true, strict_mode = true)")
+    return (
+        f"read_csv({files}, header = true, all_varchar = true, union_by_name = true, "
+        f"filename = true, strict_mode = true)"
+    )
 
 
 def _row_expr(source: Source) -> str:
@@ -101,8 +119,9 @@ def _column_types(con, source: Source) -> dict[str, str]:
     try:
         rows = con.execute(f"DESCRIBE SELECT * FROM {_scan(source)}").fetchall()
     except duckdb.Error as exc:
-        raise DataFormatError(f"{source.label}: cannot be read as {source.fmt.upper()}: "
-                              f"{str(exc).splitlines()[0]}") from None
+        raise DataFormatError(
+            f"{source.label}: cannot be read as {source.fmt.upper()}: {str(exc).splitlines()[0]}"
+        ) from None
     return {name: typ for name, typ, *_ in rows}
 
 
@@ -148,8 +167,12 @@ class _Check:
 
 # Low-cardinality columns: validation groups by them, so their checks (lowercase ids, known
 # projects, allowed values) run once per distinct combination instead of once per row.
-_GROUPED = {"transactions": ("project", "action", "pool_type"), "fees": ("project", "fee_type", "recipient"),
-            "token_flows": ("project", "flow"), "chain_rewards": ("project", "reward_type")}
+_GROUPED = {
+    "transactions": ("project", "action", "pool_type"),
+    "fees": ("project", "fee_type", "recipient"),
+    "token_flows": ("project", "flow"),
+    "chain_rewards": ("project", "reward_type"),
+}
 
 
 def _checks(table: str, projects: list[str]) -> list[_Check]:
@@ -164,55 +187,83 @@ def _checks(table: str, projects: list[str]) -> list[_Check]:
         return _Check(column, allowed, f'"{column}" IS NULL OR {test}', per_row=False)
 
     def timestamp() -> _Check:
-        return _Check("block_time", "an ISO 8601 timestamp or a Parquet timestamp",
-                      'block_time IS NULL')
+        return _Check("block_time", "an ISO 8601 timestamp or a Parquet timestamp", "block_time IS NULL")
 
     def project_ref() -> list[_Check]:
         return [
-            _Check("project", "a lowercase project id (letters, digits, '-', '_', parts joined by dots)",
-                   f"project IS NULL OR NOT regexp_full_match(project, {_quote(PROJECT_PATTERN)})",
-                   per_row=False),
-            _Check("project", "a project listed in the projects table: " + ", ".join(projects),
-                   f"NOT list_contains({_sql_list(projects)}, project)", per_row=False),
+            _Check(
+                "project",
+                "a lowercase project id (letters, digits, '-', '_', parts joined by dots)",
+                f"project IS NULL OR NOT regexp_full_match(project, {_quote(PROJECT_PATTERN)})",
+                per_row=False,
+            ),
+            _Check(
+                "project",
+                "a project listed in the projects table: " + ", ".join(projects),
+                f"NOT list_contains({_sql_list(projects)}, project)",
+                per_row=False,
+            ),
         ]
 
     def number(column: str, allowed: str, extra: str = "") -> _Check:
         return _Check(column, allowed, f'"{column}" IS NULL OR NOT isfinite("{column}"){extra}')
 
     if table == "projects":
-        kinds_ok = (f"len(string_split(kinds, ',')) > 0 AND "
-                    f"list_bool_and(list_transform(string_split(kinds, ','), "
-                    f"lambda k: list_contains({_sql_list(KINDS)}, trim(k))))")
+        kinds_ok = (
+            f"len(string_split(kinds, ',')) > 0 AND "
+            f"list_bool_and(list_transform(string_split(kinds, ','), "
+            f"lambda k: list_contains({_sql_list(KINDS)}, trim(k))))"
+        )
         return [
-            _Check("project", "a lowercase project id (letters, digits, '-', '_', parts joined by dots)",
-                   f"project IS NULL OR NOT regexp_full_match(project, {_quote(PROJECT_PATTERN)})"),
-            _Check("project", "each project listed once",
-                   "count(*) OVER (PARTITION BY project) > 1"),
-            _Check("kinds", "a comma-separated, non-empty subset of " + ",".join(KINDS),
-                   f"kinds IS NULL OR NOT ({kinds_ok})"),
-            _Check("initial_circulating_supply", "a finite number >= 0 (required for tokenomics projects)",
-                   "(r_initial_circulating_supply IS NOT NULL AND initial_circulating_supply IS NULL) OR "
-                   "(initial_circulating_supply IS NOT NULL AND (NOT isfinite(initial_circulating_supply)"
-                   " OR initial_circulating_supply < 0)) OR "
-                   "(initial_circulating_supply IS NULL AND "
-                   "list_contains(list_transform(string_split(kinds, ','), lambda k: trim(k)), 'tokenomics'))"),
-            _Check("regular_pools", "true, false or empty; true only for a project of kind dex",
-                   "(r_regular_pools IS NOT NULL AND regular_pools IS NULL) OR (regular_pools AND NOT "
-                   "list_contains(list_transform(string_split(kinds, ','), lambda k: trim(k)), 'dex'))"),
+            _Check(
+                "project",
+                "a lowercase project id (letters, digits, '-', '_', parts joined by dots)",
+                f"project IS NULL OR NOT regexp_full_match(project, {_quote(PROJECT_PATTERN)})",
+            ),
+            _Check("project", "each project listed once", "count(*) OVER (PARTITION BY project) > 1"),
+            _Check(
+                "kinds",
+                "a comma-separated, non-empty subset of " + ",".join(KINDS),
+                f"kinds IS NULL OR NOT ({kinds_ok})",
+            ),
+            _Check(
+                "initial_circulating_supply",
+                "a finite number >= 0 (required for tokenomics projects)",
+                "(r_initial_circulating_supply IS NOT NULL AND initial_circulating_supply IS NULL) OR "
+                "(initial_circulating_supply IS NOT NULL AND (NOT isfinite(initial_circulating_supply)"
+                " OR initial_circulating_supply < 0)) OR "
+                "(initial_circulating_supply IS NULL AND "
+                "list_contains(list_transform(string_split(kinds, ','), lambda k: trim(k)), 'tokenomics'))",
+            ),
+            _Check(
+                "regular_pools",
+                "true, false or empty; true only for a project of kind dex",
+                "(r_regular_pools IS NOT NULL AND regular_pools IS NULL) OR (regular_pools AND NOT "
+                "list_contains(list_transform(string_split(kinds, ','), lambda k: trim(k)), 'dex'))",
+            ),
         ]
     checks = [timestamp(), *project_ref()]
     if table == "transactions":
-        checks += [required("tx_id", "a non-empty transaction id"),
-                   required("signer", "a non-empty signer address"),
-                   one_of("action", ACTIONS), one_of("pool_type", POOL_TYPES, nullable=True)]
+        checks += [
+            required("tx_id", "a non-empty transaction id"),
+            required("signer", "a non-empty signer address"),
+            one_of("action", ACTIONS),
+            one_of("pool_type", POOL_TYPES, nullable=True),
+        ]
     elif table == "fees":
-        checks += [one_of("fee_type", FEE_TYPES), one_of("recipient", RECIPIENTS),
-                   number("amount_usd", "a finite number")]
+        checks += [
+            one_of("fee_type", FEE_TYPES),
+            one_of("recipient", RECIPIENTS),
+            number("amount_usd", "a finite number"),
+        ]
     elif table == "token_flows":
         checks += [one_of("flow", FLOWS), number("amount", "a finite number >= 0", ' OR "amount" < 0')]
     elif table == "chain_rewards":
-        checks += [required("account", "a non-empty account address"),
-                   one_of("reward_type", REWARD_TYPES), number("amount", "a finite signed number")]
+        checks += [
+            required("account", "a non-empty account address"),
+            one_of("reward_type", REWARD_TYPES),
+            number("amount", "a finite signed number"),
+        ]
     return checks
 
 
@@ -238,15 +289,19 @@ def _relation(con, source: Source) -> _Relation:
         raise DataFormatError(
             f"{source.label}: missing column{'s' if len(missing) > 1 else ''} "
             f"{', '.join(map(repr, missing))}; the {source.table} table has columns "
-            f"{', '.join(wanted)} (found: {', '.join(c for c in types if c not in ('filename', 'file_row_number'))})")
+            f"{', '.join(wanted)} (found: {', '.join(c for c in types if c not in ('filename', 'file_row_number'))})"
+        )
     for column, kind in wanted.items():
         if not _type_ok(kind, types[column]):
-            raise DataFormatError(f"{source.label}, column {column!r}: has type {types[column]}; "
-                                  f"expected {'a timestamp' if kind == 'time' else _SQL_TYPE[kind].lower()}")
+            raise DataFormatError(
+                f"{source.label}, column {column!r}: has type {types[column]}; "
+                f"expected {'a timestamp' if kind == 'time' else _SQL_TYPE[kind].lower()}"
+            )
     return _Relation(
         source=source,
         raw=", ".join(f'"{c}" AS "r_{c}"' for c in wanted),
-        normalised=", ".join(f'{_normalised(c, k, types[c])} AS "{c}"' for c, k in wanted.items()))
+        normalised=", ".join(f'{_normalised(c, k, types[c])} AS "{c}"' for c, k in wanted.items()),
+    )
 
 
 def _profile_sql(table: str, relation: _Relation, checks: list[_Check]) -> str:
@@ -256,18 +311,20 @@ def _profile_sql(table: str, relation: _Relation, checks: list[_Check]) -> str:
         flags = ", ".join(f"({c.bad}) AS bad_{i}" for i, c in enumerate(checks))
         counts = ", ".join(f"count(*) FILTER (WHERE bad_{i})" for i in range(len(checks)))
         return f"SELECT {counts} FROM (SELECT {flags} FROM ({relation.sql(detail=True)}))"
-    row_counts = "".join(f", count(*) FILTER (WHERE {c.bad}) AS bad_{i}"
-                         for i, c in enumerate(checks) if c.per_row)
-    inner = (f"SELECT {', '.join(grouped)}, count(*) AS n{row_counts} "
-             f"FROM ({relation.sql()}) GROUP BY ALL")
-    totals = ", ".join(f"coalesce(sum(bad_{i}), 0)" if c.per_row else
-                       f"coalesce(sum(n) FILTER (WHERE {c.bad}), 0)" for i, c in enumerate(checks))
+    row_counts = "".join(f", count(*) FILTER (WHERE {c.bad}) AS bad_{i}" for i, c in enumerate(checks) if c.per_row)
+    inner = f"SELECT {', '.join(grouped)}, count(*) AS n{row_counts} FROM ({relation.sql()}) GROUP BY ALL"
+    totals = ", ".join(
+        f"coalesce(sum(bad_{i}), 0)" if c.per_row else f"coalesce(sum(n) FILTER (WHERE {c.bad}), 0)"
+        for i, c in enumerate(checks)
+    )
     return f"SELECT {totals} FROM ({inner})"
 
 
 def _first_bad_rows(con, source: Source, relation: _Relation, check: _Check) -> list[tuple]:
-    sql = (f'SELECT _file, _row, "r_{check.column}" FROM (SELECT *, ({check.bad}) AS bad '
-           f"FROM ({relation.sql(detail=True)})) WHERE bad ORDER BY _file, _row LIMIT {_SHOWN_ROWS}")
+    sql = (
+        f'SELECT _file, _row, "r_{check.column}" FROM (SELECT *, ({check.bad}) AS bad '
+        f"FROM ({relation.sql(detail=True)})) WHERE bad ORDER BY _file, _row LIMIT {_SHOWN_ROWS}"
+    )
     if source.fmt == "parquet":
         return con.execute(sql).fetchall()
     # CSV rows are numbered in scan order, which only a single thread keeps.
@@ -290,12 +347,13 @@ def _validate(con, source: Source, relation: _Relation, checks: list[_Check]) ->
         # Only now, on the way to an error, is the slower numbered scan worth it.
         rows = _first_bad_rows(con, source, relation, check)
         shown = "\n".join(
-            f"  {Path(f).name + ' ' if source.folder else ''}row {row}: {value!r}"
-            for f, row, value in rows)
+            f"  {Path(f).name + ' ' if source.folder else ''}row {row}: {value!r}" for f, row, value in rows
+        )
         more = f"\n  ... and {count - len(rows)} more" if count > len(rows) else ""
         noun = "row breaks" if count == 1 else "rows break"
-        raise DataFormatError(f"{source.label}, column {check.column!r}: {count} {noun} the rule; "
-                              f"allowed: {check.allowed}\n{shown}{more}")
+        raise DataFormatError(
+            f"{source.label}, column {check.column!r}: {count} {noun} the rule; allowed: {check.allowed}\n{shown}{more}"
+        )
 
 
 def _empty_view(table: str) -> str:
@@ -327,14 +385,16 @@ def load(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | None = N
 
 
 def _read_projects(con, relation: str) -> dict[str, Project]:
-    rows = con.execute(f"SELECT project, kinds, initial_circulating_supply, regular_pools "
-                       f"FROM ({relation}) ORDER BY project").fetchall()
-    return {p: Project(p, frozenset(k.strip() for k in kinds.split(",")), supply, bool(regular))
-            for p, kinds, supply, regular in rows}
+    rows = con.execute(
+        f"SELECT project, kinds, initial_circulating_supply, regular_pools FROM ({relation}) ORDER BY project"
+    ).fetchall()
+    return {
+        p: Project(p, frozenset(k.strip() for k in kinds.split(",")), supply, bool(regular))
+        for p, kinds, supply, regular in rows
+    }
 
 
 def _coverage(con) -> tuple[dt.date, dt.date] | None:
-    union = " UNION ALL ".join(f"SELECT min(block_time) AS lo, max(block_time) AS hi FROM {t}"
-                               for t in EVENT_TABLES)
+    union = " UNION ALL ".join(f"SELECT min(block_time) AS lo, max(block_time) AS hi FROM {t}" for t in EVENT_TABLES)
     lo, hi = con.execute(f"SELECT CAST(min(lo) AS DATE), CAST(max(hi) AS DATE) FROM ({union})").fetchone()
     return None if lo is None else (lo, hi)

@@ -19,9 +19,9 @@ import time
 from collections.abc import Iterable
 from urllib.parse import parse_qsl
 
-from metrics_kit.spec.catalogue import GRANULARITIES, Catalogue
-from metrics_kit.server.service import MetricService, QueryError
 from metrics_kit.server.http import openapi
+from metrics_kit.server.service import MetricService, QueryError
+from metrics_kit.spec.catalogue import GRANULARITIES, Catalogue
 
 log = logging.getLogger("metrics_kit.server")
 _JSON = [(b"content-type", b"application/json")]
@@ -83,8 +83,9 @@ class RateLimiter:
 
 
 class App:
-    def __init__(self, service: MetricService, keys: Iterable[str], *, rate_limit: float | None = None,
-                 latency_ms: float = 0.0):
+    def __init__(
+        self, service: MetricService, keys: Iterable[str], *, rate_limit: float | None = None, latency_ms: float = 0.0
+    ):
         self.service = service
         self.keys = [k.encode() for k in keys]
         if not self.keys:
@@ -97,8 +98,11 @@ class App:
         self.openapi = json.dumps(openapi.build(catalogue, projects, coverage)).encode()
         self.projects = json.dumps(_projects_body(aggregates, catalogue)).encode()
         self.catalogue = json.dumps(_catalogue_body(catalogue)).encode()
-        self.routes = {"/metrics": self._metrics, "/projects": self._static(self.projects),
-                       "/catalogue": self._static(self.catalogue)}
+        self.routes = {
+            "/metrics": self._metrics,
+            "/projects": self._static(self.projects),
+            "/catalogue": self._static(self.catalogue),
+        }
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "lifespan":
@@ -121,13 +125,15 @@ class App:
         else:
             handler = self.routes.get(path)
             if handler is None:
-                error = QueryError(404, "not_found", f"no such path {path[:80]!r}; the API serves /metrics "
-                                   "(and /projects, /catalogue, /openapi.json)")
+                error = QueryError(
+                    404,
+                    "not_found",
+                    f"no such path {path[:80]!r}; the API serves /metrics (and /projects, /catalogue, /openapi.json)",
+                )
                 await _send(send, 404, error.body(), head)
                 return
         if method not in _METHODS:
-            error = QueryError(405, "method_not_allowed",
-                               f"method {scope['method'][:20]} is not allowed; use GET")
+            error = QueryError(405, "method_not_allowed", f"method {scope['method'][:20]} is not allowed; use GET")
             await _send(send, 405, error.body(), False, [(b"allow", b"GET, HEAD")])
             return
         if handler is None:
@@ -159,12 +165,20 @@ class App:
         if self.limiter is not None:
             wait = self.limiter.retry_after(matched)
             if wait:
-                body = QueryError(429, "rate_limited", f"rate limit of {self.limiter.rate:g} requests per "
-                                  f"second exceeded; retry after {wait} s").body()
+                body = QueryError(
+                    429,
+                    "rate_limited",
+                    f"rate limit of {self.limiter.rate:g} requests per second exceeded; retry after {wait} s",
+                ).body()
                 return 429, body, [(b"retry-after", str(wait).encode())]
         if accept is not None and not accepts_json(accept.decode("latin-1")):
-            return 406, QueryError(406, "not_acceptable", "this service answers only application/json; "
-                                   "send Accept: application/json").body(), []
+            return (
+                406,
+                QueryError(
+                    406, "not_acceptable", "this service answers only application/json; send Accept: application/json"
+                ).body(),
+                [],
+            )
         return 0, b"", []
 
     async def _metrics(self, scope) -> tuple[int, bytes]:
@@ -180,6 +194,7 @@ class App:
     def _static(body: bytes):
         async def handler(scope) -> tuple[int, bytes]:
             return 200, body
+
         return handler
 
 
@@ -204,17 +219,34 @@ def _projects_body(aggregates, catalogue: Catalogue) -> dict:
     out = []
     for name, info in sorted(aggregates.projects.items()):
         metrics = [m.name for m in catalogue.applicable(info["kinds"], info["regular_pools"])]
-        out.append({"project": name, "kinds": info["kinds"], "regular_pools": info["regular_pools"],
-                    "coverage": None if coverage is None else {"start": coverage[0], "end": coverage[1]},
-                    "metrics": metrics})
-    return {"projects": out, "coverage": None if coverage is None else
-            {"start": coverage[0], "end": coverage[1]}}
+        out.append(
+            {
+                "project": name,
+                "kinds": info["kinds"],
+                "regular_pools": info["regular_pools"],
+                "coverage": None if coverage is None else {"start": coverage[0], "end": coverage[1]},
+                "metrics": metrics,
+            }
+        )
+    return {"projects": out, "coverage": None if coverage is None else {"start": coverage[0], "end": coverage[1]}}
 
 
 def _catalogue_body(catalogue: Catalogue) -> dict:
-    return {"chain_unit": catalogue.chain_unit, "granularities": list(GRANULARITIES),
-            "metrics": [{"name": m.name, "families": list(m.families), "unit": m.unit,
-                         "aggregation": m.aggregation, "description": m.description,
-                         "aliases": list(m.aliases), "kinds": sorted(m.kinds),
-                         "regular_pools_only": m.regular_pools_only, "applies_to": m.restriction}
-                        for m in catalogue]}
+    return {
+        "chain_unit": catalogue.chain_unit,
+        "granularities": list(GRANULARITIES),
+        "metrics": [
+            {
+                "name": m.name,
+                "families": list(m.families),
+                "unit": m.unit,
+                "aggregation": m.aggregation,
+                "description": m.description,
+                "aliases": list(m.aliases),
+                "kinds": sorted(m.kinds),
+                "regular_pools_only": m.regular_pools_only,
+                "applies_to": m.restriction,
+            }
+            for m in catalogue
+        ],
+    }

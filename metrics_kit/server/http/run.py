@@ -18,8 +18,11 @@ def api_keys(out=sys.stdout) -> list[str]:
     if configured:
         return configured
     key = secrets.token_urlsafe(24)
-    print(f"No {KEYS_ENV} set: generated an API key for this run (shown once):\n"
-          f"  export METRICS_KIT_API_KEY={key}", file=out, flush=True)
+    print(
+        f"No {KEYS_ENV} set: generated an API key for this run (shown once):\n  export METRICS_KIT_API_KEY={key}",
+        file=out,
+        flush=True,
+    )
     return [key]
 
 
@@ -31,8 +34,9 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror}; "
-                                 "choose another --port (0 picks a free one)") from None
+        raise ConfigurationError(
+            f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port (0 picks a free one)"
+        ) from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
@@ -49,9 +53,10 @@ def _protocol():
 
         def send_400_response(self, msg: str) -> None:
             body = QueryError(400, "malformed_request", f"malformed HTTP request: {msg}").body()
-            self.transport.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
-                                 b"content-length: " + str(len(body)).encode() +
-                                 b"\r\nconnection: close\r\n\r\n" + body)
+            self.transport.write(
+                b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body
+            )
             self.transport.close()
 
     return JsonErrorsProtocol
@@ -61,8 +66,15 @@ def serve(app, sock: socket.socket, *, access_log: bool = False) -> None:
     import uvicorn
 
     # uvicorn's access lines are logged at INFO: a WARNING level would silence --access-log.
-    config = uvicorn.Config(app, lifespan="off", access_log=access_log,
-                            log_level="info" if access_log else "warning",
-                            http=_protocol(), loop="uvloop", server_header=False, date_header=False,
-                            proxy_headers=False)  # nothing here reads forwarded headers
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        access_log=access_log,
+        log_level="info" if access_log else "warning",
+        http=_protocol(),
+        loop="uvloop",
+        server_header=False,
+        date_header=False,
+        proxy_headers=False,
+    )  # nothing here reads forwarded headers
     uvicorn.Server(config).run(sockets=[sock])
