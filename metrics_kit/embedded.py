@@ -103,20 +103,16 @@ def transport() -> InProcessTransport:
     global _service
     with _lock:
         if _service is None:
-            from metrics_kit.server import build as aggregates
-            from metrics_kit.server.data import demo
+            from metrics_kit.server.dataset import open_service
             from metrics_kit.server.http.app import App
-            from metrics_kit.server.service import MetricService
-            from metrics_kit.spec.catalogue import default_catalogue
 
-            catalogue = default_catalogue()
-            data = demo.ensure_default()
-            built = aggregates.load_or_build(data, catalogue, log=log.info)
+            service = open_service(log=log.info)
+            built = service.aggregates
             # Nothing outside this process can reach the service, so its key is no secret; it is
             # stable per data set so that the client's cache carries over between sessions.
             # The address in URLs and messages is constant; the cache is filed per data set.
             identity = f"embedded://demo/{built.meta['fingerprint']}"
             key = f"embedded-{built.meta['fingerprint']}"
-            _service = (App(MetricService(built, catalogue), [key]), key, identity)
+            _service = (App(service, [key]), key, identity)
         app, key, identity = _service
     return InProcessTransport(app, key, EMBEDDED_URL, cache_identity=identity)

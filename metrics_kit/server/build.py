@@ -96,10 +96,8 @@ class Aggregates:
                 "length": pa.array(lengths, pa.int32()),
             }
         ).replace_schema_metadata({"metrics_kit": json.dumps(self.meta)})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)  # readers see the old file or the whole new one, never a part
+        with files.atomic_write(path) as tmp:
+            pq.write_table(table, tmp)
 
     @classmethod
     def read(cls, path: Path) -> Aggregates:

@@ -172,22 +172,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args) -> int:
-    from metrics_kit.server import build as aggregates
+    from metrics_kit.server.dataset import open_service
     from metrics_kit.server.http import run
     from metrics_kit.server.http.app import App
-    from metrics_kit.server.service import MetricService
     from metrics_kit.spec.catalogue import default_catalogue
 
     catalogue = default_catalogue(args.chain_unit)
-    data = args.data
-    if data is None:
-        from metrics_kit.server.data import demo
-
-        data = demo.ensure_default()
-        print(f"Serving the SYNTHETIC demo data set ({data})", flush=True)
-    built = aggregates.load_or_build(data, catalogue, rebuild=args.rebuild)
+    service = open_service(args.data, catalogue, rebuild=args.rebuild, log=lambda line: print(line, flush=True))
+    built = service.aggregates
     keys = run.api_keys()
-    app = App(MetricService(built, catalogue), keys, rate_limit=args.rate_limit, latency_ms=args.latency_ms)
+    app = App(service, keys, rate_limit=args.rate_limit, latency_ms=args.latency_ms)
     sock = run.bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
@@ -303,22 +297,15 @@ def _flat(wide):
 
 def _write(table, out: Path, suffix: str) -> None:
     """Write through a temporary file in the same folder, so a failure leaves no half-written file."""
-    import os
-    import tempfile
+    from metrics_kit.files import atomic_write
 
     table = table.copy()
     table.attrs = {}  # attrs hold Timestamps and tuples, which the Parquet metadata cannot take
-    handle, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(handle)
-    try:
+    with atomic_write(out) as temporary:
         if suffix == ".csv":
             table.to_csv(temporary, index=False)
         else:
             table.to_parquet(temporary, index=False)
-        os.replace(temporary, out)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def _lab(args) -> int:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from metrics_kit import files
 from metrics_kit.client.settings import BASE_URL_ENV
 from metrics_kit.errors import ConfigurationError, MetricsKitError, ValidationError
 
@@ -304,19 +305,9 @@ def run(
         raise ValidationError(f"the folder of the report ({out.parent}) does not exist", "out")
     nb = execute(path, parameters, timeout=timeout)
     html = to_html(nb, title=path.stem, hide_input=hide_input)
-    _write_text(out, html)
+    with files.atomic_write(out) as tmp:  # a failure leaves no half-written report
+        tmp.write_text(html, encoding="utf-8")
     return out
-
-
-def _write_text(out: Path, text: str) -> None:
-    """Write through a temporary file in the same folder: a failure leaves no half-written report."""
-    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, out)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 # -- JupyterLab -------------------------------------------------------------------------------------
@@ -329,13 +320,10 @@ def warm(log: Callable[[str], Any] = print) -> None:
     if os.environ.get(BASE_URL_ENV):
         log(f"The notebooks will use the service {os.environ[BASE_URL_ENV]} (${BASE_URL_ENV})")
         return
-    from metrics_kit.server import build as aggregates
-    from metrics_kit.server.data import demo
-    from metrics_kit.spec.catalogue import default_catalogue
+    from metrics_kit.server.dataset import open_service
 
-    data = demo.ensure_default()
-    aggregates.load_or_build(data, default_catalogue(), log=log)
-    log(f"Embedded default ready: the SYNTHETIC demo data set ({data})")
+    open_service(log=log)
+    log("Embedded default ready")
 
 
 def lab_command(

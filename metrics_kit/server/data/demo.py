@@ -63,7 +63,6 @@ Parquet row groups, and the base58 strings are built from flat random digit buff
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import math
 import os
@@ -78,6 +77,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from metrics_kit.files import atomic_write, cache_dir
 from metrics_kit.server.data.schema import ACTIONS, FEE_TYPES, FLOWS, POOL_TYPES, RECIPIENTS, REWARD_TYPES, TABLES
 
 DEMO_SEED = 7
@@ -490,7 +490,7 @@ def _write_transactions(path: Path, seed: int, plan: _Plan) -> int:
     # One global address pool, ordered differently per project: users overlap across protocols.
     perms = [rng.permutation(plan.addresses) for _ in _TX_PROJECTS]
     rows = 0
-    with _atomic(path) as tmp:
+    with atomic_write(path) as tmp:
         with pq.ParquetWriter(
             tmp, SCHEMAS["transactions"], use_dictionary=_TX_DICTIONARY_COLUMNS, **_PARQUET_OPTIONS
         ) as writer:
@@ -765,20 +765,8 @@ def _chain_rewards(seed: int, scale: float, plan: _Plan) -> pa.Table:
 # Writing
 
 
-@contextlib.contextmanager
-def _atomic(path: Path) -> Iterator[Path]:
-    """Write to a temporary name in the same folder, then rename over ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-
-
 def _write(path: Path, table: pa.Table) -> int:
-    with _atomic(path) as tmp:
+    with atomic_write(path) as tmp:
         pq.write_table(table, tmp, row_group_size=_ROW_GROUP_ROWS, use_dictionary=True, **_PARQUET_OPTIONS)
     return table.num_rows
 
@@ -850,7 +838,7 @@ def generate(out_dir: str | os.PathLike, scale: float = 1.0, seed: int = DEMO_SE
     counts["token_flows"] = _write(out / "token_flows.parquet", _token_flows(seed, plan, protocol_daily))
     counts["chain_rewards"] = _write(out / "chain_rewards.parquet", _chain_rewards(seed, scale, plan))
     readme = out / "README.txt"
-    with _atomic(readme) as tmp:
+    with atomic_write(readme) as tmp:
         tmp.write_text(_readme(seed, scale, counts), encoding="utf-8")
     return counts
 
@@ -861,8 +849,6 @@ def ensure_default() -> Path:
     Built on first use into a hidden sibling folder and renamed into place, so a half-written folder
     is never seen and two processes racing to build it both end up with one complete copy.
     """
-    from metrics_kit.files import cache_dir
-
     folder = cache_dir() / f"demo-data-v{DEMO_VERSION}-seed{DEMO_SEED}-scale1"
     if (folder / "README.txt").is_file():
         return folder
