@@ -1,30 +1,54 @@
-# The README's commands (make lab, make test; make serve), and what CI runs.
+# The README's commands (make lab, make test; make check, make serve), and what CI runs.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# --prefer-binary: a wheel of an older release rather than building a newer sdist. pip keeps the
+# wheels it builds (pyspark's, ~4 min from its sdist) in its cache, so a clean .venv reinstalls fast.
+PIP := $(BIN)/python -m pip install --quiet --prefer-binary
 
-.PHONY: setup lab serve test clean
+.PHONY: setup lab serve check test system-packages clean
 
-$(VENV)/.installed: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(PIP) --upgrade pip
+
+# JupyterLab and the HTTP server: what `make lab` and `make serve` use.
+$(VENV)/.lab: pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[lab,serve]'
 	touch $@
 
-setup: $(VENV)/.installed
+# Everything the tests and checks need ([test] includes [lab] and [serve]).
+$(VENV)/.test: pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[test,spark]'
+	touch $@
+
+setup: $(VENV)/.test
 
 # Set up, build the synthetic demo data set and its aggregates, and open JupyterLab on notebooks/.
-lab: setup
+lab: $(VENV)/.lab
 	$(BIN)/metrics-kit lab
 
 # Set up, build the synthetic demo data set and serve it on http://127.0.0.1:8000.
-serve: setup
+serve: $(VENV)/.lab
 	$(BIN)/metrics-kit serve
 
-# Every test: unit, golden values, HTTP against the real server, schemathesis, and the notebooks
-# (nbval on their stored outputs, papermill with other parameters; see notebooks/README.md).
-test: setup
+# Lint, formatting and types: ruff over the code, tests, benchmarks and notebooks; mypy over the
+# package (strict on spec/ and client/, see pyproject.toml).
+check: $(VENV)/.test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# The Debian packages the tests need (.ci/apt-packages): installed when missing if we are root,
+# else the command to run is printed.
+system-packages:
+	@bash .ci/system-packages
+
+# Every test: the checks, then unit, golden values, HTTP against the real server, schemathesis,
+# the notebooks (nbval, papermill), the browser test and the Spark builds. `-m unit` and the other
+# markers in pyproject.toml select one kind: .venv/bin/python -m pytest -m unit
+test: system-packages check
 	$(BIN)/python -m pytest
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -1,9 +1,12 @@
-"""environment.yml (conda) installs the same packages, with the same lower bounds, as pyproject.toml
-(its dependencies and every extra, test included)."""
+"""The install: the core is light (importing metrics_kit loads no JupyterLab, plotting or web server),
+and environment.yml (conda) installs the same packages, with the same bounds, as pyproject.toml (its
+dependencies and every extra)."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -21,6 +24,10 @@ CONDA_TO_PYPI = {
     "uvicorn-standard": "uvicorn[standard]",
 }
 NOT_PACKAGES = {"python", "pip"}
+# What conda installs that pip cannot, and so pyproject.toml does not name: the Java runtime of the
+# [spark] extra (on Debian, the openjdk-17-jre-headless of .ci/apt-packages).
+CONDA_ONLY = {"openjdk"}
+PROJECT = "metrics-kit"
 CONDA_SPEC = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)\s*(?P<spec>(?:[<>=!~]=?\s*[\w.*]+\s*,?\s*)*)$")
 
 
@@ -36,6 +43,8 @@ def pyproject_requirements() -> dict[str, SpecifierSet]:
     found = {}
     for line in lines:
         requirement = Requirement(line)
+        if canonicalize_name(requirement.name) == PROJECT:  # an extra made of other extras
+            continue
         found[_key(requirement.name, requirement.extras)] = requirement.specifier
     return found
 
@@ -57,7 +66,7 @@ def environment_requirements() -> dict[str, SpecifierSet]:
         match = CONDA_SPEC.match(entry.strip())
         assert match, f"environment.yml: cannot read {entry!r}"
         name = match["name"]
-        if name in NOT_PACKAGES:
+        if name in NOT_PACKAGES or name in CONDA_ONLY:
             continue
         pypi = Requirement(CONDA_TO_PYPI.get(name, name))
         found[_key(pypi.name, pypi.extras)] = SpecifierSet(match["spec"].replace(" ", ""))
@@ -79,7 +88,8 @@ def test_environment_yml_has_the_same_lower_bounds():
     }
     assert differ == {}, "pyproject.toml vs environment.yml"
     for name, specifier in pyproject.items():
-        assert all(s.operator == ">=" for s in specifier), f"{name}: only lower bounds are kept in step"
+        # A ceiling only where a package's supported range ends (pyspark for Ibis, say).
+        assert all(s.operator in (">=", "<") for s in specifier), f"{name}: a floor, and at most a ceiling"
 
 
 def test_environment_yml_python_and_package():
@@ -89,3 +99,28 @@ def test_environment_yml_python_and_package():
     pip = next(e["pip"] for e in entries if isinstance(e, dict))
     assert "-e ." in pip, "the environment installs metrics_kit itself"
     assert "conda-forge" in environment()["channels"]
+
+
+# The top-level modules of the [lab] and [serve] extras: the core must run without any of them.
+EXTRAS_MODULES = ["jupyterlab", "ipykernel", "IPython", "ipywidgets", "matplotlib", "papermill", "nbconvert"]
+EXTRAS_MODULES += ["nbformat", "jupyter_client", "uvicorn", "uvloop", "httptools"]
+
+
+def test_importing_metrics_kit_loads_no_extra():
+    code = "import sys, metrics_kit; print(sorted(set(sys.argv[1:]) & set(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code, *EXTRAS_MODULES], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_core_needs_no_extra():
+    """`pip install metrics-kit` brings none of the extras' packages; they are in the extras."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = {canonicalize_name(Requirement(line).name) for line in project["dependencies"]}
+    extras = project["optional-dependencies"]
+    assert core.isdisjoint({"jupyterlab", "ipykernel", "ipywidgets", "matplotlib", "papermill", "nbconvert"})
+    assert core.isdisjoint({"uvicorn", "pyspark", "pytest"})
+    assert {"uvicorn"} <= {canonicalize_name(Requirement(line).name) for line in extras["serve"]}
+    for extra in ("lab", "serve"):
+        assert any(Requirement(line).name == PROJECT and extra in Requirement(line).extras for line in extras["test"])

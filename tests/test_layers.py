@@ -1,0 +1,212 @@
+"""The layers of metrics_kit (docs/architecture.md): who may import whom, checked on every import
+statement of every module, imports inside functions and ``if TYPE_CHECKING:`` blocks included; and
+docs/architecture.md names exactly the modules there are."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "metrics_kit"
+
+# The layer of each module: its first name under metrics_kit (a subpackage or a top-level module).
+# "root" is the package itself (__init__, the public face) and __main__.
+LAYERS = {
+    "errors": "errors",
+    "files": "files",
+    "spec": "spec",
+    "client": "client",
+    "notebook": "notebook",
+    "server": "server",
+    "embedded": "embedded",
+    "tools": "tools",
+    "__main__": "root",
+}
+EVERYTHING = {"root", "errors", "files", "spec", "client", "notebook", "server", "embedded", "tools"}
+
+# What each layer may import, of ours (itself always). Arrows only go down: spec below client and
+# server, client below notebook; errors and files are the base. Only embedded, tools and the root
+# join the client side and the server side.
+ALLOWED = {
+    "errors": set(),
+    "files": set(),
+    "spec": {"errors"},
+    "client": {"spec", "errors", "files"},
+    "notebook": {"client", "spec", "errors", "files"},
+    "server": {"spec", "errors", "files"},
+    "embedded": {"client", "server", "spec", "errors", "files"},
+    "tools": EVERYTHING,
+    "root": EVERYTHING,
+}
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Every module of the package under ``root``, by dotted name."""
+    return {module_name(p, root): p for p in sorted((root / PACKAGE).rglob("*.py")) if "__pycache__" not in p.parts}
+
+
+def layer(name: str) -> str:
+    parts = name.split(".")
+    if parts == [PACKAGE]:
+        return "root"
+    return LAYERS.get(parts[1], f"unknown ({parts[1]})")
+
+
+def imported(path: Path, name: str, known: set[str]) -> Iterator[tuple[int, str]]:
+    """(line, module of ours) for every import in the file, at any depth. ``from x import y``
+    counts as importing ``x.y`` when that is a module, else ``x``."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                yield node.lineno, submodule if submodule in known else source
+
+
+def violations(root: Path) -> list[str]:
+    """Every import that breaks the rules, as 'file:line: module (layer) imports module (layer)'."""
+    found = modules(root)
+    known = set(found)
+    problems = []
+    for name, path in found.items():
+        here = layer(name)
+        if here not in ALLOWED:
+            problems.append(f"{path.relative_to(root)}: {name} is in no layer: add it to LAYERS and ALLOWED")
+            continue
+        for line, target in imported(path, name, known):
+            if target != PACKAGE and not target.startswith(PACKAGE + "."):
+                continue
+            there = layer(target)
+            if there != here and there not in ALLOWED[here]:
+                problems.append(f"{path.relative_to(root)}:{line}: {name} ({here}) imports {target} ({there})")
+    return problems
+
+
+def test_every_import_follows_the_layers():
+    assert violations(ROOT) == []
+
+
+def test_the_checker_sees_every_kind_of_import(tmp_path):
+    """A made-up package with one forbidden import of each form, and allowed ones beside them."""
+    files = {
+        "__init__.py": "from metrics_kit import embedded\nfrom metrics_kit.client.api import value\n",
+        "errors.py": "",
+        "files.py": "from metrics_kit.errors import MetricsKitError\n",  # the base imports nothing of ours
+        "embedded.py": "from metrics_kit.server import engine\nfrom metrics_kit.client import api\n",
+        "spec/__init__.py": "",
+        "spec/ids.py": "from metrics_kit.errors import ValidationError\nfrom ..client import api\n",
+        "client/__init__.py": "from . import api\n",
+        "client/api.py": (
+            "from metrics_kit.spec import ids\n"
+            "def default():\n"
+            "    from metrics_kit import embedded\n"  # inside a function
+            "    return embedded\n"
+        ),
+        "client/cache.py": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"  # only for the type checker, but still an arrow the wrong way
+            "    import metrics_kit.server.engine\n"
+        ),
+        "client/version.py": "from metrics_kit import __version__\n",  # the root, for the version
+        "notebook/__init__.py": "",
+        "notebook/charts.py": "from metrics_kit.client import api\nfrom metrics_kit.server import engine\n",
+        "server/__init__.py": "",
+        "server/engine.py": "from metrics_kit.spec import ids\nfrom metrics_kit.tools import cli\n",
+        "server/data/__init__.py": "",
+        "server/data/store.py": "from ...files import cache_dir\nfrom ... import client\n",  # relative, two up
+        "tools/__init__.py": "",
+        "tools/cli.py": "import metrics_kit\nfrom metrics_kit.server import engine\nfrom metrics_kit import client\n",
+        "extra.py": "",  # a module in no layer
+        "tools/api.py": "from metrics_kit import embedded\nfrom .. import client\n",
+    }
+    for relative, text in files.items():
+        path = tmp_path / PACKAGE / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    found = violations(tmp_path)
+    expected = [
+        "files.py:1: metrics_kit.files (files) imports metrics_kit.errors (errors)",
+        "spec/ids.py:2: metrics_kit.spec.ids (spec) imports metrics_kit.client.api (client)",
+        "client/api.py:3: metrics_kit.client.api (client) imports metrics_kit.embedded (embedded)",
+        "client/cache.py:3: metrics_kit.client.cache (client) imports metrics_kit.server.engine (server)",
+        "client/version.py:1: metrics_kit.client.version (client) imports metrics_kit (root)",
+        "notebook/charts.py:2: metrics_kit.notebook.charts (notebook) imports metrics_kit.server.engine (server)",
+        "server/engine.py:2: metrics_kit.server.engine (server) imports metrics_kit.tools.cli (tools)",
+        "server/data/store.py:2: metrics_kit.server.data.store (server) imports metrics_kit.client (client)",
+        "extra.py: metrics_kit.extra is in no layer: add it to LAYERS and ALLOWED",
+    ]
+    assert sorted(p.replace("metrics_kit/", "", 1) for p in found) == sorted(expected)
+
+
+# docs/architecture.md draws the tree in a fenced block that starts with "metrics_kit/", one entry
+# per line, two spaces of indent per level, the name first.
+_TREE = re.compile(r"^```[^\n]*\n(metrics_kit/\n.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def documented_tree(text: str) -> set[str]:
+    match = _TREE.search(text)
+    assert match, "docs/architecture.md has no tree block starting with 'metrics_kit/'"
+    paths, stack = set(), []
+    for line in match.group(1).splitlines()[1:]:
+        if not line.strip():
+            continue
+        depth = (len(line) - len(line.lstrip(" "))) // 2 - 1
+        name = line.split()[0]
+        stack[depth:] = [name.rstrip("/")]
+        paths.add("/".join(stack) + ("/" if name.endswith("/") else ""))
+    return paths
+
+
+def actual_tree(root: Path) -> set[str]:
+    paths = set()
+    for path in (root / PACKAGE).rglob("*.py"):
+        relative = path.relative_to(root / PACKAGE)
+        if "__pycache__" in relative.parts:
+            continue
+        if path.name != "__init__.py" or len(relative.parts) == 1:
+            paths.add(relative.as_posix())
+        for depth in range(1, len(relative.parts)):
+            paths.add("/".join(relative.parts[:depth]) + "/")
+    return paths
+
+
+def test_architecture_doc_names_every_module():
+    documented = documented_tree((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    actual = actual_tree(ROOT)
+    assert sorted(actual - documented) == [], "in metrics_kit/ but not in docs/architecture.md's tree"
+    assert sorted(documented - actual) == [], "in docs/architecture.md's tree but not in metrics_kit/"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("```\nmetrics_kit/\n  a.py   x\n  b/\n    c.py\n  d.py\n```\n", {"a.py", "b/", "b/c.py", "d.py"}),
+        (
+            "```text\nmetrics_kit/\n  b/     folder\n    c/\n      e.py\n    f.py\n```",
+            {"b/", "b/c/", "b/c/e.py", "b/f.py"},
+        ),
+    ],
+)
+def test_the_tree_reader(text, expected):
+    assert documented_tree(text) == expected
