@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -100,6 +101,26 @@ def sizes(venv: Path, top: int) -> tuple[int, int, list[tuple[str, int]]]:
     return du_kib(site), installer, entries[:top]
 
 
+def import_time_by_package(python: Path, cache: Path, timeout: float) -> list[tuple[str, int]]:
+    """Microseconds of `import metrics_kit` spent in each top-level package's own modules."""
+    done = subprocess.run(
+        [str(python), "-I", "-X", "importtime", "-c", "import metrics_kit"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=common.child_env(cache),
+        check=True,
+    )
+    totals: dict[str, int] = {}
+    for line in done.stderr.splitlines():
+        fields = line.removeprefix("import time:").split("|")
+        if len(fields) != 3 or not fields[0].strip().isdigit():
+            continue  # the header
+        package = fields[2].strip().split(".")[0]
+        totals[package] = totals.get(package, 0) + int(fields[0])
+    return sorted(totals.items(), key=lambda item: -item[1])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=common.DEFAULT_WORK)
@@ -127,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if present:
         failures.append(f"installed by the core install: {present}")
 
+    print(f"\nload average before the import rounds: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     baseline, inside, wall, modules = [], [], [], 0
     for _ in range(args.rounds):
         baseline.append(run_python(python, "pass", [], cache, args.timeout).seconds)
@@ -151,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
             ],
         )
     )
+
+    by_package = import_time_by_package(python, cache, args.timeout)
+    print("\nwhere the import time goes (python -X importtime, self time summed per top-level package):")
+    print(common.table(["package", "ms"], [[name, f"{us / 1000:.0f}"] for name, us in by_package[: args.top]]))
 
     cold = run_python(python, VALUE_PROBE, [*QUERY], cache, args.timeout)
     warm = run_python(python, VALUE_PROBE, [*QUERY], cache, args.timeout)
@@ -207,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "import_wall_s": wall,
         "python_pass_wall_s": baseline,
         "modules_after_import": modules,
+        "import_self_us_by_package": by_package,
         "embedded_cold_s": cold.seconds,
         "embedded_warm_s": warm.seconds,
         "remote_s": remote_run.seconds,
