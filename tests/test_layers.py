@@ -210,3 +210,35 @@ def test_architecture_doc_names_every_module():
 )
 def test_the_tree_reader(text, expected):
     assert documented_tree(text) == expected
+
+
+def test_every_test_file_has_a_kind():
+    """Each test file is marked unit, service, notebooks, browser or spark by tests/conftest.py."""
+    from conftest import kind_of
+
+    tests = sorted((ROOT / "tests").rglob("test_*.py")) + sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert [str(p.relative_to(ROOT)) for p in tests if kind_of(p, ROOT) is None] == []
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("tests/test_client.py", "service"),
+        ("tests/test_cache.py", "unit"),
+        ("tests/test_browser_lab.py", "browser"),
+        ("tests/test_spark_parity.py", "spark"),
+        ("tests/unit/test_calendar.py", "unit"),
+        ("tests/service/test_http.py", "service"),
+        ("tests/browser/test_notebooks_in_chromium.py", "browser"),
+        ("tests/spark/test_parity.py", "spark"),
+        ("tests/notebooks/test_notebooks.py", "notebooks"),
+        ("notebooks/01_quickstart.ipynb", "notebooks"),
+        ("tests/test_nonesuch.py", None),
+        ("tests/elsewhere/test_x.py", None),
+        ("benchmarks/test_x.py", None),
+    ],
+)
+def test_kind_by_folder_or_file_name(path, kind):
+    from conftest import kind_of
+
+    assert kind_of(ROOT / path, ROOT) == kind
