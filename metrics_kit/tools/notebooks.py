@@ -264,7 +264,7 @@ def to_html(nb, *, title: str, hide_input: bool = False) -> str:
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        outputs = []
+        outputs: list[NotebookNode] = []
         for output in cell.get("outputs", []):
             if WIDGET_VIEW in output.get("data", {}):
                 output = NotebookNode(
