@@ -47,8 +47,9 @@ system-packages:
 # Every test: the checks, then unit, golden values, HTTP against the real server, schemathesis,
 # the notebooks (nbval, papermill), the browser test and the Spark builds. `-m unit` and the other
 # markers in pyproject.toml select one kind: .venv/bin/python -m pytest -m unit
+# --durations: the slowest tests in the log, to keep CI inside its time.
 test: system-packages check
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache
