@@ -65,8 +65,9 @@ def layer(name: str) -> str:
 
 
 def imported(path: Path, name: str, known: set[str]) -> Iterator[tuple[int, str]]:
-    """(line, module of ours) for every import in the file, at any depth. ``from x import y``
-    counts as importing ``x.y`` when that is a module, else ``x``."""
+    """(line, module) for every import in the file, at any depth. ``from x import y`` counts as
+    importing ``x.y`` when that is a module, else ``x``; ``importlib.import_module("x")`` of a
+    constant name counts too."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
@@ -82,6 +83,15 @@ def imported(path: Path, name: str, known: set[str]) -> Iterator[tuple[int, str]
             for alias in node.names:
                 submodule = f"{source}.{alias.name}"
                 yield node.lineno, submodule if submodule in known else source
+        elif isinstance(node, ast.Call) and _call_name(node.func) in ("import_module", "__import__"):
+            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                yield node.lineno, node.args[0].value
+
+
+def _call_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
 
 
 def violations(root: Path) -> list[str]:
@@ -135,6 +145,7 @@ def test_the_checker_sees_every_kind_of_import(tmp_path):
         "server/engine.py": "from metrics_kit.spec import ids\nfrom metrics_kit.tools import cli\n",
         "server/data/__init__.py": "",
         "server/data/store.py": "from ...files import cache_dir\nfrom ... import client\n",  # relative, two up
+        "server/service.py": "import importlib\nCLIENT = importlib.import_module('metrics_kit.client.api')\n",
         "tools/__init__.py": "",
         "tools/cli.py": "import metrics_kit\nfrom metrics_kit.server import engine\nfrom metrics_kit import client\n",
         "extra.py": "",  # a module in no layer
@@ -154,6 +165,7 @@ def test_the_checker_sees_every_kind_of_import(tmp_path):
         "notebook/charts.py:2: metrics_kit.notebook.charts (notebook) imports metrics_kit.server.engine (server)",
         "server/engine.py:2: metrics_kit.server.engine (server) imports metrics_kit.tools.cli (tools)",
         "server/data/store.py:2: metrics_kit.server.data.store (server) imports metrics_kit.client (client)",
+        "server/service.py:2: metrics_kit.server.service (server) imports metrics_kit.client.api (client)",
         "extra.py: metrics_kit.extra is in no layer: add it to LAYERS and ALLOWED",
     ]
     assert sorted(p.replace("metrics_kit/", "", 1) for p in found) == sorted(expected)
