@@ -428,7 +428,7 @@ def test_unknown_extra_parameters_are_ignored(server):
     assert_value_shape(get(server, params={**GOOD, "format": "csv", "api_key": "x"}))
 
 
-# -- 401 --------------------------------------------------------------------------------------------------
+# -- 401 (never 403) --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -448,6 +448,8 @@ def test_unauthenticated(server, path, key, code):
     reply = get(server, path, params=params, key=key)
     error = assert_error(reply, 401, code, None)
     assert TEST_KEY not in error["message"]
+    # 401 (not 403) for a missing and for a wrong key alike, with the challenge RFC 9110 asks for.
+    assert reply.header("www-authenticate") == 'ApiKey header="x-api-key"'
 
 
 def test_empty_key_header_on_the_wire(server):

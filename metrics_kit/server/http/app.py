@@ -19,13 +19,16 @@ import time
 from collections.abc import Iterable
 from urllib.parse import parse_qsl
 
-from metrics_kit.server.http import openapi
+from metrics_kit.server.http import openapi, settings
 from metrics_kit.server.service import MetricService, QueryError
-from metrics_kit.spec.catalogue import GRANULARITIES, Catalogue
+from metrics_kit.spec.calendar import GRANULARITIES
+from metrics_kit.spec.catalogue import Catalogue
 
 log = logging.getLogger("metrics_kit.server")
 _JSON = [(b"content-type", b"application/json")]
 _METHODS = (b"GET", b"HEAD")
+# RFC 9110 asks a 401 to name the way to authenticate; there is no registered scheme for a key header.
+_CHALLENGE = [(b"www-authenticate", b'ApiKey header="x-api-key"')]
 
 
 @functools.lru_cache(maxsize=256)
@@ -87,11 +90,10 @@ class App:
         self, service: MetricService, keys: Iterable[str], *, rate_limit: float | None = None, latency_ms: float = 0.0
     ):
         self.service = service
-        self.keys = [k.encode() for k in keys]
-        if not self.keys:
-            raise ValueError("the server needs at least one API key")
-        self.limiter = RateLimiter(rate_limit) if rate_limit else None
-        self.latency = latency_ms / 1000.0
+        self.keys = settings.keys(keys)
+        rate = settings.rate_limit(rate_limit)
+        self.limiter = RateLimiter(rate) if rate is not None else None
+        self.latency = settings.latency_ms(latency_ms) / 1000.0
         aggregates, catalogue = service.aggregates, service.catalogue
         projects = sorted(aggregates.projects)
         coverage = aggregates.meta["coverage"]
@@ -154,14 +156,20 @@ class App:
 
     def _gate(self, key: bytes | None, accept: bytes | None) -> tuple[int, bytes, list]:
         """Authentication, rate limit and content negotiation, in that order."""
+        # 401 for a missing and for a wrong key alike (RFC 9110: no valid credentials); 403 would mean
+        # "known, but not allowed", and no key here is limited to part of the service.
         if not key:
-            return 401, QueryError(401, "missing_api_key", "send your API key in the x-api-key header").body(), []
+            return (
+                401,
+                QueryError(401, "missing_api_key", "send your API key in the x-api-key header").body(),
+                _CHALLENGE,
+            )
         matched = None
         for known in self.keys:  # compare with every key, in constant time each
             if hmac.compare_digest(known, key):
                 matched = known
         if matched is None:
-            return 401, QueryError(401, "invalid_api_key", "the API key in x-api-key is not valid").body(), []
+            return 401, QueryError(401, "invalid_api_key", "the API key in x-api-key is not valid").body(), _CHALLENGE
         if self.limiter is not None:
             wait = self.limiter.retry_after(matched)
             if wait:

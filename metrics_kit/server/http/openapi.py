@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from metrics_kit import __version__
-from metrics_kit.spec.catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue
+from metrics_kit.spec.calendar import GRANULARITIES
+from metrics_kit.spec.catalogue import Catalogue
+from metrics_kit.spec.ids import MAX_PROJECT, PROJECT_PATTERN
 
 _ERROR_CODES = {
     400: "A parameter is missing, repeated or malformed (including an unknown metric_name).",
@@ -66,7 +68,7 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
             "schema": {
                 "type": "string",
                 "pattern": PROJECT_PATTERN,
-                "maxLength": 200,
+                "maxLength": MAX_PROJECT,
                 **({"examples": projects[:5]} if projects else {}),
             },
         },

@@ -8,6 +8,7 @@ import socket
 import sys
 
 from metrics_kit.errors import ConfigurationError
+from metrics_kit.server.http import settings
 
 KEYS_ENV = "METRICS_KIT_API_KEYS"
 
@@ -27,6 +28,7 @@ def api_keys(out=sys.stdout) -> list[str]:
 
 
 def bind(host: str, port: int) -> socket.socket:
+    host, port = settings.host(host), settings.port(port)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
