@@ -8,11 +8,12 @@ granularity, date and project format (400), then existence (404).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from collections.abc import Iterable
 
 from metrics_kit.errors import ValidationError
-from metrics_kit.server.build import Aggregates
+from metrics_kit.server.build import Aggregates, catalogue_key
 from metrics_kit.spec import ids
 from metrics_kit.spec.catalogue import Catalogue
 
@@ -38,11 +39,19 @@ class QueryError(Exception):
         return json.dumps({"error": {"code": self.code, "message": self.message, "param": self.param}}).encode()
 
 
+def data_version(fingerprint: str, catalogue: Catalogue) -> str:
+    """Names the values a service answers with: it changes when a data file is added, removed,
+    rewritten or touched (the aggregates' fingerprint), or when what a metric computes changes
+    (the catalogue key, which also covers the engine version and the chain unit)."""
+    return hashlib.sha256(f"{fingerprint}/{catalogue_key(catalogue)}".encode()).hexdigest()[:20]
+
+
 class MetricService:
     def __init__(self, aggregates: Aggregates, catalogue: Catalogue):
         self.aggregates = aggregates
         self.catalogue = catalogue
         self.coverage = aggregates.coverage
+        self.data_version = data_version(aggregates.meta["fingerprint"], catalogue)
 
     def answer(self, pairs: Iterable[tuple[str, str]]) -> bytes:
         """The JSON body for one ``/metrics`` query, given its (name, value) pairs."""

@@ -43,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="MS",
         help="delay every /metrics answer by 0 to 60000 ms, to imitate a remote service",
     )
+    serve.add_argument(
+        "--head-timeout",
+        default="10",
+        metavar="S",
+        help="seconds a client has to send a request line and headers, else 408 (default 10)",
+    )
     serve.add_argument("--chain-unit", default=None, help="unit segment of the chain reward metrics (default: sol)")
     serve.add_argument("--rebuild", action="store_true", help="rebuild the aggregates even if cached")
     serve.add_argument("--access-log", action="store_true", help="log every request (never the key)")
@@ -179,6 +185,7 @@ def _serve(args) -> int:
     # Every setting is checked before the (possibly long) build of the aggregates.
     host, port = settings.host(args.host), settings.port(args.port)
     rate_limit, latency_ms = settings.rate_limit(args.rate_limit), settings.latency_ms(args.latency_ms)
+    head_timeout = settings.head_timeout(args.head_timeout)
     catalogue = default_catalogue(args.chain_unit)
     keys = run.api_keys()
     settings.keys(keys)
@@ -199,7 +206,7 @@ def _serve(args) -> int:
             flush=True,
         )
     print(f"Serving {base} (Ctrl+C to stop)", flush=True)
-    run.serve(app, sock, access_log=args.access_log)
+    run.serve(app, sock, access_log=args.access_log, head_timeout=head_timeout, data_version=service.data_version)
     return 0
 
 

@@ -110,3 +110,11 @@ def test_clip_cuts_long_values():
     assert ids.clip("abc") == "'abc'"
     assert ids.clip("a" * 100) == repr("a" * 60 + "...")
     assert ids.clip(12) == "'12'"
+
+
+def test_a_repeated_near_miss_is_answered_from_the_cache():
+    ids._close.cache_clear()
+    first = ids.suggest("swap_activ_users", NAMES)
+    assert ids.suggest("swap_activ_users", NAMES) == first
+    info = ids._close.cache_info()
+    assert (info.hits, info.misses) == (1, 1)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from metrics_kit.errors import ConfigurationError
 
 MAX_LATENCY_MS = 60_000.0
+MAX_HEAD_TIMEOUT = 600.0
 # A host name: dot-separated labels of letters, digits and inner hyphens (RFC 1123).
 _HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?", re.ASCII)
 # What an HTTP header value can carry unchanged: visible ASCII, no spaces (which are trimmed).
@@ -72,6 +73,15 @@ def latency_ms(value: object) -> float:
     number = _number("latency_ms", value, allowed)
     if not 0 <= number <= MAX_LATENCY_MS:
         raise ConfigurationError(f"latency_ms must be {allowed}, not {value!r}")
+    return number
+
+
+def head_timeout(value: object) -> float:
+    """Seconds a client has to send a request line and headers."""
+    allowed = f"a number of seconds above 0 and at most {MAX_HEAD_TIMEOUT:g}"
+    number = _number("head_timeout", value, allowed)
+    if not 0 < number <= MAX_HEAD_TIMEOUT:
+        raise ConfigurationError(f"head_timeout must be {allowed}, not {value!r}")
     return number
 
 
