@@ -280,3 +280,11 @@ def test_chain_unit_renames_the_five_chain_metrics():
 def test_chain_unit_must_be_a_lowercase_identifier(unit):
     with pytest.raises(ConfigurationError, match="chain_unit"):
         Catalogue(unit)
+
+
+def test_default_catalogue_takes_the_chain_unit_from_the_environment(monkeypatch):
+    monkeypatch.setenv("METRICS_KIT_CHAIN_UNIT", "eth")
+    assert default_catalogue.__wrapped__(None).chain_unit == "eth"
+    assert default_catalogue.__wrapped__("sui").chain_unit == "sui"
+    monkeypatch.setenv("METRICS_KIT_CHAIN_UNIT", "")
+    assert default_catalogue.__wrapped__(None).chain_unit == DEFAULT_CHAIN_UNIT

@@ -76,9 +76,7 @@ class Calendar:
 
     def end(self, day: dt.date, granularity: str) -> dt.date:
         """The last day of the period containing ``day``."""
-        start = self.start(day, granularity)
-        if granularity == "1_day":
-            return start
+        start = self.start(day, granularity)  # refuses an unknown granularity
         if granularity == "1_week":
             try:
                 return start + dt.timedelta(days=6)
@@ -88,7 +86,7 @@ class Calendar:
             if start.month == 12:
                 return start.replace(day=31)
             return start.replace(month=start.month + 1) - ONE_DAY
-        raise _unknown(granularity)
+        return start
 
     def bounds(self, day: dt.date, granularity: str) -> tuple[dt.date, dt.date]:
         """First and last day of the period containing ``day``."""

@@ -35,6 +35,7 @@ def serve(*args: str, keys: str = "k1", cache_dir: Path) -> subprocess.Completed
         (["--rate-limit", "inf"], "k1", "rate_limit must be a number of requests per second above 0"),
         (["--latency-ms", "-5"], "k1", "latency_ms must be a number of milliseconds from 0 to 60,000"),
         (["--latency-ms", "nan"], "k1", "latency_ms must be a number of milliseconds from 0 to 60,000"),
+        (["--head-timeout", "0"], "k1", "head_timeout must be a number of seconds above 0 and at most 600"),
         (["--chain-unit", "ETH"], "k1", "chain_unit must be a lowercase identifier"),
         (["--chain-unit", ""], "k1", "chain_unit must be a lowercase identifier"),
         ([], "good,caf\u00e9-secret", "API key 2 of 2 is not usable"),

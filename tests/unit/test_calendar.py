@@ -101,6 +101,11 @@ def test_next_start_and_ranges_across_month_and_year_ends():
     assert period_index(D(2024, 3, 1), D(2024, 2, 28), "1_day") == 2
 
 
+def test_a_day_is_its_own_period():
+    assert ISO.bounds(D(2024, 2, 29), "1_day") == (D(2024, 2, 29), D(2024, 2, 29))
+    assert SUNDAY.bounds(D(9999, 12, 31), "1_day") == (D(9999, 12, 31), D(9999, 12, 31))
+
+
 def test_labels():
     assert ISO.label(D(2025, 6, 4), "1_day") == "2025-06-04"
     assert ISO.label(D(2025, 6, 1), "1_month") == "2025-06"
@@ -139,6 +144,8 @@ def test_unknown_granularity_and_week_start():
         with pytest.raises(ValidationError, match="1_day, 1_week, 1_month") as caught:
             call(D(2025, 1, 1), "1_year")
         assert caught.value.argument == "granularity"
+    with pytest.raises(ValidationError, match="1_day, 1_week, 1_month"):
+        ISO.index(D(2025, 1, 1), D(2024, 1, 1), "1_year")
     with pytest.raises(ValidationError, match="monday, sunday") as caught:
         Calendar("friday")
     assert caught.value.argument == "week_start"

@@ -54,6 +54,18 @@ def test_bad_latencies(given):
         settings.latency_ms(given)
 
 
+def test_head_timeouts():
+    assert settings.head_timeout("10") == 10.0
+    assert settings.head_timeout(0.5) == 0.5
+    assert settings.head_timeout(600) == 600.0
+
+
+@pytest.mark.parametrize("given", [0, "0", -1, 601, "inf", "nan", "soon", None])
+def test_bad_head_timeouts(given):
+    with pytest.raises(ConfigurationError, match=r"^head_timeout must be a number of seconds above 0 and at most 600"):
+        settings.head_timeout(given)
+
+
 def test_keys():
     assert settings.keys(["k1", "k2"]) == [b"k1", b"k2"]
 
