@@ -101,7 +101,7 @@ def _measure_parts(catalogue) -> list[tuple[str, str, str | None]]:
 
 
 def _dedup_once(con, catalogue) -> list:
-    from metrics_kit.spec.catalogue import GRANULARITIES
+    from metrics_kit.spec.calendar import GRANULARITIES
 
     parts = _measure_parts(catalogue)
     flags = {name: where for name, _, where in parts if where}
@@ -196,7 +196,8 @@ def _checksum(long) -> str:
 
 def run_variant(variant: str, data: Path, threads: int | None) -> None:
     from metrics_kit.server.data import store
-    from metrics_kit.spec.catalogue import GRANULARITIES, default_catalogue
+    from metrics_kit.spec.calendar import GRANULARITIES
+    from metrics_kit.spec.catalogue import default_catalogue
 
     catalogue = default_catalogue(None)
     started = time.perf_counter()

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from metrics_kit.errors import ConfigurationError
+from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import (
     AGGREGATIONS,
     DEFAULT_CHAIN_UNIT,
     FAMILIES,
-    GRANULARITIES,
     KINDS,
     Catalogue,
     default_catalogue,
@@ -277,29 +278,13 @@ def test_chain_unit_renames_the_five_chain_metrics():
 
 @pytest.mark.parametrize("unit", ["ETH", "", "1x", "e-th", "s o l"])
 def test_chain_unit_must_be_a_lowercase_identifier(unit):
-    with pytest.raises(ValueError, match="chain unit"):
+    with pytest.raises(ConfigurationError, match="chain_unit"):
         Catalogue(unit)
 
 
-@pytest.mark.parametrize(
-    ("asked", "expected_first"),
-    [
-        ("swap_active_user", "swap_active_users"),
-        ("SWAP_ACTIVE_USERS", "swap_active_users"),
-        ("farm_withdraw_transaction_counts", "farm_withdrawal_transaction_count"),
-        ("staking_fee_revenue_usd", "staking_fee_revenue_in_usd"),
-        ("reward_staking_in_eth", "reward_staking_in_sol"),
-        ("borowing_transaction_count", "borrowing_transaction_count"),
-    ],
-)
-def test_suggest_offers_close_canonical_names(catalogue, asked, expected_first):
-    suggestions = catalogue.suggest(asked)
-    assert suggestions[0] == expected_first
-    assert 1 <= len(suggestions) <= 3
-    assert all(catalogue.get(s) is not None and catalogue.get(s).name == s for s in suggestions)
-
-
-def test_suggest_respects_n_and_gives_nothing_for_garbage(catalogue):
-    assert len(catalogue.suggest("swap_active_user", n=1)) == 1
-    assert catalogue.suggest("xyz") == []
-    assert catalogue.suggest("") == []
+def test_default_catalogue_takes_the_chain_unit_from_the_environment(monkeypatch):
+    monkeypatch.setenv("METRICS_KIT_CHAIN_UNIT", "eth")
+    assert default_catalogue.__wrapped__(None).chain_unit == "eth"
+    assert default_catalogue.__wrapped__("sui").chain_unit == "sui"
+    monkeypatch.setenv("METRICS_KIT_CHAIN_UNIT", "")
+    assert default_catalogue.__wrapped__(None).chain_unit == DEFAULT_CHAIN_UNIT

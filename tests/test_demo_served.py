@@ -6,7 +6,8 @@ import pytest
 from support import ServerProcess
 
 from metrics_kit.server.data import demo
-from metrics_kit.spec.catalogue import GRANULARITIES, default_catalogue
+from metrics_kit.spec.calendar import GRANULARITIES
+from metrics_kit.spec.catalogue import default_catalogue
 
 CATALOGUE = default_catalogue("sol")
 MID = "2025-06-18"  # a Wednesday well inside the demo coverage

@@ -428,7 +428,7 @@ def test_unknown_extra_parameters_are_ignored(server):
     assert_value_shape(get(server, params={**GOOD, "format": "csv", "api_key": "x"}))
 
 
-# -- 401 --------------------------------------------------------------------------------------------------
+# -- 401 (never 403) --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -448,6 +448,8 @@ def test_unauthenticated(server, path, key, code):
     reply = get(server, path, params=params, key=key)
     error = assert_error(reply, 401, code, None)
     assert TEST_KEY not in error["message"]
+    # 401 (not 403) for a missing and for a wrong key alike, with the challenge RFC 9110 asks for.
+    assert reply.header("www-authenticate") == 'ApiKey header="x-api-key"'
 
 
 def test_empty_key_header_on_the_wire(server):
@@ -761,30 +763,46 @@ def test_openapi_describes_metrics(server):
     catalogue = default_catalogue()
     operation = document["paths"]["/metrics"]["get"]
     params = {p["name"]: p for p in operation["parameters"]}
-    assert set(params) == set(PARAMS)
-    assert all(p["in"] == "query" and p["required"] is True for p in params.values())
-    assert set(params["metric_name"]["schema"]["enum"]) == set(catalogue.names)
-    assert "farm_withdraw_transaction_count" in params["metric_name"]["schema"]["enum"]
+    assert set(params) == {*PARAMS, "If-None-Match"}
+    assert all(params[name]["in"] == "query" and params[name]["required"] is True for name in PARAMS)
+    assert params["If-None-Match"]["in"] == "header" and params["If-None-Match"]["required"] is False
+    # metric_name is an open string, so that unknown_metric (with its suggestions) is reachable.
+    assert "enum" not in params["metric_name"]["schema"]
+    assert set(params["metric_name"]["schema"]["examples"]) <= set(catalogue.names)
     assert params["granularity"]["schema"]["enum"] == ["1_day", "1_week", "1_month"]
     assert params["date"]["schema"]["format"] == "date"
     assert re.fullmatch(params["project"]["schema"]["pattern"], "swapper.clmm")
     assert not re.fullmatch(params["project"]["schema"]["pattern"], "DemoSwap")
-    assert set(operation["responses"]) == {"200", "400", "401", "404", "405", "406", "429"}
+    expected = {"200", "304", "400", "401", "404", "405", "406", "408", "429", "431", "500"}
+    assert set(operation["responses"]) == expected
     for status, response in operation["responses"].items():
+        assert "X-Data-Version" in response["headers"], status
+        if status == "304":
+            assert "content" not in response
+            continue
         ref = response["content"]["application/json"]["schema"]["$ref"]
-        expected = "MetricValue" if status == "200" else "Error"
-        assert ref == f"#/components/schemas/{expected}"
+        assert ref == f"#/components/schemas/{'MetricValue' if status == '200' else 'Error'}"
+    assert "ETag" in operation["responses"]["200"]["headers"]
     assert "Retry-After" in operation["responses"]["429"]["headers"]
     schemas = document["components"]["schemas"]
     assert set(schemas["MetricValue"]["required"]) == BODY_KEYS
-    assert set(schemas["MetricValue"]["properties"]["metric_name"]["enum"]) == {m.name for m in catalogue}
-    assert set(schemas["Error"]["properties"]["error"]["required"]) == {"code", "message", "param"}
+    # Response values the service may add to are open strings with examples, never enums.
+    for field in ("metric_name", "unit", "granularity"):
+        assert "enum" not in schemas["MetricValue"]["properties"][field], field
+        assert schemas["MetricValue"]["properties"][field]["examples"], field
+    assert "enum" not in schemas["ErrorDetail"]["properties"]["code"]
+    assert "unknown_metric" in schemas["ErrorDetail"]["properties"]["code"]["examples"]
+    assert set(schemas["ErrorDetail"]["required"]) == {"code", "message", "param"}
     scheme = document["components"]["securitySchemes"]["apiKey"]
     assert (scheme["type"], scheme["in"], scheme["name"]) == ("apiKey", "header", "x-api-key")
     assert document["security"] == [{"apiKey": []}]
-    for extension in ("/projects", "/catalogue"):
+    for extension, body in (("/projects", "Projects"), ("/catalogue", "Catalogue")):
+        responses = document["paths"][extension]["get"]["responses"]
         assert document["paths"][extension]["get"]["x-extension"] is True
-        assert "401" in document["paths"][extension]["get"]["responses"]
+        assert {"200", "401", "405", "500"} <= set(responses)
+        assert responses["200"]["content"]["application/json"]["schema"]["$ref"] == f"#/components/schemas/{body}"
+    assert set(schemas["Projects"]["required"]) == {"data_version", "projects", "coverage"}
+    assert schemas["Catalogue"]["properties"]["metrics"]["items"]["$ref"] == "#/components/schemas/CatalogueMetric"
 
 
 def _fixture_projects() -> dict[str, dict]:

@@ -34,7 +34,9 @@ from metrics_kit.errors import (
     ValidationError,
 )
 from metrics_kit.spec import wire as parse
-from metrics_kit.spec.catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue, Metric, default_catalogue
+from metrics_kit.spec.calendar import GRANULARITIES
+from metrics_kit.spec.catalogue import Catalogue, Metric, default_catalogue
+from metrics_kit.spec.ids import PROJECT_PATTERN, suggest
 
 log = logging.getLogger("metrics_kit.client")
 _PROJECT = re.compile(PROJECT_PATTERN, re.ASCII)
@@ -199,7 +201,7 @@ class Client:
             raise ValidationError(f"metric must be a metric name (a string), not {type(name).__name__}", "metric")
         metric = self.catalogue.get(name.strip())
         if metric is None:
-            close = self.catalogue.suggest(name)
+            close = suggest(name, self.catalogue.canonical_names)
             hint = (
                 f"; did you mean {' or '.join(map(repr, close))}?"
                 if close

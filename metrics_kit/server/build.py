@@ -25,11 +25,11 @@ import pyarrow.parquet as pq
 
 from metrics_kit import files
 from metrics_kit.server.data.sources import find_sources, fingerprint
-from metrics_kit.spec.catalogue import GRANULARITIES, Catalogue
+from metrics_kit.spec.catalogue import Catalogue
 
 if TYPE_CHECKING:
     from metrics_kit.server.data.store import EventStore, Project
-from metrics_kit.spec.calendar import period_bounds, period_index, period_starts
+from metrics_kit.spec.calendar import GRANULARITIES, period_bounds, period_index, period_starts
 
 # Bump when the engine's results change for the same data and catalogue.
 ENGINE_VERSION = 1

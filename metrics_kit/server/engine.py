@@ -19,7 +19,8 @@ import ibis
 import ibis.expr.types as ir
 import pandas as pd
 
-from metrics_kit.spec.catalogue import FLOW_SIGNS, GRANULARITIES, Catalogue, Metric
+from metrics_kit.spec.calendar import GRANULARITIES
+from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
 
 _TRUNCATE = {"1_day": "D", "1_week": "W", "1_month": "M"}  # ISO weeks start on Monday
 # The column whose per-value nets a positive_net / negative_net metric splits by sign.

@@ -8,17 +8,23 @@ granularity, date and project format (400), then existence (404).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
-import re
 from collections.abc import Iterable
 
-from metrics_kit.server.build import Aggregates
-from metrics_kit.spec.catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue
+from metrics_kit.errors import ValidationError
+from metrics_kit.server.build import Aggregates, catalogue_key
+from metrics_kit.spec import ids
+from metrics_kit.spec.catalogue import Catalogue
 
 PARAMETERS = ("metric_name", "project", "granularity", "date")
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-_PROJECT = re.compile(PROJECT_PATTERN, re.ASCII)
-_MAX_PROJECT = 200
+# The 400 code of each parameter's format check (spec/ids.py raises ValidationError naming it).
+_INVALID = {
+    "metric_name": "unknown_metric",
+    "granularity": "invalid_granularity",
+    "date": "invalid_date",
+    "project": "invalid_project",
+}
 
 
 class QueryError(Exception):
@@ -33,8 +39,11 @@ class QueryError(Exception):
         return json.dumps({"error": {"code": self.code, "message": self.message, "param": self.param}}).encode()
 
 
-def _clip(value: str, limit: int = 60) -> str:
-    return repr(value if len(value) <= limit else value[:limit] + "...")
+def data_version(fingerprint: str, catalogue: Catalogue) -> str:
+    """Names the values a service answers with: it changes when a data file is added, removed,
+    rewritten or touched (the aggregates' fingerprint), or when what a metric computes changes
+    (the catalogue key, which also covers the engine version and the chain unit)."""
+    return hashlib.sha256(f"{fingerprint}/{catalogue_key(catalogue)}".encode()).hexdigest()[:20]
 
 
 class MetricService:
@@ -42,6 +51,7 @@ class MetricService:
         self.aggregates = aggregates
         self.catalogue = catalogue
         self.coverage = aggregates.coverage
+        self.data_version = data_version(aggregates.meta["fingerprint"], catalogue)
 
     def answer(self, pairs: Iterable[tuple[str, str]]) -> bytes:
         """The JSON body for one ``/metrics`` query, given its (name, value) pairs."""
@@ -66,31 +76,22 @@ class MetricService:
         granularity, date_text = params["granularity"], params["date"]
 
         metric = self.catalogue.get(name)
-        if metric is None:
-            close = self.catalogue.suggest(name)
-            hint = f"; did you mean {' or '.join(close)}?" if close else "; GET /catalogue lists every metric"
-            raise QueryError(400, "unknown_metric", f"unknown metric_name {_clip(name)}{hint}", "metric_name")
-        if granularity not in GRANULARITIES:
-            raise QueryError(
-                400,
-                "invalid_granularity",
-                f"granularity {_clip(granularity)} is not one of {', '.join(GRANULARITIES)}",
-                "granularity",
-            )
-        day = self._date(date_text)
-        if len(project) > _MAX_PROJECT or not _PROJECT.fullmatch(project):
-            raise QueryError(
-                400,
-                "invalid_project",
-                f"project {_clip(project)} is not a valid project id: lowercase letters, "
-                "digits, '-' and '_', in parts joined by single dots",
-                "project",
-            )
+        try:
+            if metric is None:
+                raise ids.unknown_metric(name, self.catalogue.canonical_names, "GET /catalogue")
+            ids.check_granularity(granularity)
+            day = ids.parse_date(date_text)
+            ids.check_project(project)
+        except ValidationError as error:
+            raise QueryError(400, _INVALID[str(error.argument)], str(error), error.argument) from None
 
         info = self.aggregates.projects.get(project)
         if info is None:
             raise QueryError(
-                404, "unknown_project", f"unknown project {_clip(project)}; GET /projects lists the projects", "project"
+                404,
+                "unknown_project",
+                f"unknown project {ids.clip(project)}; GET /projects lists the projects",
+                "project",
             )
         if not metric.applies_to(info["kinds"], info["regular_pools"]):
             raise QueryError(
@@ -112,15 +113,6 @@ class MetricService:
             f'"{end}", "unit": "{metric.unit}", "value": {value!r}, '
             f'"complete": {"true" if complete else "false"}}}'
         ).encode()
-
-    @staticmethod
-    def _date(text: str) -> dt.date:
-        if not _DATE.fullmatch(text):
-            raise QueryError(400, "invalid_date", f"date {_clip(text)} is not a date in the form YYYY-MM-DD", "date")
-        try:
-            return dt.date.fromisoformat(text)
-        except ValueError:
-            raise QueryError(400, "invalid_date", f"date {_clip(text)} is not a real calendar date", "date") from None
 
     def _coverage_message(self, day: dt.date, granularity: str) -> str:
         if self.coverage is None:

@@ -26,11 +26,9 @@ def _unknown(granularity: str) -> ValidationError:
     return ValidationError(f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}", "granularity")
 
 
-def _too_far(day: dt.date) -> ValidationError:
+def _too_far(what: str) -> ValidationError:
     return ValidationError(
-        f"the period containing {day.isoformat()} reaches past 9999-12-31, the last date "
-        "metrics_kit can represent; choose an earlier date",
-        "date",
+        f"{what} reaches past 9999-12-31, the last date metrics_kit can represent; choose an earlier date", "date"
     )
 
 
@@ -73,24 +71,22 @@ class Calendar:
             if granularity == "1_month":
                 return (start.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
         except OverflowError:
-            raise _too_far(start) from None
+            raise _too_far(f"the period after the one starting {start.isoformat()}") from None
         raise _unknown(granularity)
 
     def end(self, day: dt.date, granularity: str) -> dt.date:
         """The last day of the period containing ``day``."""
-        start = self.start(day, granularity)
-        if granularity == "1_day":
-            return start
+        start = self.start(day, granularity)  # refuses an unknown granularity
         if granularity == "1_week":
             try:
                 return start + dt.timedelta(days=6)
             except OverflowError:
-                raise _too_far(day) from None
+                raise _too_far(f"the period containing {day.isoformat()}") from None
         if granularity == "1_month":
             if start.month == 12:
                 return start.replace(day=31)
             return start.replace(month=start.month + 1) - ONE_DAY
-        raise _unknown(granularity)
+        return start
 
     def bounds(self, day: dt.date, granularity: str) -> tuple[dt.date, dt.date]:
         """First and last day of the period containing ``day``."""
@@ -133,7 +129,6 @@ ISO = Calendar("monday")
 
 # The reference service's calendar, as functions.
 period_start = ISO.start
-next_start = ISO.next_start
 period_bounds = ISO.bounds
 period_starts = ISO.starts
 period_index = ISO.index

@@ -16,18 +16,16 @@ Each entry says what it measures in terms of the event tables (see ``docs/data-f
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-GRANULARITIES = ("1_day", "1_week", "1_month")
+from metrics_kit.errors import ConfigurationError
+
 KINDS = ("tokenomics", "yield", "dex", "lending", "chain")
 FAMILIES = ("tokenomics", "yield", "dex", "lending", "chain_rewards", "financials")
 AGGREGATIONS = ("distinct_count", "count", "sum", "ending_balance", "net_sum", "positive_net", "negative_net")
-# Project ids: lowercase letters, digits, '-' and '_', in parts joined by single dots.
-PROJECT_PATTERN = r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$"
 DEFAULT_CHAIN_UNIT = "sol"
 CHAIN_UNIT_ENV = "METRICS_KIT_CHAIN_UNIT"
 
@@ -69,7 +67,18 @@ class Metric:
         return text
 
 
-def _tx(name, families, aggregation, description, action, kinds, *, pool=None, aliases=(), regular=False):
+def _tx(
+    name: str,
+    families: tuple[str, ...],
+    aggregation: str,
+    description: str,
+    action: str,
+    kinds: Iterable[str],
+    *,
+    pool: str | None = None,
+    aliases: Iterable[str] = (),
+    regular: bool = False,
+) -> Metric:
     select = {"action": (action,)}
     if pool:
         select["pool_type"] = (pool,)
@@ -88,7 +97,7 @@ def _tx(name, families, aggregation, description, action, kinds, *, pool=None, a
     )
 
 
-def _users(name, family, action, what):
+def _users(name: str, family: str, action: str, what: str) -> Metric:
     return _tx(
         name,
         (family,),
@@ -99,20 +108,40 @@ def _users(name, family, action, what):
     )
 
 
-def _txs(name, family, action, what, **kw):
+def _txs(
+    name: str,
+    family: str,
+    action: str,
+    what: str,
+    *,
+    kinds: Iterable[str] | None = None,
+    pool: str | None = None,
+    aliases: Iterable[str] = (),
+    regular: bool = False,
+) -> Metric:
     return _tx(
         name,
         (family,),
         "count",
         f"Count of {what} transactions in the interval.",
         action,
-        kw.pop("kinds", (family,)),
-        **kw,
+        (family,) if kinds is None else kinds,
+        pool=pool,
+        aliases=aliases,
+        regular=regular,
     )
 
 
-def _fee(name, families, description, kinds, *, fee_type=None, recipient=None):
-    select = {}
+def _fee(
+    name: str,
+    families: tuple[str, ...],
+    description: str,
+    kinds: Iterable[str],
+    *,
+    fee_type: str | None = None,
+    recipient: str | None = None,
+) -> Metric:
+    select: dict[str, tuple[str, ...]] = {}
     if fee_type:
         select["fee_type"] = (fee_type,)
     if recipient:
@@ -330,7 +359,10 @@ class Catalogue:
 
     def __init__(self, chain_unit: str = DEFAULT_CHAIN_UNIT):
         if not chain_unit.isidentifier() or chain_unit != chain_unit.lower():
-            raise ValueError(f"chain unit must be a lowercase identifier such as 'sol', not {chain_unit!r}")
+            raise ConfigurationError(
+                f"chain_unit must be a lowercase identifier such as 'sol' or 'eth' (letters, digits, '_'), "
+                f"not {chain_unit!r}"
+            )
         self.chain_unit = chain_unit
         self.metrics: tuple[Metric, ...] = _build(chain_unit)
         self._by_name: dict[str, Metric] = {}
@@ -338,18 +370,13 @@ class Catalogue:
             for name in (metric.name, *metric.aliases):
                 assert name not in self._by_name, name
                 self._by_name[name] = metric
-
-    @property
-    def names(self) -> tuple[str, ...]:
+        self.canonical_names: tuple[str, ...] = tuple(m.name for m in self.metrics)
+        """The canonical names, in catalogue order: what did-you-mean offers."""
+        self.names: tuple[str, ...] = self.canonical_names + tuple(a for m in self.metrics for a in m.aliases)
         """Every accepted name: canonical names, then aliases."""
-        return tuple(m.name for m in self.metrics) + tuple(a for m in self.metrics for a in m.aliases)
 
     def get(self, name: str) -> Metric | None:
         return self._by_name.get(name)
-
-    def suggest(self, name: str, n: int = 3) -> list[str]:
-        canonical = [m.name for m in self.metrics]
-        return difflib.get_close_matches(name.lower(), canonical, n=n, cutoff=0.5)
 
     def by_family(self, family: str) -> tuple[Metric, ...]:
         return tuple(m for m in self.metrics if family in m.families)
@@ -358,7 +385,7 @@ class Catalogue:
         kinds = frozenset(kinds)
         return tuple(m for m in self.metrics if m.applies_to(kinds, regular_pools))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Metric]:
         return iter(self.metrics)
 
     def __len__(self) -> int:
@@ -367,4 +394,7 @@ class Catalogue:
 
 @functools.cache
 def default_catalogue(chain_unit: str | None = None) -> Catalogue:
-    return Catalogue(chain_unit or os.environ.get(CHAIN_UNIT_ENV) or DEFAULT_CHAIN_UNIT)
+    """The catalogue for ``chain_unit``; if None, for ``$METRICS_KIT_CHAIN_UNIT``, else for sol."""
+    if chain_unit is None:
+        chain_unit = os.environ.get(CHAIN_UNIT_ENV) or DEFAULT_CHAIN_UNIT
+    return Catalogue(chain_unit)

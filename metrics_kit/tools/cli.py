@@ -29,20 +29,25 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="event data folder (docs/data-format.md); default: the synthetic demo data set, built on first use",
     )
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000, help="0 picks a free port (default 8000)")
+    # The numbers stay strings here: server/http/settings.py checks them, for App(...) as for the CLI.
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", default="8000", help="0 to 65535; 0 picks a free port (default 8000)")
     serve.add_argument(
         "--rate-limit",
-        type=_positive_float,
         metavar="N",
-        help="per-key limit in requests per second, answered with 429 (default: off)",
+        help="per-key limit in requests per second (above 0), answered with 429 (default: off)",
     )
     serve.add_argument(
         "--latency-ms",
-        type=float,
-        default=0.0,
+        default="0",
         metavar="MS",
-        help="delay every /metrics answer, to imitate a remote service",
+        help="delay every /metrics answer by 0 to 60000 ms, to imitate a remote service",
+    )
+    serve.add_argument(
+        "--head-timeout",
+        default="10",
+        metavar="S",
+        help="seconds a client has to send a request line and headers, else 408 (default 10)",
     )
     serve.add_argument("--chain-unit", default=None, help="unit segment of the chain reward metrics (default: sol)")
     serve.add_argument("--rebuild", action="store_true", help="rebuild the aggregates even if cached")
@@ -173,16 +178,21 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(args) -> int:
     from metrics_kit.server.dataset import open_service
-    from metrics_kit.server.http import run
+    from metrics_kit.server.http import run, settings
     from metrics_kit.server.http.app import App
     from metrics_kit.spec.catalogue import default_catalogue
 
+    # Every setting is checked before the (possibly long) build of the aggregates.
+    host, port = settings.host(args.host), settings.port(args.port)
+    rate_limit, latency_ms = settings.rate_limit(args.rate_limit), settings.latency_ms(args.latency_ms)
+    head_timeout = settings.head_timeout(args.head_timeout)
     catalogue = default_catalogue(args.chain_unit)
+    keys = run.api_keys()
+    settings.keys(keys)
     service = open_service(args.data, catalogue, rebuild=args.rebuild, log=lambda line: print(line, flush=True))
     built = service.aggregates
-    keys = run.api_keys()
-    app = App(service, keys, rate_limit=args.rate_limit, latency_ms=args.latency_ms)
-    sock = run.bind(args.host, args.port)
+    app = App(service, keys, rate_limit=rate_limit, latency_ms=latency_ms)
+    sock = run.bind(host, port)
     host, port = sock.getsockname()[:2]
     base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     project = _sample_project(built, catalogue)
@@ -196,7 +206,7 @@ def _serve(args) -> int:
             flush=True,
         )
     print(f"Serving {base} (Ctrl+C to stop)", flush=True)
-    run.serve(app, sock, access_log=args.access_log)
+    run.serve(app, sock, access_log=args.access_log, head_timeout=head_timeout, data_version=service.data_version)
     return 0
 
 

@@ -62,13 +62,10 @@ Parquet row groups, and the base58 strings are built from flat random digit buff
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import math
 import os
 import shutil
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -423,7 +420,7 @@ def _transactions_chunk(
 ) -> pa.Table | None:
     """The transactions of days ``lo`` .. ``hi - 1``, sorted by time."""
     rng = np.random.default_rng([seed, _S_TX, month, part])
-    days, secs, pcode, acode, tcode, signer = [], [], [], [], [], []
+    days, secs, pcodes, acodes, tcodes, signers = [], [], [], [], [], []
     for p, spec in enumerate(_TX_PROJECTS):
         counts = plan.counts[p, lo:hi]
         n = int(counts.sum())
@@ -440,11 +437,11 @@ def _transactions_chunk(
         size = np.where(narrow, max(20, int(pool * _NARROW_POOL)), pool)
         days.append(day)
         secs.append(_seconds_of_day(rng, n, spec.peak_hour))
-        pcode.append(np.full(n, _PCODE[spec.project], dtype=np.int8))
-        acode.append(np.array([ACTIONS.index(m[0]) for m in spec.mix], dtype=np.int8)[pick])
-        tcode.append(np.array([POOL_TYPES.index(m[1]) if m[1] else -1 for m in spec.mix], dtype=np.int8)[pick])
-        signer.append(perms[p][_ranks(rng, n, size)])
-    day, sec, pcode, acode, tcode, signer = (np.concatenate(x) for x in (days, secs, pcode, acode, tcode, signer))
+        pcodes.append(np.full(n, _PCODE[spec.project], dtype=np.int8))
+        acodes.append(np.array([ACTIONS.index(m[0]) for m in spec.mix], dtype=np.int8)[pick])
+        tcodes.append(np.array([POOL_TYPES.index(m[1]) if m[1] else -1 for m in spec.mix], dtype=np.int8)[pick])
+        signers.append(perms[p][_ranks(rng, n, size)])
+    day, sec, pcode, acode, tcode, signer = (np.concatenate(x) for x in (days, secs, pcodes, acodes, tcodes, signers))
     n = len(day)
     if n == 0:
         return None
@@ -865,23 +862,3 @@ def ensure_default() -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m metrics_kit.server.data.demo", description="Write the SYNTHETIC metrics-kit demo data set."
-    )
-    parser.add_argument("--out", required=True, help="folder to write the Parquet files into")
-    parser.add_argument("--scale", type=float, default=1.0, help="1 = about 100k transactions")
-    parser.add_argument("--seed", type=int, default=DEMO_SEED)
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    counts = generate(args.out, scale=args.scale, seed=args.seed)
-    for name in TABLES:
-        print(f"{name + '.parquet':<22} {counts[name]:>12,} rows")
-    print(f"synthetic demo data written to {args.out} in {time.perf_counter() - started:.1f} s")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

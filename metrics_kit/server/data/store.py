@@ -31,7 +31,8 @@ from metrics_kit.server.data.schema import (
     TABLES,
 )
 from metrics_kit.server.data.sources import Source, find_sources, fingerprint  # noqa: F401 (the store's API)
-from metrics_kit.spec.catalogue import KINDS, PROJECT_PATTERN
+from metrics_kit.spec.catalogue import KINDS
+from metrics_kit.spec.ids import PROJECT_PATTERN
 
 _SQL_TYPE = {"str": "VARCHAR", "float": "DOUBLE", "bool": "BOOLEAN", "time": "TIMESTAMP"}
 _TIMESTAMP_SOURCES = ("TIMESTAMP", "VARCHAR", "DATE")

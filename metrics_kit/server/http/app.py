@@ -19,13 +19,17 @@ import time
 from collections.abc import Iterable
 from urllib.parse import parse_qsl
 
-from metrics_kit.server.http import openapi
+from metrics_kit.server.http import openapi, settings
 from metrics_kit.server.service import MetricService, QueryError
-from metrics_kit.spec.catalogue import GRANULARITIES, Catalogue
+from metrics_kit.spec.calendar import GRANULARITIES
+from metrics_kit.spec.catalogue import Catalogue
 
 log = logging.getLogger("metrics_kit.server")
 _JSON = [(b"content-type", b"application/json")]
 _METHODS = (b"GET", b"HEAD")
+DATA_VERSION_HEADER = b"x-data-version"
+# RFC 9110 asks a 401 to name the way to authenticate; there is no registered scheme for a key header.
+_CHALLENGE = [(b"www-authenticate", b'ApiKey header="x-api-key"')]
 
 
 @functools.lru_cache(maxsize=256)
@@ -87,16 +91,21 @@ class App:
         self, service: MetricService, keys: Iterable[str], *, rate_limit: float | None = None, latency_ms: float = 0.0
     ):
         self.service = service
-        self.keys = [k.encode() for k in keys]
-        if not self.keys:
-            raise ValueError("the server needs at least one API key")
-        self.limiter = RateLimiter(rate_limit) if rate_limit else None
-        self.latency = latency_ms / 1000.0
+        self.keys = settings.keys(keys)
+        rate = settings.rate_limit(rate_limit)
+        self.limiter = RateLimiter(rate) if rate is not None else None
+        self.latency = settings.latency_ms(latency_ms) / 1000.0
+        # Every answer names the data version; a 200 also carries it as its (strong) ETag: the same
+        # URL answers byte for byte the same while the version stays.
+        version = service.data_version.encode()
+        self.etag = b'"' + version + b'"'
+        self._versioned = [(DATA_VERSION_HEADER, version)]
+        self._tagged = [(DATA_VERSION_HEADER, version), (b"etag", self.etag)]
         aggregates, catalogue = service.aggregates, service.catalogue
         projects = sorted(aggregates.projects)
         coverage = aggregates.meta["coverage"]
         self.openapi = json.dumps(openapi.build(catalogue, projects, coverage)).encode()
-        self.projects = json.dumps(_projects_body(aggregates, catalogue)).encode()
+        self.projects = json.dumps(_projects_body(aggregates, catalogue, service.data_version)).encode()
         self.catalogue = json.dumps(_catalogue_body(catalogue)).encode()
         self.routes = {
             "/metrics": self._metrics,
@@ -115,7 +124,7 @@ class App:
         except Exception:  # the last line of defence: a JSON 500, never a traceback to the client
             log.exception("unexpected error on %s", scope.get("path"))
             error = QueryError(500, "internal_error", "the server failed unexpectedly; this is a bug")
-            await _send(send, 500, error.body(), scope["method"] == "HEAD")
+            await self._send(send, 500, error.body(), scope["method"] == "HEAD")
 
     async def _dispatch(self, scope, send) -> None:
         path, method = scope["path"], scope["method"].encode()
@@ -130,38 +139,66 @@ class App:
                     "not_found",
                     f"no such path {path[:80]!r}; the API serves /metrics (and /projects, /catalogue, /openapi.json)",
                 )
-                await _send(send, 404, error.body(), head)
+                await self._send(send, 404, error.body(), head)
                 return
         if method not in _METHODS:
             error = QueryError(405, "method_not_allowed", f"method {scope['method'][:20]} is not allowed; use GET")
-            await _send(send, 405, error.body(), False, [(b"allow", b"GET, HEAD")])
+            await self._send(send, 405, error.body(), False, [(b"allow", b"GET, HEAD")])
             return
         if handler is None:
-            await _send(send, 200, self.openapi, head)
+            # Not tagged: the document also changes with the package version, which the data version ignores.
+            await self._send(send, 200, self.openapi, head, tag=False)
             return
-        key, accept = None, None
+        key, accept, if_none_match = None, None, None
         for name, value in scope["headers"]:
             if name == b"x-api-key":
                 key = value
             elif name == b"accept":  # several Accept lines form one list (RFC 9110, 5.3)
                 accept = value if accept is None else accept + b", " + value
+            elif name == b"if-none-match":
+                if_none_match = value if if_none_match is None else if_none_match + b", " + value
         status, body, extra = self._gate(key, accept)
         if status:
-            await _send(send, status, body, head, extra)
+            await self._send(send, status, body, head, extra)
             return
         status, body = await handler(scope)
-        await _send(send, status, body, head)
+        if status == 200 and if_none_match is not None and self._matches(if_none_match):
+            await send({"type": "http.response.start", "status": 304, "headers": self._tagged})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await self._send(send, status, body, head)
+
+    def _matches(self, if_none_match: bytes) -> bool:
+        """If-None-Match names this version (weak comparison, RFC 9110 13.1.2), or is ``*``."""
+        tags = {tag.strip().removeprefix(b"W/") for tag in if_none_match.split(b",")}
+        return self.etag in tags or b"*" in tags
+
+    async def _send(
+        self, send, status: int, body: bytes, head: bool, extra: list | None = None, *, tag: bool = True
+    ) -> None:
+        headers = [*_JSON, (b"content-length", str(len(body)).encode())]
+        headers += self._tagged if status == 200 and tag else self._versioned
+        if extra:
+            headers += extra
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if head else body})
 
     def _gate(self, key: bytes | None, accept: bytes | None) -> tuple[int, bytes, list]:
         """Authentication, rate limit and content negotiation, in that order."""
+        # 401 for a missing and for a wrong key alike (RFC 9110: no valid credentials); 403 would mean
+        # "known, but not allowed", and no key here is limited to part of the service.
         if not key:
-            return 401, QueryError(401, "missing_api_key", "send your API key in the x-api-key header").body(), []
+            return (
+                401,
+                QueryError(401, "missing_api_key", "send your API key in the x-api-key header").body(),
+                _CHALLENGE,
+            )
         matched = None
         for known in self.keys:  # compare with every key, in constant time each
             if hmac.compare_digest(known, key):
                 matched = known
         if matched is None:
-            return 401, QueryError(401, "invalid_api_key", "the API key in x-api-key is not valid").body(), []
+            return 401, QueryError(401, "invalid_api_key", "the API key in x-api-key is not valid").body(), _CHALLENGE
         if self.limiter is not None:
             wait = self.limiter.retry_after(matched)
             if wait:
@@ -198,12 +235,6 @@ class App:
         return handler
 
 
-async def _send(send, status: int, body: bytes, head: bool, extra: list | None = None) -> None:
-    headers = [*_JSON, (b"content-length", str(len(body)).encode()), *(extra or [])]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if head else body})
-
-
 async def _lifespan(receive, send) -> None:
     while True:
         message = await receive()
@@ -214,7 +245,7 @@ async def _lifespan(receive, send) -> None:
             return
 
 
-def _projects_body(aggregates, catalogue: Catalogue) -> dict:
+def _projects_body(aggregates, catalogue: Catalogue, version: str) -> dict:
     coverage = aggregates.meta["coverage"]
     out = []
     for name, info in sorted(aggregates.projects.items()):
@@ -228,7 +259,11 @@ def _projects_body(aggregates, catalogue: Catalogue) -> dict:
                 "metrics": metrics,
             }
         )
-    return {"projects": out, "coverage": None if coverage is None else {"start": coverage[0], "end": coverage[1]}}
+    return {
+        "data_version": version,
+        "projects": out,
+        "coverage": None if coverage is None else {"start": coverage[0], "end": coverage[1]},
+    }
 
 
 def _catalogue_body(catalogue: Catalogue) -> dict:

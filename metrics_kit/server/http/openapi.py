@@ -1,62 +1,233 @@
-"""The OpenAPI 3.1 description of the service, generated from the catalogue."""
+"""The OpenAPI 3.1 description of the service, generated from the catalogue.
+
+Written for clients generated from it (``openapi-python-client`` is tested against it): values
+the service may add to (metric names, units, error codes) are open strings with examples, never
+closed enums, so a client generated from one server reads the answers of another (``--chain-unit
+eth``, a newer catalogue); ``metric_name`` admits any string, so ``unknown_metric`` is reachable;
+every status the service can answer is listed, and the discovery bodies are typed.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from metrics_kit import __version__
-from metrics_kit.spec.catalogue import GRANULARITIES, PROJECT_PATTERN, Catalogue
+from metrics_kit.spec.calendar import GRANULARITIES
+from metrics_kit.spec.catalogue import Catalogue
+from metrics_kit.spec.ids import MAX_PROJECT, PROJECT_PATTERN
 
-_ERROR_CODES = {
-    400: "A parameter is missing, repeated or malformed (including an unknown metric_name).",
-    401: "The x-api-key header is missing or holds an unknown key.",
-    404: "Unknown project, a metric that does not apply to the project, a date outside coverage, or an unknown path.",
-    405: "A method other than GET.",
-    406: "The Accept header rules out application/json.",
-    429: "The per-key rate limit is exceeded; retry after Retry-After seconds.",
+Schema = dict[str, Any]
+
+# Every error code, by the status it comes with (docs/service.md has the same table).
+ERROR_CODES: dict[int, tuple[str, ...]] = {
+    400: (
+        "missing_parameter",
+        "duplicate_parameter",
+        "unknown_metric",
+        "invalid_granularity",
+        "invalid_date",
+        "invalid_project",
+        "malformed_request",
+    ),
+    401: ("missing_api_key", "invalid_api_key"),
+    404: ("unknown_project", "metric_not_applicable", "date_out_of_coverage", "not_found"),
+    405: ("method_not_allowed",),
+    406: ("not_acceptable",),
+    408: ("request_timeout",),
+    429: ("rate_limited",),
+    431: ("headers_too_large",),
+    500: ("internal_error",),
 }
+_ERROR_WHEN = {
+    400: "A parameter is missing, repeated or malformed (an unknown metric_name gets the closest names), or the "
+    "HTTP parser rejected the request (malformed_request).",
+    401: "The x-api-key header is missing or empty (missing_api_key) or holds an unknown key (invalid_api_key).",
+    404: "Unknown project, a metric that does not apply to the project, a date outside coverage.",
+    405: "A method other than GET or HEAD.",
+    406: "The Accept header rules out application/json.",
+    408: "The request line and headers did not arrive in time.",
+    429: "The per-key rate limit is exceeded; retry after Retry-After seconds.",
+    431: "The request line and headers are larger than the server accepts (64 KiB).",
+    500: "The server failed unexpectedly (a bug).",
+}
+# The statuses of the discovery operations: no parameters, so no 404.
+_DISCOVERY_ERRORS = (400, 401, 405, 406, 408, 429, 431, 500)
 
 
-def _error_schema() -> dict:
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(schema: Schema) -> Schema:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _strings(description: str, examples: list[str]) -> Schema:
+    return {"type": "array", "items": {"type": "string"}, "description": description, "examples": [examples]}
+
+
+def _object(properties: dict[str, Schema], description: str) -> Schema:
     return {
         "type": "object",
-        "required": ["error"],
-        "additionalProperties": False,
-        "properties": {
-            "error": {
-                "type": "object",
-                "required": ["code", "message", "param"],
-                "additionalProperties": False,
-                "properties": {
-                    "code": {"type": "string", "description": "Stable machine-readable code."},
-                    "message": {"type": "string", "description": "What was wrong and what is allowed."},
-                    "param": {"type": ["string", "null"], "description": "The parameter at fault, if any."},
-                },
-            }
-        },
+        "description": description,
+        "required": list(properties),
+        "properties": properties,
     }
 
 
-def _error_response(status: int) -> dict:
-    response = {
-        "description": _ERROR_CODES[status],
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
+    names = list(catalogue.canonical_names)
+    units = sorted({m.unit for m in catalogue})
+    kinds = sorted({k for m in catalogue for k in m.kinds})
+    coverage = _object(
+        {
+            "start": {"type": "string", "format": "date", "description": "First day with any event."},
+            "end": {"type": "string", "format": "date", "description": "Last day with any event."},
+        },
+        "The days the data set covers, inclusive.",
+    )
+    metric_value = _object(
+        {
+            "metric_name": {
+                "type": "string",
+                "description": "Canonical name, even when an alias was asked. Open: other servers and "
+                "catalogues name other metrics.",
+                "examples": names[:3],
+            },
+            "project": {"type": "string"},
+            "granularity": {"type": "string", "examples": list(GRANULARITIES)},
+            "date": {"type": "string", "format": "date", "description": "The date asked."},
+            "period_start": {"type": "string", "format": "date", "description": "First day of the period."},
+            "period_end": {"type": "string", "format": "date", "description": "Last day of the period (inclusive)."},
+            "unit": {"type": "string", "description": "Open: the chain unit varies by server.", "examples": units},
+            "value": {"type": "number", "description": "Integer for counts, float for amounts."},
+            "complete": {
+                "type": "boolean",
+                "description": "False when the period reaches past either end of the data's "
+                "coverage: the value then covers only the days that exist.",
+            },
+        },
+        "One metric value.",
+    )
+    error_detail = _object(
+        {
+            "code": {
+                "type": "string",
+                "description": "Stable machine-readable code. Open: a client must accept codes it does not know.",
+                "examples": [code for codes in ERROR_CODES.values() for code in codes],
+            },
+            "message": {"type": "string", "description": "What was wrong and what is allowed."},
+            "param": {"type": ["string", "null"], "description": "The parameter at fault, if any."},
+        },
+        "What went wrong.",
+    )
+    project = _object(
+        {
+            "project": {"type": "string", "examples": ["demoswap"]},
+            "kinds": _strings("The project's kinds.", kinds[:2]),
+            "regular_pools": {"type": "boolean", "description": "Whether it has regular (non-concentrated) pools."},
+            "coverage": _nullable(_ref("Coverage")),
+            "metrics": _strings("The metrics that apply to it, canonical names.", names[:2]),
+        },
+        "A project of the data set.",
+    )
+    projects = _object(
+        {
+            "data_version": {"type": "string", "description": "The data version, as in the X-Data-Version header."},
+            "projects": {"type": "array", "items": _ref("Project")},
+            "coverage": _nullable(_ref("Coverage")),
+        },
+        "Every project of the data set.",
+    )
+    catalogue_metric = _object(
+        {
+            "name": {"type": "string", "examples": names[:1]},
+            "families": _strings("The families it belongs to.", ["dex"]),
+            "unit": {"type": "string", "examples": units},
+            "aggregation": {"type": "string", "examples": ["distinct_count", "sum"]},
+            "description": {"type": "string"},
+            "aliases": _strings("Other accepted names.", []),
+            "kinds": _strings("The project kinds it applies to.", kinds[:1]),
+            "regular_pools_only": {"type": "boolean"},
+            "applies_to": {"type": "string", "description": "The same in words."},
+        },
+        "One metric of the catalogue.",
+    )
+    catalogue_body = _object(
+        {
+            "chain_unit": {"type": "string", "examples": [catalogue.chain_unit]},
+            "granularities": _strings("The granularities.", list(GRANULARITIES)),
+            "metrics": {"type": "array", "items": _ref("CatalogueMetric")},
+        },
+        "The metric catalogue.",
+    )
+    error = _object({"error": _ref("ErrorDetail")}, "The one error shape.")
+    return {
+        "MetricValue": metric_value,
+        "Error": error,
+        "ErrorDetail": error_detail,
+        "Coverage": coverage,
+        "Project": project,
+        "Projects": projects,
+        "CatalogueMetric": catalogue_metric,
+        "Catalogue": catalogue_body,
+    }
+
+
+def _headers(*names: str) -> dict[str, Schema]:
+    return {name: {"$ref": f"#/components/headers/{name}"} for name in names}
+
+
+def _error_response(status: int) -> Schema:
+    response: Schema = {
+        "description": _ERROR_WHEN[status] + " Codes: " + ", ".join(ERROR_CODES[status]) + ".",
+        "headers": _headers("X-Data-Version"),
+        "content": {"application/json": {"schema": _ref("Error")}},
     }
     if status == 429:
-        response["headers"] = {
-            "Retry-After": {"schema": {"type": "integer", "minimum": 1}, "description": "Seconds to wait."}
+        response["headers"]["Retry-After"] = {
+            "schema": {"type": "integer", "minimum": 1},
+            "description": "Seconds to wait.",
         }
+    if status == 401:
+        response["headers"]["WWW-Authenticate"] = {"schema": {"type": "string"}, "description": "How to authenticate."}
+    if status == 405:
+        response["headers"]["Allow"] = {"schema": {"type": "string"}, "description": "GET, HEAD."}
     return response
 
 
-def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] | None) -> dict:
-    names = list(catalogue.names)
+def _responses(body: str, description: str, errors: tuple[int, ...]) -> dict[str, Schema]:
+    return {
+        "200": {
+            "description": description,
+            "headers": _headers("X-Data-Version", "ETag"),
+            "content": {"application/json": {"schema": _ref(body)}},
+        },
+        "304": {
+            "description": "If-None-Match named the current data version: the answer is unchanged.",
+            "headers": _headers("X-Data-Version", "ETag"),
+        },
+        **{str(status): _error_response(status) for status in errors},
+    }
+
+
+def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] | None) -> Schema:
     date_example = coverage[1] if coverage else "2025-01-01"
+    if_none_match = {
+        "name": "If-None-Match",
+        "in": "header",
+        "required": False,
+        "description": "An ETag from an earlier answer: 304 without a body while the data version is the same.",
+        "schema": {"type": "string"},
+    }
     parameters = [
         {
             "name": "metric_name",
             "in": "query",
             "required": True,
-            "description": "A metric of the catalogue (canonical name or alias).",
-            "schema": {"type": "string", "enum": names},
+            "description": "A metric of the catalogue (canonical name or alias; GET /catalogue lists them). "
+            "Any other name is answered with 400 unknown_metric and the closest names.",
+            "schema": {"type": "string", "minLength": 1, "examples": list(catalogue.canonical_names[:3])},
         },
         {
             "name": "project",
@@ -66,7 +237,7 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
             "schema": {
                 "type": "string",
                 "pattern": PROJECT_PATTERN,
-                "maxLength": 200,
+                "maxLength": MAX_PROJECT,
                 **({"examples": projects[:5]} if projects else {}),
             },
         },
@@ -84,41 +255,8 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
             "Monday to Sunday (1_week) or its calendar month (1_month).",
             "schema": {"type": "string", "format": "date", "examples": [date_example]},
         },
+        if_none_match,
     ]
-    metric_value = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": [
-            "metric_name",
-            "project",
-            "granularity",
-            "date",
-            "period_start",
-            "period_end",
-            "unit",
-            "value",
-            "complete",
-        ],
-        "properties": {
-            "metric_name": {
-                "type": "string",
-                "enum": [m.name for m in catalogue],
-                "description": "Canonical name, even when an alias was asked.",
-            },
-            "project": {"type": "string"},
-            "granularity": {"type": "string", "enum": list(GRANULARITIES)},
-            "date": {"type": "string", "format": "date", "description": "The date asked."},
-            "period_start": {"type": "string", "format": "date", "description": "First day of the period."},
-            "period_end": {"type": "string", "format": "date", "description": "Last day of the period (inclusive)."},
-            "unit": {"type": "string", "enum": sorted({m.unit for m in catalogue})},
-            "value": {"type": "number", "description": "Integer for counts, float for amounts."},
-            "complete": {
-                "type": "boolean",
-                "description": "False when the period reaches past either end of the data's "
-                "coverage: the value then covers only the days that exist.",
-            },
-        },
-    }
     discovery_note = (
         "Extension for discovery, not part of the metrics service specification; clients must not require it."
     )
@@ -128,7 +266,8 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
             "title": "metrics_kit reference metrics service",
             "version": __version__,
             "description": "Read-only blockchain protocol metrics: one metric for one project at "
-            "one granularity for one date. All periods are UTC.",
+            "one granularity for one date. All periods are UTC. Every answer carries the data "
+            "version (X-Data-Version); a 200 also as its ETag.",
         },
         "security": [{"apiKey": []}],
         "paths": {
@@ -137,30 +276,21 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
                     "operationId": "getMetric",
                     "summary": "One metric value",
                     "parameters": parameters,
-                    "responses": {
-                        "200": {
-                            "description": "The metric value of the period containing date.",
-                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/MetricValue"}}},
-                        },
-                        **{str(s): _error_response(s) for s in _ERROR_CODES},
-                    },
+                    "responses": _responses(
+                        "MetricValue",
+                        "The metric value of the period containing date.",
+                        tuple(ERROR_CODES),
+                    ),
                 }
             },
             "/projects": {
                 "get": {
                     "operationId": "listProjects",
-                    "summary": "Projects, their kinds and coverage",
+                    "summary": "Projects, their kinds and coverage, and the data version",
                     "description": discovery_note,
                     "x-extension": True,
-                    "responses": {
-                        "200": {
-                            "description": "Projects.",
-                            "content": {"application/json": {"schema": {"type": "object"}}},
-                        },
-                        "401": _error_response(401),
-                        "406": _error_response(406),
-                        "429": _error_response(429),
-                    },
+                    "parameters": [if_none_match],
+                    "responses": _responses("Projects", "Projects.", _DISCOVERY_ERRORS),
                 }
             },
             "/catalogue": {
@@ -169,20 +299,24 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
                     "summary": "The metric catalogue",
                     "description": discovery_note,
                     "x-extension": True,
-                    "responses": {
-                        "200": {
-                            "description": "Metrics.",
-                            "content": {"application/json": {"schema": {"type": "object"}}},
-                        },
-                        "401": _error_response(401),
-                        "406": _error_response(406),
-                        "429": _error_response(429),
-                    },
+                    "parameters": [if_none_match],
+                    "responses": _responses("Catalogue", "Metrics.", _DISCOVERY_ERRORS),
                 }
             },
         },
         "components": {
             "securitySchemes": {"apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"}},
-            "schemas": {"MetricValue": metric_value, "Error": _error_schema()},
+            "headers": {
+                "X-Data-Version": {
+                    "description": "The version of the data set the answer comes from; it changes when the data "
+                    "or what a metric computes changes.",
+                    "schema": {"type": "string"},
+                },
+                "ETag": {
+                    "description": 'The data version in quotes: "<X-Data-Version>".',
+                    "schema": {"type": "string"},
+                },
+            },
+            "schemas": _schemas(catalogue),
         },
     }

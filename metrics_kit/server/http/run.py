@@ -8,6 +8,7 @@ import socket
 import sys
 
 from metrics_kit.errors import ConfigurationError
+from metrics_kit.server.http import settings
 
 KEYS_ENV = "METRICS_KIT_API_KEYS"
 
@@ -27,6 +28,7 @@ def api_keys(out=sys.stdout) -> list[str]:
 
 
 def bind(host: str, port: int) -> socket.socket:
+    host, port = settings.host(host), settings.port(port)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -42,28 +44,23 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _protocol():
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-    from metrics_kit.server.service import QueryError
-
-    class JsonErrorsProtocol(HttpToolsProtocol):
-        """Requests the HTTP parser rejects (a 64 KiB request line, an unknown method token, a
-        control character in a header) get the service's JSON error shape, not uvicorn's text."""
-
-        def send_400_response(self, msg: str) -> None:
-            body = QueryError(400, "malformed_request", f"malformed HTTP request: {msg}").body()
-            self.transport.write(
-                b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
-                b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body
-            )
-            self.transport.close()
-
-    return JsonErrorsProtocol
-
-
-def serve(app, sock: socket.socket, *, access_log: bool = False) -> None:
+def serve(
+    app,
+    sock: socket.socket,
+    *,
+    access_log: bool = False,
+    head_timeout: float | None = None,
+    data_version: str | None = None,
+) -> None:
+    """Run uvicorn on ``sock``; ``data_version`` is also sent with the answers given without ``app``."""
     import uvicorn
+
+    from metrics_kit.server.http import protocol
+
+    http = protocol.protocol_class(
+        head_timeout=protocol.DEFAULT_HEAD_TIMEOUT if head_timeout is None else settings.head_timeout(head_timeout),
+        data_version=data_version,
+    )
 
     # uvicorn's access lines are logged at INFO: a WARNING level would silence --access-log.
     config = uvicorn.Config(
@@ -71,7 +68,8 @@ def serve(app, sock: socket.socket, *, access_log: bool = False) -> None:
         lifespan="off",
         access_log=access_log,
         log_level="info" if access_log else "warning",
-        http=_protocol(),
+        http=http,
+        ws="none",  # no WebSocket here: an Upgrade request is an ordinary request
         loop="uvloop",
         server_header=False,
         date_header=False,

@@ -1,0 +1,80 @@
+"""Bad `metrics-kit serve` options and App(...) settings: one clear line and exit 2, before any build."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from metrics_kit.errors import ConfigurationError
+from metrics_kit.server.dataset import open_service
+from metrics_kit.server.http.app import App
+from metrics_kit.spec.catalogue import Catalogue
+
+DATA = Path(__file__).parents[1] / "http_data"
+
+
+def serve(*args: str, keys: str = "k1", cache_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+    env.update(METRICS_KIT_API_KEYS=keys, METRICS_KIT_CACHE_DIR=str(cache_dir))
+    command = [sys.executable, "-m", "metrics_kit", "serve", "--data", str(DATA), *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("args", "keys", "expected"),
+    [
+        (["--port", "70000"], "k1", "port must be a whole number from 0 to 65535"),
+        (["--port", "-1"], "k1", "port must be a whole number from 0 to 65535"),
+        (["--port", "http"], "k1", "port must be a whole number from 0 to 65535"),
+        (["--host", "not a host"], "k1", "host must be an IP address"),
+        (["--rate-limit", "0"], "k1", "rate_limit must be a number of requests per second above 0"),
+        (["--rate-limit", "inf"], "k1", "rate_limit must be a number of requests per second above 0"),
+        (["--latency-ms", "-5"], "k1", "latency_ms must be a number of milliseconds from 0 to 60,000"),
+        (["--latency-ms", "nan"], "k1", "latency_ms must be a number of milliseconds from 0 to 60,000"),
+        (["--head-timeout", "0"], "k1", "head_timeout must be a number of seconds above 0 and at most 600"),
+        (["--chain-unit", "ETH"], "k1", "chain_unit must be a lowercase identifier"),
+        (["--chain-unit", ""], "k1", "chain_unit must be a lowercase identifier"),
+        ([], "good,caf\u00e9-secret", "API key 2 of 2 is not usable"),
+    ],
+)
+def test_a_bad_serve_option_is_one_line_and_exit_2(tmp_path, args, keys, expected):
+    done = serve(*args, keys=keys, cache_dir=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("metrics-kit: error: "), done.stderr
+    assert expected in lines[0]
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "caf\u00e9-secret" not in done.stdout + done.stderr
+    # Refused before the data set was read: nothing was built into the cache folder.
+    assert not any(tmp_path.iterdir()), list(tmp_path.iterdir())
+
+
+@pytest.fixture(scope="module")
+def service():
+    return open_service(DATA, Catalogue("sol"), log=lambda line: None)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"keys": []}, "at least one API key"),
+        ({"keys": ["k1"], "rate_limit": 0}, "rate_limit must be"),
+        ({"keys": ["k1"], "rate_limit": -3.0}, "rate_limit must be"),
+        ({"keys": ["k1"], "latency_ms": -1}, "latency_ms must be"),
+        ({"keys": ["k1"], "latency_ms": float("inf")}, "latency_ms must be"),
+    ],
+)
+def test_app_refuses_bad_settings_when_made(service, kwargs, expected):
+    keys = kwargs.pop("keys")
+    with pytest.raises(ConfigurationError, match=expected):
+        App(service, keys, **kwargs)
+
+
+def test_app_accepts_good_settings(service):
+    app = App(service, ["k1", "k2"], rate_limit=2, latency_ms=0)
+    assert app.limiter is not None and app.limiter.rate == 2.0
+    assert App(service, ["k1"]).limiter is None

@@ -1,0 +1,91 @@
+"""server/http/settings.py: each serve setting checked when made, with the allowed range in the message."""
+
+from __future__ import annotations
+
+import pytest
+
+from metrics_kit.errors import ConfigurationError
+from metrics_kit.server.http import settings
+
+
+@pytest.mark.parametrize(("given", "expected"), [(0, 0), ("0", 0), (8000, 8000), ("65535", 65535), (80.0, 80)])
+def test_ports(given, expected):
+    assert settings.port(given) == expected
+
+
+@pytest.mark.parametrize("given", [-1, 65536, "70000", "abc", "", 8000.5, "nan", "inf", None, True, [80]])
+def test_bad_ports(given):
+    with pytest.raises(ConfigurationError, match=r"^port must be a whole number from 0 to 65535"):
+        settings.port(given)
+
+
+@pytest.mark.parametrize("given", ["127.0.0.1", "0.0.0.0", "::1", "localhost", "my-host.example.org", "::"])
+def test_hosts(given):
+    assert settings.host(given) == given
+
+
+@pytest.mark.parametrize("given", ["", " ", "bad host", "-a", "a..b", "http://x", "127.0.0.1:80", "x" * 300, None, 1])
+def test_bad_hosts(given):
+    with pytest.raises(ConfigurationError, match=r"^host must be an IP address"):
+        settings.host(given)
+
+
+def test_rate_limits():
+    assert settings.rate_limit(None) is None
+    assert settings.rate_limit("2") == 2.0
+    assert settings.rate_limit(0.5) == 0.5
+
+
+@pytest.mark.parametrize("given", [0, "0", -1, "-0.5", "nan", "inf", "fast", True])
+def test_bad_rate_limits(given):
+    with pytest.raises(ConfigurationError, match=r"^rate_limit must be a number of requests per second above 0"):
+        settings.rate_limit(given)
+
+
+def test_latencies():
+    assert settings.latency_ms(0) == 0.0
+    assert settings.latency_ms("50") == 50.0
+    assert settings.latency_ms(60_000) == 60_000.0
+
+
+@pytest.mark.parametrize("given", [-1, "-0.1", 60_001, "inf", "nan", "slow", None])
+def test_bad_latencies(given):
+    with pytest.raises(ConfigurationError, match=r"^latency_ms must be a number of milliseconds from 0 to 60,000"):
+        settings.latency_ms(given)
+
+
+def test_head_timeouts():
+    assert settings.head_timeout("10") == 10.0
+    assert settings.head_timeout(0.5) == 0.5
+    assert settings.head_timeout(600) == 600.0
+
+
+@pytest.mark.parametrize("given", [0, "0", -1, 601, "inf", "nan", "soon", None])
+def test_bad_head_timeouts(given):
+    with pytest.raises(ConfigurationError, match=r"^head_timeout must be a number of seconds above 0 and at most 600"):
+        settings.head_timeout(given)
+
+
+def test_keys():
+    assert settings.keys(["k1", "k2"]) == [b"k1", b"k2"]
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ([], "at least one API key"),
+        ("secret-key", "a list of API keys"),
+        (["good", ""], "API key 2 of 2 is not usable"),
+        (["se cret"], "API key 1 of 1 is not usable"),
+        (["s\u00e9cret"], "API key 1 of 1 is not usable"),
+        (["sec\nret"], "API key 1 of 1 is not usable"),
+        (["sec,ret"], "contains a comma"),
+        ([b"bytes"], "is not usable"),
+    ],
+)
+def test_bad_keys_are_refused_without_showing_them(given, message):
+    with pytest.raises(ConfigurationError, match=message) as caught:
+        settings.keys(given)
+    for key in given if isinstance(given, list) else [given]:
+        if isinstance(key, str) and len(key) > 3:
+            assert key not in str(caught.value)
