@@ -273,8 +273,9 @@ def build_on(
                 store.write_parquet(validated, stage)
             # Absolute: executors do not share the driver's working directory.
             location = str(stage.resolve())
+        started = time.perf_counter()
         backend = stack.enter_context(spark.backend(spark_master))
-        log(f"Spark {backend.version} reads {location}")
+        log(f"Spark {backend.version} started in {time.perf_counter() - started:.1f} s; reads {location}")
         return build(store.open_parquet(backend, location), catalogue)
 
 
