@@ -58,7 +58,7 @@ class Aggregates:
         """(value, period_start, period_end, complete) of the period containing ``day``, with ISO
         dates; None when that period is outside coverage or the series does not exist."""
         series = self.values.get((metric, project, granularity))
-        if series is None:
+        if series is None or self.coverage is None:  # no coverage: no series either
             return None
         i = period_index(day, self.coverage[0], granularity)
         if not 0 <= i < len(series):
@@ -180,6 +180,7 @@ def _densify(
                 dense[frame["i"].to_numpy()] = frame["value"].to_numpy(dtype="float64")
             if metric.aggregation == "ending_balance":
                 dense = (project.initial_circulating_supply or 0.0) + np.cumsum(dense)
+            series: list[int] | list[float]
             if metric.is_count:
                 series = [int(v) for v in dense]
             else:
