@@ -19,7 +19,8 @@ from support import ServerProcess
 from metrics_kit.server.build import Aggregates
 from metrics_kit.server.data import demo
 
-pytestmark = pytest.mark.spark
+# A Spark build starts a JVM (and here a cluster): far beyond the suite's default timeout on a busy machine.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "data"
 DEMO_SCALE = 0.2  # about 20,000 transactions: every project, metric and day of the demo data set

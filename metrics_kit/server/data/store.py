@@ -464,7 +464,9 @@ def open_parquet(backend: ibis.BaseBackend, location: str) -> EventStore:
     if len(marker) != 1 or marker[0].get("layout") != LAYOUT_VERSION:
         raise DataFormatError(f"{location}/{LAYOUT_FILE}: not a layout this version reads ({LAYOUT_VERSION})")
     for table in TABLES:
-        backend.read_parquet(f"{root}/{table}/*.parquet", table_name=table)
+        # Spark reads a folder of parts (a glob makes it log a stack trace); DuckDB needs the glob.
+        parts = f"{root}/{table}/*.parquet" if backend.name == "duckdb" else f"{root}/{table}"
+        backend.read_parquet(parts, table_name=table)
     return _store(backend, location, str(marker[0]["fingerprint"]))
 
 
