@@ -5,9 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from support import ServerProcess
 
 from metrics_kit.server import build as aggregates
 from metrics_kit.spec.catalogue import default_catalogue
@@ -44,8 +47,8 @@ def test_a_changed_file_is_rebuilt(data):
     assert messages[-1].startswith("Built aggregates")
     day = dt.date(2025, 1, 1)
     assert (
-        after.lookup("swap_transaction_count", "swapx", "1_day", day).value
-        == before.lookup("swap_transaction_count", "swapx", "1_day", day).value + 1
+        after.find("swap_transaction_count", "swapx", "1_day", day)[0]
+        == before.find("swap_transaction_count", "swapx", "1_day", day)[0] + 1
     )
 
 
@@ -76,9 +79,6 @@ def test_a_failed_load_leaves_the_saved_aggregates_alone(data):
 
 def test_the_cache_key_is_the_same_in_every_process():
     # Set and dict orders follow the per-process hash seed: the key must not.
-    import subprocess
-    import sys
-
     code = (
         "from metrics_kit.server import build as aggregates; from metrics_kit.spec.catalogue import Catalogue; "
         "print(aggregates.catalogue_key(Catalogue('sol')))"
@@ -94,3 +94,47 @@ def test_the_cache_key_is_the_same_in_every_process():
         for seed in (0, 1, 2, 3)
     }
     assert len(keys) == 1, keys
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "metrics_kit", *args], capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_build_out_writes_what_serve_aggregates_serves_without_the_data(data, tmp_path):
+    out = tmp_path / "agg.parquet"
+    done = _cli("build", "--data", str(data), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    built = aggregates.Aggregates.read(out)
+    assert built.meta["engine"] == "duckdb"
+    shutil.rmtree(data)  # the service needs no event data
+    with ServerProcess(None, "--aggregates", str(out)) as server:
+        for (metric, project, granularity), series in list(built.values.items())[:40]:
+            start = built.periods[granularity][-1][0]
+            assert server.value(metric, project, granularity, start) == series[-1]
+
+
+def test_serve_aggregates_refuses_a_missing_or_foreign_file(tmp_path):
+    missing = _cli("serve", "--aggregates", str(tmp_path / "nope.parquet"), "--port", "0")
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+    (tmp_path / "junk.parquet").write_bytes(b"not parquet")
+    junk = _cli("serve", "--aggregates", str(tmp_path / "junk.parquet"), "--port", "0")
+    assert junk.returncode == 2 and "not an aggregates file" in junk.stderr
+    both = _cli("serve", "--aggregates", str(tmp_path / "junk.parquet"), "--data", str(GOLDEN))
+    assert both.returncode == 2 and "without --data" in both.stderr
+
+
+def test_serve_aggregates_refuses_aggregates_of_other_definitions(data, tmp_path):
+    built = aggregates.load_or_build(data, default_catalogue(), log=lambda m: None)
+    stale = aggregates.Aggregates({**built.meta, "catalogue_key": "0" * 16}, built.values)
+    stale.save(tmp_path / "stale.parquet")
+    done = _cli("serve", "--aggregates", str(tmp_path / "stale.parquet"), "--port", "0")
+    assert done.returncode == 2 and "other metric definitions" in done.stderr
+
+
+def test_build_options_that_do_not_fit_are_clear_errors(data):
+    url = _cli("build", "--data", "s3a://bucket/events", "--out", "x.parquet")
+    assert url.returncode == 2 and "only --engine spark reads a URL" in url.stderr
+    master = _cli("build", "--data", str(data), "--spark-master", "local[2]", "--out", "x.parquet")
+    assert master.returncode == 2 and "--spark-master is for --engine spark" in master.stderr

@@ -727,3 +727,55 @@ def test_error_in_a_parquet_part_names_the_part_and_its_row(tmp_path):
     message = load_error(folder)
     assert message.startswith("transactions/ (2 parquet files), column 'action': 1 row breaks the rule")
     assert "  part-1.parquet row 2: 'teleport'" in message
+
+
+# -- the normalised layout (what Spark reads) -------------------------------------------------------------
+
+
+def _open_layout(folder: Path):
+    import ibis
+
+    return store.open_parquet(ibis.duckdb.from_connection(store.connect()), str(folder))
+
+
+def test_normalised_layout_has_microsecond_utc_times_and_the_same_tables(tmp_path):
+    folder = make(tmp_path / "data", transactions=None)
+    # Nanoseconds in a zone: the layout holds the UTC instant, truncated (not rounded into the next day).
+    value = _epoch_ns("2024-03-15T23:59:59.999999999")
+    _parquet_transactions(folder, pa.array([value], pa.timestamp("ns", tz="Asia/Kolkata")))
+    loaded = store.load(folder)
+    store.write_parquet(store.validate(folder), tmp_path / "layout")
+    for table in store.TABLES:
+        schema = pq.read_schema(tmp_path / "layout" / table / "part-0.parquet")
+        assert schema.names == list(store.COLUMNS[table])
+        if "block_time" in schema.names:
+            assert schema.field("block_time").type == pa.timestamp("us", tz="UTC")
+    times = pq.read_table(tmp_path / "layout" / "transactions").column("block_time").to_pylist()
+    assert times == [dt.datetime(2024, 3, 15, 23, 59, 59, 999999, tzinfo=dt.UTC)]
+    opened = _open_layout(tmp_path / "layout")
+    assert (opened.projects, opened.coverage, opened.fingerprint) == (
+        loaded.projects,
+        loaded.coverage,
+        loaded.fingerprint,
+    )
+    assert opened.location == str(tmp_path / "layout")
+
+
+def test_absent_event_tables_are_written_as_empty_tables(tmp_path):
+    folder = make(tmp_path / "data", transactions=None, fees=None, token_flows=None, chain_rewards=None)
+    store.write_parquet(store.validate(folder), tmp_path / "layout")
+    assert pq.read_table(tmp_path / "layout" / "fees").num_rows == 0
+    assert _open_layout(tmp_path / "layout").coverage is None
+
+
+def test_a_folder_without_the_marker_is_not_a_layout(tmp_path):
+    folder = make(tmp_path / "data")
+    with pytest.raises(DataFormatError, match="not a normalised layout"):
+        _open_layout(folder)
+
+
+def test_a_failed_validation_writes_nothing(tmp_path):
+    folder = make(tmp_path / "data", transactions=TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,bridge,\n")
+    with pytest.raises(DataFormatError):
+        store.write_parquet(store.validate(folder), tmp_path / "layout")
+    assert not (tmp_path / "layout").exists()

@@ -9,12 +9,12 @@ and the catalogue's, so the next start with unchanged data skips the build.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,14 +35,6 @@ from metrics_kit.spec.calendar import GRANULARITIES, period_bounds, period_index
 ENGINE_VERSION = 1
 BUILD_MEMORY_LIMIT = "2GB"
 _DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run to run
-
-
-@dataclass(frozen=True)
-class Lookup:
-    value: int | float
-    period_start: dt.date
-    period_end: dt.date
-    complete: bool
 
 
 class Aggregates:
@@ -66,19 +58,12 @@ class Aggregates:
         """(value, period_start, period_end, complete) of the period containing ``day``, with ISO
         dates; None when that period is outside coverage or the series does not exist."""
         series = self.values.get((metric, project, granularity))
-        if series is None:
+        if series is None or self.coverage is None:  # no coverage: no series either
             return None
         i = period_index(day, self.coverage[0], granularity)
         if not 0 <= i < len(series):
             return None
         return (series[i], *self.periods[granularity][i])
-
-    def lookup(self, metric: str, project: str, granularity: str, day: dt.date) -> Lookup | None:
-        found = self.find(metric, project, granularity, day)
-        if found is None:
-            return None
-        value, start, end, complete = found
-        return Lookup(value, dt.date.fromisoformat(start), dt.date.fromisoformat(end), complete)
 
     # -- persistence ---------------------------------------------------------------------------
 
@@ -142,11 +127,9 @@ def cache_path(fingerprint: str, catalogue: Catalogue) -> Path:
 
 
 def build(event_store: EventStore, catalogue: Catalogue) -> Aggregates:
-    """Run the engine over the whole data set and densify its result."""
-    import ibis  # only building needs Ibis; serving from a saved file does not
-
+    """Run the engine over the whole data set, on the store's backend, and densify its result."""
     started = time.perf_counter()
-    backend = ibis.duckdb.from_connection(event_store.con)
+    backend = event_store.backend
     projects = event_store.projects
     coverage = event_store.coverage
     values: dict[tuple[str, str, str], list] = {}
@@ -167,8 +150,10 @@ def build(event_store: EventStore, catalogue: Catalogue) -> Aggregates:
         },
         "chain_unit": catalogue.chain_unit,
         "count_metrics": [m.name for m in catalogue if m.is_count],
+        "catalogue_key": catalogue_key(catalogue),
+        "engine": backend.name,
         "fingerprint": event_store.fingerprint,
-        "data_dir": str(event_store.directory),
+        "data_dir": event_store.location,
         "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "build_seconds": round(time.perf_counter() - started, 3),
     }
@@ -195,6 +180,7 @@ def _densify(
                 dense[frame["i"].to_numpy()] = frame["value"].to_numpy(dtype="float64")
             if metric.aggregation == "ending_balance":
                 dense = (project.initial_circulating_supply or 0.0) + np.cumsum(dense)
+            series: list[int] | list[float]
             if metric.is_count:
                 series = [int(v) for v in dense]
             else:
@@ -216,13 +202,107 @@ def load_or_build(data_dir: str | os.PathLike, catalogue: Catalogue, *, rebuild:
             return aggregates
         except Exception as exc:  # a damaged cache file is rebuilt, never fatal
             log(f"Rebuilding unreadable aggregates {path.name}: {exc}")
-    # A 10M-transaction build peaks near 1.3 GiB; the cap keeps a larger data set within bounds by
-    # spilling, into the cache folder rather than DuckDB's default of the current directory.
     from metrics_kit.server.data import store  # DuckDB only when building
 
-    con = store.connect(memory_limit=BUILD_MEMORY_LIMIT, temp_directory=files.cache_dir() / "duckdb-tmp")
-    event_store = store.load(data_dir, con=con)
+    event_store = store.views(store.validate(data_dir, _build_connection()))
     aggregates = build(event_store, catalogue)
     aggregates.save(cache_path(event_store.fingerprint, catalogue))
     log(f"Built aggregates in {aggregates.meta['build_seconds']} s ({path.name})")
     return aggregates
+
+
+def _build_connection():
+    # A 10M-transaction build peaks near 1.3 GiB; the cap keeps a larger data set within bounds by
+    # spilling, into the cache folder rather than DuckDB's default of the current directory.
+    from metrics_kit.server.data import store
+
+    return store.connect(memory_limit=BUILD_MEMORY_LIMIT, temp_directory=files.cache_dir() / "duckdb-tmp")
+
+
+ENGINES = ("duckdb", "spark")
+
+
+def is_url(data: str | os.PathLike) -> bool:
+    return "://" in str(data)
+
+
+def build_on(
+    data: str | os.PathLike,
+    catalogue: Catalogue,
+    *,
+    engine: str = "duckdb",
+    spark_master: str | None = None,
+    stage: Path | None = None,
+    log=print,
+) -> Aggregates:
+    """Build ``data`` on ``engine``, whatever is cached (``metrics-kit build``).
+
+    ``data`` is a data folder, validated on DuckDB whatever the engine; Spark then reads it as the
+    normalised layout written to ``stage`` (default: a temporary folder in the cache folder). For
+    Spark, ``data`` may also be the path or URL of a normalised layout written before."""
+    import tempfile
+
+    from metrics_kit.errors import ConfigurationError
+    from metrics_kit.server.data import store
+
+    if engine not in ENGINES:
+        raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
+    if engine != "spark" and spark_master:
+        raise ConfigurationError("--spark-master is for --engine spark")
+    validated = None
+    if is_url(data):
+        if engine != "spark":
+            raise ConfigurationError(f"{data}: only --engine spark reads a URL; DuckDB reads a local data folder")
+    else:
+        validated = store.validate(data, _build_connection())
+        log(f"Validated {data}")
+        if stage is not None:
+            store.write_parquet(validated, stage)
+            log(f"Wrote the normalised layout to {stage}")
+    if engine == "duckdb":
+        assert validated is not None
+        return build(store.views(validated), catalogue)
+
+    from metrics_kit.server import spark
+
+    with contextlib.ExitStack() as stack:
+        location = str(data)
+        if validated is not None:
+            if stage is None:
+                (files.cache_dir() / "stage").mkdir(parents=True, exist_ok=True)
+                stage = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=files.cache_dir() / "stage")))
+                store.write_parquet(validated, stage)
+            # Absolute: executors do not share the driver's working directory.
+            location = str(stage.resolve())
+        started = time.perf_counter()
+        backend = stack.enter_context(spark.backend(spark_master))
+        log(f"Spark {backend.version} started in {time.perf_counter() - started:.1f} s; reads {location}")
+        return build(store.open_parquet(backend, location), catalogue)
+
+
+def read_prebuilt(path: Path, chain_unit: str | None = None) -> tuple[Aggregates, Catalogue]:
+    """Aggregates written by ``metrics-kit build --out`` and the catalogue they were built for
+    (``metrics-kit serve --aggregates``): refused, never served stale, if this version's catalogue
+    differs from theirs."""
+    from metrics_kit.errors import ConfigurationError
+    from metrics_kit.spec.catalogue import default_catalogue
+
+    try:
+        aggregates = Aggregates.read(path)
+    except FileNotFoundError:
+        raise ConfigurationError(f"--aggregates {path}: no such file; write one with metrics-kit build --out") from None
+    except Exception as exc:
+        raise ConfigurationError(
+            f"--aggregates {path}: not an aggregates file of metrics-kit build --out "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'unreadable'})"
+        ) from None
+    unit = aggregates.meta["chain_unit"]
+    if chain_unit is not None and chain_unit != unit:
+        raise ConfigurationError(f"--chain-unit {chain_unit}: {path} was built with chain unit {unit}")
+    catalogue = default_catalogue(unit)
+    if aggregates.meta.get("catalogue_key") != catalogue_key(catalogue):
+        raise ConfigurationError(
+            f"--aggregates {path}: built for other metric definitions than this version of metrics-kit has; "
+            "build it again with metrics-kit build --out"
+        )
+    return aggregates, catalogue

@@ -1,7 +1,9 @@
 """The metric engine: every catalogue entry turned into an Ibis expression over the event tables.
 
-Ibis keeps the definitions portable: the same expressions run on the embedded DuckDB backend
-and, later, on a distributed backend such as Spark. Each function below reads one event table and
+Ibis keeps the definitions portable: the same expressions run on the embedded DuckDB backend and
+on Spark (Ibis's PySpark backend), with the same results. The one thing chosen per backend is the
+64-bit hash (:func:`hasher`); intermediate tables are materialised with ``Table.cache()``, which
+every backend supports, and released after the build. Each function below reads one event table and
 returns, for one granularity, a sparse long table ``(project, period_start, metric, value)``: only
 periods with events appear. Filling the gaps (zeros, carried balances) happens in ``aggregates``.
 
@@ -12,8 +14,7 @@ address strings dominate the cost, so transactions avoid grouped distinct counts
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import ibis
 import ibis.expr.types as ir
@@ -53,7 +54,26 @@ def _long(wide: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame:
     return out
 
 
-def repeated_transactions(t: ir.Table) -> ir.Table:
+Hash64 = Callable[[ir.StringValue], ir.Value]
+
+
+@ibis.udf.scalar.builtin(name="xxhash64")
+def _xxhash64(value: str) -> int:  # type: ignore[empty-body]
+    """Spark's 64-bit xxHash: Ibis compiles ``hash()`` to Spark's 32-bit ``HASH``, which collides
+    on a million signers and would make every build take the slow path."""
+
+
+# Backends whose 64-bit hash is known. DuckDB's hash() is 64-bit and what Ibis compiles hash() to.
+_HASH64: dict[str, Hash64] = {"duckdb": lambda value: value.hash(), "pyspark": _xxhash64}
+
+
+def hasher(con: ibis.BaseBackend) -> Hash64:
+    """The backend's 64-bit string hash; on a backend without a known one, the string itself, which
+    gives the same results (hashing only makes grouping cheaper)."""
+    return _HASH64.get(con.name, lambda value: value)
+
+
+def repeated_transactions(t: ir.Table, hash64: Hash64) -> ir.Table:
     """A superset of the rows whose (project, action, tx_id) occurs more than once.
 
     Grouping 10 million long tx_id strings is slow; grouping their 64-bit hashes is not. The rows
@@ -65,9 +85,9 @@ def repeated_transactions(t: ir.Table) -> ir.Table:
     # taken are still every row of each repeated (project, action, tx_id), which is all it needs.
     # The two sides are separate expressions on purpose: one shared expression becomes a CTE that
     # DuckDB materialises whole, every column of every event (3 GB at 10M rows).
-    hashes = t.select(tx_hash=t.tx_id.hash())
+    hashes = t.select(tx_hash=hash64(t.tx_id))
     repeated = hashes.group_by("tx_hash").aggregate(n=hashes.count()).filter(lambda r: r.n > 1).drop("n")
-    return t.mutate(tx_hash=t.tx_id.hash()).semi_join(repeated, "tx_hash")
+    return t.mutate(tx_hash=hash64(t.tx_id)).semi_join(repeated, "tx_hash")
 
 
 def _measures(metrics: list[Metric]) -> dict[tuple, str]:
@@ -80,14 +100,14 @@ def _measures(metrics: list[Metric]) -> dict[tuple, str]:
     return measures
 
 
-def signer_key(con, t: ir.Table) -> ir.Value:
+def signer_key(con, t: ir.Table, hash64: Hash64) -> ir.Value:
     """What identifies a signer when grouping: its 64-bit hash where that is one-to-one on this data
     set's signers (checked, not assumed), else the address itself. Grouping by an integer instead
     of a 44-character string halves the memory of the largest grouping of the build."""
     signers = t.select("signer").distinct()
-    counts = con.execute(signers.aggregate(n=signers.count(), hashes=signers.signer.hash().nunique()))
+    counts = con.execute(signers.aggregate(n=signers.count(), hashes=hash64(signers.signer).nunique()))
     if int(counts["n"].iloc[0]) == int(counts["hashes"].iloc[0]):
-        return t.signer.hash()
+        return hash64(t.signer)
     return t.signer
 
 
@@ -196,10 +216,6 @@ def nets(con, t: ir.Table, metrics: list[Metric], granularity: str, key: str, am
     return pd.concat(frames, ignore_index=True)
 
 
-def _materialise(con, name: str, expr: ir.Table) -> ir.Table:
-    return con.create_table(f"{name}_{uuid.uuid4().hex}", expr, temp=True)
-
-
 _AMOUNT = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amount"}
 
 
@@ -208,11 +224,17 @@ def compute(con: ibis.BaseBackend, catalogue: Catalogue) -> Iterator[tuple[str, 
     by_source: dict[str, list[Metric]] = {}
     for metric in catalogue:
         by_source.setdefault(metric.source, []).append(metric)
-    # Built once, materialised, and reused by every granularity.
+    # Built once, materialised (cache(): a temporary table on DuckDB, a persisted DataFrame on
+    # Spark), reused by every granularity and released at the end, even when the caller stops early.
     events = con.table("transactions")
     measures = _measures(by_source.get("transactions", []))
-    repeated = _materialise(con, "repeated", repeated_transactions(events))
-    days = _materialise(con, "signer_days", signer_days(events, measures, signer_key(con, events)))
+    hash64 = hasher(con)
+    repeated = repeated_transactions(events, hash64).cache()
+    with repeated, signer_days(events, measures, signer_key(con, events, hash64)).cache() as days:
+        yield from _granularities(con, by_source, days, repeated, measures)
+
+
+def _granularities(con, by_source, days, repeated, measures) -> Iterator[tuple[str, pd.DataFrame]]:
     for granularity in GRANULARITIES:
         frames = []
         for source, metrics in by_source.items():

@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--chain-unit", default=None, help="unit segment of the chain reward metrics (default: sol)")
     serve.add_argument("--rebuild", action="store_true", help="rebuild the aggregates even if cached")
+    serve.add_argument(
+        "--aggregates",
+        type=Path,
+        metavar="AGG",
+        help="serve the aggregates written by metrics-kit build --out, with no event data (not with --data)",
+    )
     serve.add_argument("--access-log", action="store_true", help="log every request (never the key)")
 
     demo = commands.add_parser("demo-data", help="write the synthetic demo data set")
@@ -107,10 +113,37 @@ def _parser() -> argparse.ArgumentParser:
         help="raise (default): fail if any point fails; coerce: leave it empty, with a warning",
     )
 
-    build = commands.add_parser("build", help="validate a data folder and build its aggregates")
-    build.add_argument("--data", type=Path, required=True)
+    build = commands.add_parser(
+        "build",
+        help="validate a data folder and build its aggregates",
+        description="Validate a data folder (on DuckDB) and build every metric value, on DuckDB (default) "
+        "or Spark. Without --out the aggregates go to the cache folder, where serve --data finds them; "
+        "with --out, to a file that serve --aggregates serves without the event data (docs/spark.md).",
+    )
+    build.add_argument(
+        "--data",
+        required=True,
+        metavar="SRC",
+        help="event data folder (docs/data-format.md); with --engine spark also the path or URL "
+        "(s3a://, hdfs://, ...) of a normalised layout written by --stage",
+    )
+    build.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb", help="default: duckdb")
+    build.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="local[N], spark://HOST:PORT or sc://HOST:PORT (Spark Connect); default: spark-submit's master, "
+        "else local[*]",
+    )
+    build.add_argument("--out", type=Path, metavar="AGG", help="write the aggregates to this file")
+    build.add_argument(
+        "--stage",
+        type=Path,
+        metavar="DIR",
+        help="also write the validated data to DIR as the normalised Parquet layout Spark reads "
+        "(default with --engine spark: a temporary folder)",
+    )
     build.add_argument("--chain-unit", default=None)
-    build.add_argument("--rebuild", action="store_true")
+    build.add_argument("--rebuild", action="store_true", help="rebuild even if cached (without --out)")
 
     lab = commands.add_parser(
         "lab",
@@ -187,9 +220,19 @@ def _serve(args) -> int:
     rate_limit, latency_ms = settings.rate_limit(args.rate_limit), settings.latency_ms(args.latency_ms)
     head_timeout = settings.head_timeout(args.head_timeout)
     catalogue = default_catalogue(args.chain_unit)
+    if args.aggregates is not None and (args.data is not None or args.rebuild):
+        return _fail("--aggregates serves prebuilt aggregates: give it without --data and --rebuild")
     keys = run.api_keys()
     settings.keys(keys)
-    service = open_service(args.data, catalogue, rebuild=args.rebuild, log=lambda line: print(line, flush=True))
+    if args.aggregates is not None:
+        from metrics_kit.server.build import read_prebuilt
+        from metrics_kit.server.service import MetricService
+
+        prebuilt, catalogue = read_prebuilt(args.aggregates, args.chain_unit)
+        service = MetricService(prebuilt, catalogue)
+        print(f"Serving the aggregates {args.aggregates} (built {prebuilt.meta['built_at']})", flush=True)
+    else:
+        service = open_service(args.data, catalogue, rebuild=args.rebuild, log=lambda line: print(line, flush=True))
     built = service.aggregates
     app = App(service, keys, rate_limit=rate_limit, latency_ms=latency_ms)
     sock = run.bind(host, port)
@@ -231,7 +274,16 @@ def _build(args) -> int:
     from metrics_kit.server import build as aggregates
     from metrics_kit.spec.catalogue import default_catalogue
 
-    built = aggregates.load_or_build(args.data, default_catalogue(args.chain_unit), rebuild=args.rebuild)
+    catalogue = default_catalogue(args.chain_unit)
+    if args.engine == "duckdb" and args.out is None and args.stage is None and not args.spark_master:
+        built = aggregates.load_or_build(args.data, catalogue, rebuild=args.rebuild)
+    else:
+        built = aggregates.build_on(
+            args.data, catalogue, engine=args.engine, spark_master=args.spark_master, stage=args.stage
+        )
+        out = args.out or aggregates.cache_path(built.meta["fingerprint"], catalogue)
+        built.save(out)
+        print(f"Built on {args.engine} in {built.meta['build_seconds']} s; wrote {out}")
     print(f"{len(built.projects)} projects, coverage {built.meta['coverage']}, {len(built.values):,} series")
     return 0
 

@@ -1,22 +1,34 @@
-"""The event store: find a data folder's tables, validate every row, expose clean views.
+"""The event store: find a data folder's tables, validate every row, provide clean tables.
 
-The format is documented in ``docs/data-format.md``. Loading is all or nothing: every check runs
-before any view is created, and the first problem raises :class:`DataFormatError` naming the file,
-the column, what is allowed and the first offending rows.
+The format is documented in ``docs/data-format.md``. Validation (:func:`validate`) always runs on
+DuckDB and is all or nothing: every check runs before any table is provided, and the first problem
+raises :class:`DataFormatError` naming the file, the column, what is allowed and the first
+offending rows.
 
-After :func:`load`, the DuckDB connection holds one view per table with normalised columns:
-``block_time`` as a naive UTC ``TIMESTAMP`` (microseconds, truncated, never rounded into the next
-day), strings as ``VARCHAR``, amounts as ``DOUBLE``.
+Providing the validated tables is separate, so that any Ibis backend can compute from them:
+
+- :func:`load` validates and creates one DuckDB view per table with normalised columns:
+  ``block_time`` as a naive UTC ``TIMESTAMP`` (microseconds, truncated, never rounded into the
+  next day), strings as ``VARCHAR``, amounts as ``DOUBLE``;
+- :func:`write_parquet` writes the same normalised tables as Parquet (the *normalised layout*,
+  ``block_time`` as microsecond UTC timestamps, which Spark 4 reads; it refuses nanoseconds), and
+  :func:`open_parquet` registers such a layout, from a local path or an object-store URL, in a
+  backend such as Spark's.
+
+Either way the projects and the coverage are read with Ibis from the provided tables.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import ibis
+import pandas as pd
 
 from metrics_kit.errors import DataFormatError
 from metrics_kit.server.data.schema import (
@@ -66,12 +78,27 @@ class Project:
 
 @dataclass(frozen=True)
 class EventStore:
-    """A validated data set: its projects, its coverage and a connection holding its views."""
+    """A validated data set: an Ibis backend holding its five tables by name, its projects and coverage."""
+
+    backend: ibis.BaseBackend
+    location: str  # the data folder, or the normalised layout's path or URL
+    projects: dict[str, Project]
+    coverage: tuple[dt.date, dt.date] | None
+    fingerprint: str
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection holding the views (a store from :func:`load` only)."""
+        return self.backend.con
+
+
+@dataclass(frozen=True)
+class Validated:
+    """A data folder whose every row passed: each table as a DuckDB query of normalised columns."""
 
     con: duckdb.DuckDBPyConnection
     directory: Path
-    projects: dict[str, Project]
-    coverage: tuple[dt.date, dt.date] | None
+    relations: dict[str, str]
     fingerprint: str
 
 
@@ -362,40 +389,113 @@ def _empty_view(table: str) -> str:
     return f"SELECT {cols} WHERE false"
 
 
-def load(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | None = None) -> EventStore:
-    """Validate the data folder and create its views in ``con`` (a new connection if None)."""
+def validate(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | None = None) -> Validated:
+    """Check every rule of the data format on DuckDB; nothing is created in ``con``."""
     directory = Path(directory)
     sources = find_sources(directory)
     con = con or connect()
     relations: dict[str, str] = {}
-    projects: dict[str, Project] = {}
+    projects: list[str] = []
     for table in TABLES:
         source = sources.get(table)
         if source is None:
             relations[table] = _empty_view(table)
             continue
         relation = _relation(con, source)
-        _validate(con, source, relation, _checks(table, list(projects)))
+        _validate(con, source, relation, _checks(table, projects))
         relations[table] = relation.sql()
         if table == "projects":
-            projects = _read_projects(con, relations[table])
+            rows = con.execute(f"SELECT project FROM ({relations[table]}) ORDER BY 1").fetchall()
+            projects = [project for (project,) in rows]
+    return Validated(con, directory, relations, fingerprint(sources))
+
+
+def load(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | None = None) -> EventStore:
+    """Validate the data folder and create its views in ``con`` (a new connection if None)."""
+    return views(validate(directory, con))
+
+
+def views(validated: Validated) -> EventStore:
+    """The validated tables as views in the validating DuckDB connection."""
     # Only now that every table passed does anything become visible.
-    for table, relation in relations.items():
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS {relation}")
-    return EventStore(con, directory, projects, _coverage(con), fingerprint(sources))
+    for table, relation in validated.relations.items():
+        validated.con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS {relation}")
+    backend = ibis.duckdb.from_connection(validated.con)
+    return _store(backend, str(validated.directory), validated.fingerprint)
 
 
-def _read_projects(con, relation: str) -> dict[str, Project]:
-    rows = con.execute(
-        f"SELECT project, kinds, initial_circulating_supply, regular_pools FROM ({relation}) ORDER BY project"
-    ).fetchall()
+# Marks a folder as a normalised layout (one JSON line). No leading "_" or ".": Spark skips such files.
+LAYOUT_FILE = "metrics_kit_layout.json"
+LAYOUT_VERSION = 1
+
+
+def write_parquet(validated: Validated, out: Path) -> None:
+    """Write the validated tables as the normalised layout: ``out/TABLE/part-0.parquet`` for each
+    of the five tables (an absent table as zero rows), and the marker file, written last."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / LAYOUT_FILE).unlink(missing_ok=True)
+    for table, relation in validated.relations.items():
+        folder = out / table
+        folder.mkdir(exist_ok=True)
+        for old in folder.glob("*.parquet"):
+            old.unlink()
+        columns = ", ".join(
+            # TIMESTAMPTZ is written as an instant (isAdjustedToUTC) in microseconds; the session zone is UTC.
+            f'CAST("{c}" AS TIMESTAMPTZ) AS "{c}"' if kind == "time" else f'"{c}"'
+            for c, kind in COLUMNS[table].items()
+        )
+        target = _quote(str(folder / "part-0.parquet"))
+        validated.con.execute(f"COPY (SELECT {columns} FROM ({relation})) TO {target} (FORMAT parquet)")
+    marker = {"layout": LAYOUT_VERSION, "fingerprint": validated.fingerprint, "source": str(validated.directory)}
+    (out / LAYOUT_FILE).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+
+
+def open_parquet(backend: ibis.BaseBackend, location: str) -> EventStore:
+    """Register the normalised layout at ``location`` (a path or a URL the backend reads, such as
+    ``s3a://bucket/events``) as the backend's five tables. Its rows were validated when it was
+    written, so only the marker is checked."""
+    root = location.rstrip("/")
+    try:
+        marker = backend.read_json(f"{root}/{LAYOUT_FILE}").to_pyarrow().to_pylist()
+    except Exception as exc:
+        raise DataFormatError(
+            f"{location}: not a normalised layout (no readable {LAYOUT_FILE}): {str(exc).splitlines()[0]}; "
+            "write one with `metrics-kit build --data FOLDER --stage DIR` (docs/spark.md)"
+        ) from None
+    if len(marker) != 1 or marker[0].get("layout") != LAYOUT_VERSION:
+        raise DataFormatError(f"{location}/{LAYOUT_FILE}: not a layout this version reads ({LAYOUT_VERSION})")
+    for table in TABLES:
+        # Spark reads a folder of parts (a glob makes it log a stack trace); DuckDB needs the glob.
+        parts = f"{root}/{table}/*.parquet" if backend.name == "duckdb" else f"{root}/{table}"
+        backend.read_parquet(parts, table_name=table)
+    return _store(backend, location, str(marker[0]["fingerprint"]))
+
+
+def _store(backend: ibis.BaseBackend, location: str, fingerprint: str) -> EventStore:
+    return EventStore(backend, location, read_projects(backend), read_coverage(backend), fingerprint)
+
+
+def read_projects(backend: ibis.BaseBackend) -> dict[str, Project]:
+    table = backend.table("projects")
+    rows = table.select("project", "kinds", "initial_circulating_supply", "regular_pools").order_by("project")
     return {
-        p: Project(p, frozenset(k.strip() for k in kinds.split(",")), supply, bool(regular))
-        for p, kinds, supply, regular in rows
+        row["project"]: Project(
+            row["project"],
+            frozenset(k.strip() for k in row["kinds"].split(",")),
+            row["initial_circulating_supply"],
+            bool(row["regular_pools"]),
+        )
+        for row in rows.to_pyarrow().to_pylist()
     }
 
 
-def _coverage(con) -> tuple[dt.date, dt.date] | None:
-    union = " UNION ALL ".join(f"SELECT min(block_time) AS lo, max(block_time) AS hi FROM {t}" for t in EVENT_TABLES)
-    lo, hi = con.execute(f"SELECT CAST(min(lo) AS DATE), CAST(max(hi) AS DATE) FROM ({union})").fetchone()
-    return None if lo is None else (lo, hi)
+def read_coverage(backend: ibis.BaseBackend) -> tuple[dt.date, dt.date] | None:
+    """The first and last day with an event in any event table, as one query."""
+    spans = [
+        t.aggregate(lo=t.block_time.min(), hi=t.block_time.max()) for t in (backend.table(n) for n in EVENT_TABLES)
+    ]
+    union = ibis.union(*spans)
+    row = union.aggregate(lo=union.lo.min().date(), hi=union.hi.max().date()).to_pyarrow().to_pylist()[0]
+    if row["lo"] is None:
+        return None
+    return pd.Timestamp(row["lo"]).date(), pd.Timestamp(row["hi"]).date()

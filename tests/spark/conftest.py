@@ -1,0 +1,1 @@
+from spark_support import standalone_master  # noqa: F401 (a fixture)

@@ -1,0 +1,130 @@
+"""Spark for the parity tests: the CLI run with Spark's settings, and a standalone cluster on 127.0.0.1.
+
+The cluster is started from pyspark's own ``spark-class`` (a Master and one Worker, each its own
+JVM), so the build's executors run in processes of their own and read the data from its path, as
+on a real cluster. Every wait is bounded; every process is stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Spark binds its driver, master and worker to this address only, and its executors run this Python.
+SPARK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+# No web UI (a port of its own) in the build's driver.
+SUBMIT_ARGS = "--conf spark.ui.enabled=false pyspark-shell"
+
+
+def cli(*args: str | Path, timeout: float = 600) -> str:
+    """Run ``metrics-kit`` in a child process; its output, after asserting it succeeded."""
+    env = {**os.environ, **SPARK_ENV, "PYSPARK_SUBMIT_ARGS": SUBMIT_ARGS}
+    done = subprocess.run(
+        [sys.executable, "-m", "metrics_kit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, f"metrics-kit {' '.join(map(str, args))} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+class _Daemon:
+    """A Spark daemon (``spark-class CLASS ARGS``) whose output is read until a line matches."""
+
+    def __init__(self, log: Path, main_class: str, *args: str, ready: str, timeout: float = 180):
+        from pyspark.find_spark_home import _find_spark_home
+
+        spark_class = Path(_find_spark_home()) / "bin" / "spark-class"
+        env = {**os.environ, **SPARK_ENV, "SPARK_NO_DAEMONIZE": "1"}
+        self.log = log
+        self.proc = subprocess.Popen(
+            [str(spark_class), main_class, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        self.match = self._wait_for(re.compile(ready), timeout)
+        # Keep draining the daemon's output into its log, so that it never blocks on a full pipe.
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        with self.log.open("a") as log:
+            for line in self.proc.stdout:
+                log.write(line)
+
+    def _wait_for(self, pattern: re.Pattern, timeout: float) -> re.Match:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        selector = selectors.DefaultSelector()
+        selector.register(self.proc.stdout, selectors.EVENT_READ)
+        with self.log.open("a") as log:
+            while (left := deadline - time.monotonic()) > 0:
+                if not selector.select(timeout=left):
+                    break
+                line = self.proc.stdout.readline()
+                if not line:
+                    break
+                log.write(line)
+                if match := pattern.search(line):
+                    return match
+        self.stop()
+        raise RuntimeError(f"{self.proc.args[1]} did not start; its output is in {self.log}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=30)
+        drainer = getattr(self, "_drainer", None)
+        if drainer is not None:
+            drainer.join(timeout=30)  # the daemon has exited: its output ends
+        if self.proc.stdout is not None and not self.proc.stdout.closed:
+            self.proc.stdout.close()
+
+
+@pytest.fixture(scope="session")
+def standalone_master(tmp_path_factory) -> Iterator[str]:
+    """A standalone Spark cluster on 127.0.0.1: one Master and one Worker of 2 cores; its URL."""
+    logs = tmp_path_factory.mktemp("spark-standalone")
+    master = _Daemon(
+        logs / "master.log",
+        "org.apache.spark.deploy.master.Master",
+        *("--host", "127.0.0.1", "--port", "0", "--webui-port", "0"),
+        ready=r"Starting Spark master at (spark://127\.0\.0\.1:\d+)",
+    )
+    url = master.match.group(1)
+    try:
+        worker = _Daemon(
+            logs / "worker.log",
+            "org.apache.spark.deploy.worker.Worker",
+            url,
+            *("--host", "127.0.0.1", "--port", "0", "--webui-port", "0", "--cores", "2", "--memory", "2g"),
+            *("--work-dir", str(logs / "work")),
+            ready=r"Successfully registered with master",
+        )
+        try:
+            yield url
+        finally:
+            worker.stop()
+    finally:
+        master.stop()

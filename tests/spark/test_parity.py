@@ -1,0 +1,113 @@
+"""Spark builds the same numbers as DuckDB: the golden data and the demo data set, value for value.
+
+Each data set is built with ``metrics-kit build --out`` on DuckDB and on Spark (the golden data on
+``local[2]``, the demo data on a standalone cluster whose executors are processes of their own),
+and the Spark build is served with ``metrics-kit serve --aggregates`` on the real server. Counts
+must be equal exactly and amounts to 1e-9 relative. A missing Java runtime or pyspark fails these
+tests: they are never skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from spark_support import cli
+from support import ServerProcess
+
+from metrics_kit.server.build import Aggregates
+from metrics_kit.server.data import demo
+
+# A Spark build starts a JVM (and here a cluster): far beyond the suite's default timeout on a busy machine.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
+
+GOLDEN = Path(__file__).parent.parent / "golden" / "data"
+DEMO_SCALE = 0.2  # about 20,000 transactions: every project, metric and day of the demo data set
+
+
+def _build_both(data: Path | str, out: Path, *spark_args: str) -> tuple[Aggregates, Aggregates, Path]:
+    cli("build", "--data", data, "--out", out / "duckdb.parquet")
+    log = cli("build", "--data", data, "--engine", "spark", *spark_args, "--out", out / "spark.parquet")
+    assert "Built on spark" in log, log
+    return Aggregates.read(out / "duckdb.parquet"), Aggregates.read(out / "spark.parquet"), out / "spark.parquet"
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory):
+    return _build_both(GOLDEN, tmp_path_factory.mktemp("golden"), "--spark-master", "local[2]")
+
+
+@pytest.fixture(scope="module")
+def demo_data(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("demo") / "data"
+    demo.generate(folder, scale=DEMO_SCALE)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def on_cluster(demo_data, standalone_master, tmp_path_factory):
+    return _build_both(demo_data, tmp_path_factory.mktemp("demo-builds"), "--spark-master", standalone_master)
+
+
+def _equal(expected, got, count: bool) -> bool:
+    if count:
+        return type(got) is int and got == expected
+    return math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def assert_same_values(duckdb: Aggregates, spark: Aggregates) -> int:
+    """Every series and every value of ``spark`` equals ``duckdb``'s; the number of values compared."""
+    assert spark.meta["engine"] == "pyspark" and duckdb.meta["engine"] == "duckdb"
+    for key in ("coverage", "projects", "chain_unit", "count_metrics", "catalogue_key", "fingerprint"):
+        assert spark.meta[key] == duckdb.meta[key], key
+    assert spark.values.keys() == duckdb.values.keys()
+    counts = set(duckdb.meta["count_metrics"])
+    compared = 0
+    for key, expected in duckdb.values.items():
+        got = spark.values[key]
+        assert len(got) == len(expected), key
+        pairs = enumerate(zip(expected, got, strict=True))
+        wrong = [(i, e, g) for i, (e, g) in pairs if not _equal(e, g, key[0] in counts)]
+        assert not wrong, f"{key}: (period, duckdb, spark) {wrong[:5]}"
+        compared += len(expected)
+    return compared
+
+
+def assert_served(path: Path, duckdb: Aggregates, every: int = 1) -> int:
+    """Serve the Spark build with ``serve --aggregates`` (no event data) and ask for every
+    ``every``-th period of every series; each answer must hold DuckDB's value and period."""
+    counts = set(duckdb.meta["count_metrics"])
+    asked = 0
+    with ServerProcess(None, "--aggregates", str(path)) as server:
+        for (metric, project, granularity), expected in sorted(duckdb.values.items()):
+            periods = duckdb.periods[granularity]
+            for i in range(0, len(periods), every):
+                start, end, complete = periods[i]
+                response = server.metric(metric, project, granularity, start)
+                assert response.status_code == 200, response.text
+                body = response.json()
+                assert (body["period_start"], body["period_end"], body["complete"]) == (start, end, complete)
+                assert _equal(expected[i], body["value"], metric in counts), (metric, project, granularity, start)
+                asked += 1
+    return asked
+
+
+def test_golden_data_spark_build_equals_duckdb(golden):
+    duckdb, spark, _ = golden
+    assert assert_same_values(duckdb, spark) > 2_000
+
+
+def test_golden_data_served_from_the_spark_build(golden):
+    duckdb, _, path = golden
+    assert assert_served(path, duckdb) == sum(len(v) for v in duckdb.values.values())
+
+
+def test_demo_data_on_a_standalone_cluster_equals_duckdb(on_cluster):
+    duckdb, spark, _ = on_cluster
+    assert assert_same_values(duckdb, spark) > 50_000
+
+
+def test_demo_data_served_from_the_cluster_build(on_cluster):
+    duckdb, _, path = on_cluster
+    assert assert_served(path, duckdb, every=7) > 5_000
