@@ -1,0 +1,71 @@
+"""Fakes for client unit tests: a clock that moves only when told, and small services for MockTransport."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+
+from metrics_kit.client.transports import MockTransport, Request, Response
+
+NOW = dt.datetime(2025, 6, 15, 12, 0, tzinfo=dt.UTC).timestamp()  # a Sunday, noon UTC
+
+
+class FakeClock:
+    """Seconds that move only by ``advance`` or by a ``sleep`` (which records what was asked)."""
+
+    def __init__(self, now: float = NOW):
+        self.now = now
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def no_discovery(request: Request) -> Response:
+    return Response(404, json={"error": {"code": "not_found", "message": "no such path"}})
+
+
+def daily_service(
+    daily: Mapping[dt.date, int], week_start: str = "monday", unit: str = "count", complete: bool | None = True
+) -> Callable[[Request], Response]:
+    """A service answering every count metric from ``daily`` values: a period's value is the sum of
+    its days; weeks start on ``week_start``; no discovery."""
+
+    def answer(request: Request) -> Response:
+        if request.path != "/metrics":
+            return no_discovery(request)
+        day = dt.date.fromisoformat(request.params["date"])
+        granularity = request.params["granularity"]
+        if granularity == "1_day":
+            first = last = day
+        elif granularity == "1_week":
+            back = (day.weekday() + (1 if week_start == "sunday" else 0)) % 7
+            first = day - dt.timedelta(days=back)
+            last = first + dt.timedelta(days=6)
+        else:
+            first = day.replace(day=1)
+            last = (first.replace(day=28) + dt.timedelta(days=4)).replace(day=1) - dt.timedelta(days=1)
+        value = sum(v for d, v in daily.items() if first <= d <= last)
+        body = {
+            **request.params,
+            "period_start": first.isoformat(),
+            "period_end": last.isoformat(),
+            "unit": unit,
+            "value": value,
+        }
+        if complete is not None:
+            body["complete"] = complete
+        return Response(200, json=body)
+
+    return answer
+
+
+def mock(handler: Callable[[Request], Response]) -> MockTransport:
+    return MockTransport(handler)
