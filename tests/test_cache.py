@@ -10,7 +10,6 @@ import logging
 import os
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 import pytest

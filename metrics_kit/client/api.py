@@ -54,8 +54,9 @@ def configure(base_url: str | None = None, api_key: str | None = None, **setting
     return client
 
 
-configure.__signature__ = inspect.signature(Client.__init__).replace(  # type: ignore[attr-defined]
-    parameters=list(inspect.signature(Client.__init__).parameters.values())[1:], return_annotation="Client"
+_made = inspect.signature(Client.__init__)
+configure.__signature__ = _made.replace(  # type: ignore[attr-defined]
+    parameters=list(_made.parameters.values())[1:], return_annotation="Client"
 )
 configure.__doc__ = (configure.__doc__ or "") + "\n\n" + (Client.__doc__ or "")
 

@@ -44,7 +44,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -200,7 +200,8 @@ class ValueCache:
         groups: dict[tuple[str, str, str], dict[str, Key]] = {}
         for key in keys:
             groups.setdefault(key[:3], {})[key[3]] = key
-        found = self._run(lambda conn: self._select(conn, groups, now), default={}) if groups else {}
+        nothing: dict[Key, Entry] = {}
+        found = self._run(lambda conn: self._select(conn, groups, now), default=nothing) if groups else nothing
         with self._lock:
             self.hits += len(found)
             self.misses += sum(map(len, groups.values())) - len(found)
@@ -444,7 +445,9 @@ _SELECT = (
 )
 
 
-def _queries(head: tuple[str, str, str, str], by_date: dict[str, Key], now: float):
+def _queries(
+    head: tuple[str, str, str, str], by_date: dict[str, Key], now: float
+) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """The queries that read one (metric, project, granularity)'s dates.
 
     A dense run of dates (a pull of every day, say) is one range scan, whose extra rows, if any,

@@ -421,7 +421,7 @@ def _by_probing(client: Client, metrics: Sequence[Metric], pull: _Pull) -> tuple
     return pull.frame(client, kept, **({"refresh": False} if client.cache_enabled else {})), skipped
 
 
-def _not_applicable(error: Exception) -> bool:
+def _not_applicable(error: BaseException) -> bool:
     return isinstance(error, NotFoundError) and error.code not in _NOT_A_REASON_TO_DROP
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 from metrics_kit.spec.calendar import Calendar
 from metrics_kit.spec.catalogue import Catalogue, Metric
 
+DATES = "datetime64[us]"
 LONG_COLUMNS = ["period_start", "project", "metric", "value", "unit", "complete"]
 
 
@@ -63,6 +64,8 @@ def long_frame(
             value, unit = result.value, result.unit or default_unit
         rows.append((pd.Timestamp(start), point.project, point.metric, value, unit, complete))
     frame = pd.DataFrame(rows, columns=LONG_COLUMNS)
+    # pandas' own resolution for dates (date_range, to_datetime), which Parquet also keeps
+    frame["period_start"] = frame["period_start"].astype(DATES)
     frame["value"] = frame["value"].astype("float64") if len(frame) else frame["value"]
     frame.attrs.update(
         granularity=points[0].granularity if points else None,
@@ -112,7 +115,7 @@ def wide(long: pd.DataFrame, catalogue: Catalogue, several_projects: bool) -> pd
             if several_projects
             else pd.Index([o[0] for o in order], name="metric")
         )
-        out = out.reindex(pd.DatetimeIndex(sorted(long["period_start"].unique()), name="period_start"))
+        out = out.reindex(pd.DatetimeIndex(sorted(long["period_start"].unique()), name="period_start", dtype=DATES))
         for column in out.columns:
             out[column] = typed(out[column], _metric(catalogue, column[-1] if several_projects else column))
     out.attrs.update(long.attrs)
@@ -169,7 +172,9 @@ def projects_table(found: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
                 "metrics": info.get("metrics"),
             }
         )
-    return pd.DataFrame(rows, columns=["project", "kinds", "regular_pools", "coverage_start", "coverage_end", "metrics"]).set_index("project")
+    return pd.DataFrame(
+        rows, columns=["project", "kinds", "regular_pools", "coverage_start", "coverage_end", "metrics"]
+    ).set_index("project")
 
 
 def _metric(catalogue: Catalogue, name: str) -> Metric:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Callable, Mapping
 
 from metrics_kit.client.transports import MockTransport, Request, Response
@@ -69,3 +70,24 @@ def daily_service(
 
 def mock(handler: Callable[[Request], Response]) -> MockTransport:
     return MockTransport(handler)
+
+
+class ThreadClock:
+    """A fake clock per thread: each thread's time starts at ``start`` and moves only by its own
+    sleeps, so what threads sharing a pacer wait for does not depend on how they are scheduled."""
+
+    def __init__(self, start: float = 0.0):
+        self._start = start
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self.slept: list[float] = []
+        self.woke: list[float] = []
+
+    def __call__(self) -> float:
+        return getattr(self._local, "now", self._start)
+
+    def sleep(self, seconds: float) -> None:
+        self._local.now = self() + seconds
+        with self._lock:
+            self.slept.append(seconds)
+            self.woke.append(self._local.now)

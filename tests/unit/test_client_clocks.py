@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from client_fakes import FakeClock
+from client_fakes import FakeClock, ThreadClock
 
 from metrics_kit.client.transports import Pacer
 from metrics_kit.client.transports._http import _DeadlineRetry, _GaveUp
@@ -57,22 +57,17 @@ def test_a_hold_that_comes_while_waiting_is_honoured():
 
 
 def test_threads_share_one_schedule():
-    clock = FakeClock(0.0)
-    lock = threading.Lock()
-
-    def sleep(seconds: float) -> None:  # time passes for everyone: the clock moves to the slot slept to
-        with lock:
-            clock.now = max(clock.now, clock.now + seconds)
-
-    pacer = Pacer(10.0, clock, sleep)
-    threads = [threading.Thread(target=pacer.wait) for _ in range(8)]
+    clock = ThreadClock()
+    pacer = Pacer(10.0, clock, clock.sleep)
+    threads = [threading.Thread(target=lambda: [pacer.wait() for _ in range(3)]) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(5)
     assert not any(thread.is_alive() for thread in threads)
-    assert pacer._next == pytest.approx(0.8)  # eight slots reserved, 0.1 s apart, from 0
-    assert clock() >= 0.7  # the last thread waited for its slot
+    # 24 first attempts in 24 slots 0.1 s apart, whichever thread got which
+    assert sorted(round(t, 6) for t in clock.woke) == [round(0.1 * i, 6) for i in range(1, 24)]
+    assert pacer._next == pytest.approx(2.4)
 
 
 def retry(clock: FakeClock, **options) -> _DeadlineRetry:

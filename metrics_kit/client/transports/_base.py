@@ -40,8 +40,11 @@ class Transport(Protocol):
     in messages; ``cache_identity`` files the cache (the same service, the same identity).
     """
 
-    base_url: str
-    cache_identity: str
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def cache_identity(self) -> str: ...
 
     def get(self, path: str, params: Mapping[str, str]) -> Reply: ...
 

@@ -146,7 +146,7 @@ class _DeadlineRetry(Retry):
     def new(self, **kw: Any) -> _DeadlineRetry:
         for name in ("retry_deadline", "started", "pacer", "clock", "pause", "jitter"):
             kw.setdefault(name, getattr(self, name))
-        return super().new(**kw)  # type: ignore[no-any-return]
+        return super().new(**kw)
 
     def get_retry_after(self, response: Any) -> float | None:
         try:
@@ -190,7 +190,7 @@ class _DeadlineRetry(Retry):
         consecutive = len(self.history)
         if consecutive <= 1:
             return 0.0
-        return min(self.backoff_max, self.backoff_factor * 2 ** (consecutive - 1) + self.backoff_jitter)
+        return float(min(self.backoff_max, self.backoff_factor * 2 ** (consecutive - 1) + self.backoff_jitter))
 
     def increment(
         self,
@@ -258,7 +258,7 @@ class _Adapter(HTTPAdapter):
     requests reads ``max_retries`` once per request, in ``send``; the template stays unstamped.
     """
 
-    @property  # type: ignore[override]
+    @property
     def max_retries(self) -> Retry:
         template = self._retry_template
         if isinstance(template, _DeadlineRetry):
@@ -296,7 +296,9 @@ class HTTPTransport:
         sleep: Sleep = time.sleep,
     ):
         if not isinstance(base_url, str) or not re.match(r"https?://[^/?#\s]+", base_url):
-            raise ConfigurationError(f"base_url must be an http:// or https:// URL, got {base_url!r}", setting="base_url")
+            raise ConfigurationError(
+                f"base_url must be an http:// or https:// URL, got {base_url!r}", setting="base_url"
+            )
         settings.check_api_key(api_key)
         settings.check_int("pool_size", pool_size, minimum=1)
         settings.check_int("retries", retries, minimum=0)
@@ -378,6 +380,7 @@ class HTTPTransport:
         self._pacer.wait()
         started = self._clock()
         error: TransportError | None = None
+        response_headers: Mapping[str, str]
         headers = {"User-Agent": self._user_agent, "Accept": "application/json", "x-api-key": self._key.reveal()}
         try:
             if self._pool is not None:
@@ -507,7 +510,7 @@ class HTTPTransport:
         )
 
 
-def _chain(error: BaseException | None):
+def _chain(error: BaseException | None) -> Iterator[BaseException]:
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
