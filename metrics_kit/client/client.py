@@ -13,23 +13,21 @@ import logging
 import sys
 import threading
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 import pandas as pd
 
-from metrics_kit.client import families, frames
+from metrics_kit.client import families, fetching, frames
 from metrics_kit.client.cache import Entry, ValueCache
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.frames import Point, Result
 from metrics_kit.client.settings import Settings
-from metrics_kit.client.transports import HTTPTransport, Reply, Transport, default_transport
+from metrics_kit.client.transports import HTTPTransport, Transport, default_transport
 from metrics_kit.errors import (
-    APIError,
     ConfigurationError,
     FetchError,
     PartialDataWarning,
-    ResponseFormatError,
     TransportError,
     ValidationError,
 )
@@ -41,8 +39,6 @@ from metrics_kit.spec.catalogue import Catalogue, Metric, default_catalogue
 __all__ = ["Client", "Point", "Result"]
 
 log = logging.getLogger("metrics_kit.client")
-PROGRESS_THRESHOLD = 100  # points to fetch before a progress bar is worth showing
-BATCH = 256  # requests per hand-off to the transport (a hand-off to another thread costs more than an answer)
 Shape = Literal["wide", "long"]
 Names = str | Iterable[str]
 
@@ -241,6 +237,16 @@ class Client:
             raise ValidationError(f"start ({first}) is after end ({last})", "start")
         return list(self.calendar.starts(first, last, granularity))
 
+    def period_start(self, day: dt.date, granularity: str) -> dt.date:
+        """Deprecated: ``client.calendar.start(day, granularity)``."""
+        warnings.warn("Client.period_start() is now client.calendar.start()", DeprecationWarning, stacklevel=2)
+        return self.calendar.start(day, granularity)
+
+    def period_end(self, day: dt.date, granularity: str) -> dt.date:
+        """Deprecated: ``client.calendar.end(day, granularity)``."""
+        warnings.warn("Client.period_end() is now client.calendar.end()", DeprecationWarning, stacklevel=2)
+        return self.calendar.end(day, granularity)
+
     # -- fetching ------------------------------------------------------------------------------
 
     def fetch(
@@ -258,9 +264,10 @@ class Client:
         fetched: list[tuple[Point, parse.Parsed]] = []
         if missing:
             show = self.settings.progress if progress is None else progress
-            bar = _progress_bar(len(missing), len(missing) >= PROGRESS_THRESHOLD if show is None else show)
+            bar = fetching.progress_bar(len(missing), show)
             try:
-                for point, outcome in self._run(missing):
+                is_count = {p.metric: self._metric(p.metric).is_count for p in missing}
+                for point, outcome in fetching.run(self.transport, missing, is_count, self.week_start):
                     if isinstance(outcome, Exception):
                         failures[point] = outcome
                     else:
@@ -276,46 +283,6 @@ class Client:
             )
         return results, failures
 
-    def _run(self, points: list[Point]) -> Iterator[tuple[Point, parse.Parsed | Exception]]:
-        transport = self.transport
-        for i in range(0, len(points), BATCH):
-            chunk = points[i : i + BATCH]
-            replies = transport.get_many([("/metrics", dict(zip(_PARAMS, p, strict=True))) for p in chunk])
-            for point, reply in zip(chunk, replies, strict=True):
-                if isinstance(reply, TransportError):
-                    yield point, reply
-                    continue
-                try:
-                    yield point, self._read(point, reply)
-                except (APIError, ResponseFormatError) as error:
-                    yield point, error
-
-    def _read(self, point: Point, reply: Reply) -> parse.Parsed:
-        """The value in a reply, or the error it stands for (raised)."""
-        if reply.status != 200:
-            raise parse.api_error(reply.status, reply.body, reply.url, reply.header("retry-after"))
-        parsed = parse.metric_value(reply.body, is_count=self._metric(point.metric).is_count, url=reply.url)
-        answered = (parsed.period_start or point.date)[:10]
-        if answered != point.date:
-            raise self._other_period(point, answered, reply.url)
-        return parsed
-
-    def _other_period(self, point: Point, answered: str, url: str) -> Exception:
-        """The error for an answer about another period than the one asked for."""
-        if point.granularity != "1_week":
-            return ResponseFormatError(f"the answer from {url} is for the period starting {answered}, not {point.date}")
-        try:
-            weekday = dt.date.fromisoformat(answered).strftime("%A").lower()
-        except ValueError:
-            weekday = "another day"
-        hint = f"set week_start={weekday!r}" if weekday in ("monday", "sunday") else "no week_start fits it"
-        return ConfigurationError(
-            f"the service's weeks start on a {weekday}, not a {self.week_start}: asked for the week of "
-            f"{point.date}, it answered for the week of {answered} ({url}). Its weekly values would be "
-            f"labelled with the wrong weeks; {hint} (Client(week_start=...))",
-            setting="week_start",
-        )
-
     # -- public API ----------------------------------------------------------------------------
 
     def value(self, metric: str, project: str, granularity: str, date: DateLike) -> int | float:
@@ -330,21 +297,17 @@ class Client:
             raise failures[point]
         return results[point].value
 
-    def long(
+    def _long(
         self,
         metrics: Names,
         projects: Names,
         start: DateLike,
         end: DateLike,
-        granularity: str = "1_day",
-        *,
-        errors: Errors = "raise",
-        incomplete: Incomplete = "keep",
-        refresh: bool | None = None,
-        progress: bool | None = None,
-        skip_inapplicable: bool = False,
+        granularity: str,
+        options: dict[str, Any],
     ) -> pd.DataFrame:
-        """Tidy rows: period_start, project, metric, value, unit, complete (see ``frame``)."""
+        """Tidy rows: period_start, project, metric, value, unit, complete (see ``frame`` for ``options``)."""
+        errors, incomplete, skip_inapplicable = options["errors"], options["incomplete"], options["skip_inapplicable"]
         _choice("errors", errors, ("raise", "coerce"))
         _choice("incomplete", incomplete, ("keep", "drop"))
         granularity = ids.check_granularity(granularity, synonyms=True)
@@ -362,7 +325,7 @@ class Client:
                     continue
                 pairs.append((metric, project))
         points = [Point(m.name, p, granularity, s.isoformat()) for m, p in pairs for s in starts]
-        results, failures = self.fetch(points, refresh=refresh, progress=progress)
+        results, failures = self.fetch(points, refresh=options["refresh"], progress=options["progress"])
         if failures and errors == "raise":
             raise FetchError(failures, len(points))
         today = dt.datetime.fromtimestamp(self.settings.clock(), dt.UTC).date()
@@ -399,10 +362,8 @@ class Client:
         bar (None: from 100 points). ``attrs`` (JSON): metric, project, unit, granularity,
         ``incomplete`` (ISO first days of the periods not complete), from_cache, fetched, failed."""
         m = self._metric(metric)
-        long = self.long(
-            [metric], [project], start, end, granularity,
-            errors=errors, incomplete=incomplete, refresh=refresh, progress=progress,
-        )  # fmt: skip
+        options = {"errors": errors, "incomplete": incomplete, "refresh": refresh, "progress": progress}
+        long = self._long([metric], [project], start, end, granularity, {**options, "skip_inapplicable": False})
         return frames.series(long, m, project)
 
     def frame(
@@ -426,11 +387,10 @@ class Client:
         ``attrs["incomplete"]``. ``errors``, ``incomplete``, ``refresh``, ``progress``: as in
         ``series``; ``skip_inapplicable`` leaves out (metric, project) pairs that do not apply."""
         _choice("shape", shape, ("wide", "long"))
-        long = self.long(
-            metrics, projects, start, end, granularity,
-            errors=errors, incomplete=incomplete, refresh=refresh, progress=progress,
-            skip_inapplicable=skip_inapplicable,
-        )  # fmt: skip
+        options = {"errors": errors, "incomplete": incomplete, "refresh": refresh, "progress": progress}
+        long = self._long(
+            metrics, projects, start, end, granularity, {**options, "skip_inapplicable": skip_inapplicable}
+        )
         if shape == "long":
             return long
         return frames.wide(long, self.catalogue, several_projects=len(_as_list(projects, "projects")) > 1)
@@ -462,9 +422,6 @@ class Client:
     financials = families.financials
 
 
-_PARAMS = ("metric_name", "project", "granularity", "date")  # a Point's fields, as the wire names them
-
-
 def _choice(argument: str, value: object, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ValidationError(f"{argument} must be {' or '.join(map(repr, allowed))}, not {value!r}", argument)
@@ -488,19 +445,3 @@ def _as_list(values: Names, argument: str) -> list[str]:
     if not out:
         raise ValidationError(f"{argument} is empty; give at least one", argument)
     return list(dict.fromkeys(out))
-
-
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress_bar(total: int, show: bool) -> Any:
-    if not show:
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="metrics", unit="value", leave=False)
