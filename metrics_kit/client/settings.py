@@ -176,10 +176,6 @@ class Settings:
     progress: bool | None
     clock: Callable[[], float]
 
-    @property
-    def week_start(self) -> str:
-        return self.calendar.week_start
-
     @classmethod
     def make(
         cls,

@@ -66,3 +66,18 @@ def test_renamed_names_still_work_with_a_deprecation_warning():
     pd.testing.assert_frame_equal(table, mk.metrics())
     with pytest.warns(DeprecationWarning, match=r"Client.metrics\(\)"):
         mk.default_client().catalogue_frame()
+
+
+def test_ipython_completes_metric_names_in_brackets():
+    interactive = pytest.importorskip("IPython.core.interactiveshell")
+    from IPython.core.completer import provisionalcompleter
+
+    shell = interactive.InteractiveShell.instance()
+    try:
+        shell.user_ns["mk"] = mk
+        line = 'mk.metrics["swap_act'
+        with provisionalcompleter():
+            matches = [c.text for c in shell.Completer.completions(line, len(line))]
+    finally:
+        interactive.InteractiveShell.clear_instance()
+    assert "swap_active_users" in matches
