@@ -37,7 +37,3 @@ def transport(*, rate_limit: float | None = None) -> ASGITransport:
             _service = (App(service, [key]), key, identity)
         app, key, identity = _service
     return ASGITransport(app, key, EMBEDDED_URL, cache_identity=identity, rate_limit=rate_limit)
-
-
-# Kept for code written against the old name; the transport is generic now.
-InProcessTransport = ASGITransport

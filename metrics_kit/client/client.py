@@ -20,6 +20,7 @@ import pandas as pd
 
 from metrics_kit.client import families, fetching, frames
 from metrics_kit.client.cache import Entry, ValueCache
+from metrics_kit.client.discovery import Discovery, Projects
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.frames import Point, Result
 from metrics_kit.client.settings import Settings
@@ -28,7 +29,6 @@ from metrics_kit.errors import (
     ConfigurationError,
     FetchError,
     PartialDataWarning,
-    TransportError,
     ValidationError,
 )
 from metrics_kit.spec import ids
@@ -101,7 +101,7 @@ class Client:
         self._transport: Transport | None = transport
         self._given_transport = transport is not None
         self._cache: ValueCache | None = None
-        self._discovery: dict[str, dict[str, Any]] | None | bool = False  # False: not asked yet; None: not offered
+        self._discovery = Discovery()
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -196,38 +196,12 @@ class Client:
         return metric
 
     def _check_applies(self, metric: Metric, project: str) -> None:
-        """When the service says which projects it has, catch mistakes before the network."""
-        projects = self.discovery()
-        if projects is None:
-            return
-        info = projects.get(project)
-        if info is None:
-            known = ", ".join(sorted(projects))
-            raise ValidationError(f"unknown project {project!r}; the service has {known}", "project")
-        if not metric.applies_to(info["kinds"], info.get("regular_pools", False)):
-            raise ValidationError(
-                f"{metric.name} does not apply to {project} (of kind "
-                f"{', '.join(info['kinds'])}); it applies to {metric.restriction}",
-                "metric",
-            )
+        self._discovery.check(self.transport, metric, project)
 
-    def discovery(self) -> dict[str, dict[str, Any]] | None:
+    def discovery(self) -> Projects | None:
         """The service's projects ({project: {kinds, regular_pools, coverage}}), or None when it offers
         no discovery. The specification does not require it, so nothing depends on it."""
-        if self._discovery is False:
-            try:
-                reply = self.transport.get("/projects", {})
-            except TransportError as error:  # no answer: ask again next time, check nothing now
-                log.debug("project discovery unreachable: %s", error)
-                return None
-            projects = None
-            if reply.status == 200:
-                try:
-                    projects = {p["project"]: p for p in parse._loads(reply.body)["projects"]}
-                except (ValueError, KeyError, TypeError) as error:
-                    log.debug("project discovery unreadable: %s", error)
-            self._discovery = projects  # the service answered: that answer stands
-        return self._discovery if isinstance(self._discovery, dict) else None
+        return self._discovery.projects(self.transport)
 
     def periods(self, start: DateLike, end: DateLike, granularity: str = "1_day") -> list[dt.date]:
         """First days of every period from the one containing ``start`` to the one containing ``end``."""

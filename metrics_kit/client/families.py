@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from metrics_kit.client.discovery import known
 from metrics_kit.client.signatures import presented
 from metrics_kit.errors import FetchError, NotFoundError, ValidationError
 from metrics_kit.spec import ids
@@ -386,10 +387,7 @@ class _Pull:
 def _with_discovery(
     client: Client, projects: Mapping[str, Any], family: str, metrics: Sequence[Metric], pull: _Pull
 ) -> tuple[pd.DataFrame, list[str]]:
-    info = projects.get(pull.project)
-    if info is None:
-        known = ", ".join(sorted(projects))
-        raise ValidationError(f"unknown project {pull.project!r}; the service has {known}", "project")
+    info = known(projects, pull.project)
     kinds, regular_pools = info["kinds"], info.get("regular_pools", False)
     chosen = [m.name for m in metrics if m.applies_to(kinds, regular_pools)]
     skipped = [m.name for m in metrics if m.name not in chosen]
