@@ -154,10 +154,13 @@ class Client:
         transport = self.transport
         with self._lock:
             if self._cache is None:
-                key = self.settings.connection.api_key or transport.cache_identity
+                # Filed per service and key: the key this client was given, else the transport's identity
+                # (which a transport given with its own key derives from that key).
+                key = self.settings.connection.api_key
+                identity = transport.base_url if key is not None else transport.cache_identity
                 self._cache = ValueCache(
-                    transport.cache_identity,
-                    key,
+                    identity,
+                    key or identity,
                     incomplete_ttl=self.settings.incomplete_ttl,
                     clock=self.settings.clock,
                     calendar=self.calendar,

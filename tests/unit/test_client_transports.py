@@ -73,3 +73,13 @@ def test_the_mock_transport_turns_a_raise_into_a_failed_request():
     replies = MockTransport(down).get_many([("/metrics", {"a": "1"})])
     assert isinstance(replies[0], TransportError)
     assert isinstance(MockTransport(daily_service({})).get("/projects", {}), Reply)
+
+
+def test_two_keys_of_one_service_never_share_cached_values():
+    one, other = HTTPTransport("http://127.0.0.1:9", "key-one"), HTTPTransport("http://127.0.0.1:9", "key-two")
+    try:
+        assert one.cache_identity != other.cache_identity
+        assert one.cache_identity.startswith("http://127.0.0.1:9#") and "key-one" not in one.cache_identity
+    finally:
+        one.close()
+        other.close()

@@ -49,6 +49,8 @@ once (the pool blocks): more threads than that wait for a free connection.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import http.client
 import itertools
 import logging
@@ -477,7 +479,10 @@ class HTTPTransport:
 
     @property
     def cache_identity(self) -> str:
-        return self.base_url
+        """The base URL and a one-way digest of the key: two keys never share cached values, and
+        the key cannot be recovered from it."""
+        digest = hmac.new(self._key.reveal().encode(), b"metrics-kit cache identity", hashlib.sha256).hexdigest()
+        return f"{self.base_url}#{digest[:32]}"
 
     def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
         """Answers to several requests, ``pool_size`` in flight at once, in the order asked."""
