@@ -84,8 +84,16 @@ def test_good_settings_are_kept_and_shape_the_http_transport():
         transport = client.transport  # made on first use, without a request
         assert isinstance(transport, HTTPTransport)
         assert transport.timeout == (0.5, 2.5) and transport.retries == 0 and transport.rate_limit == 7
-    with Client(cache=False, rate_limit=50, week_start="sunday") as embedded:  # the embedded default honours these
-        assert embedded.settings.rate_limit == 50 and embedded.week_start == "sunday"
+    with Client(cache=False, rate_limit=50) as embedded:  # the embedded default paces its requests too
+        assert embedded.settings.rate_limit == 50 and embedded.transport._pacer.rate == 50
+
+
+def test_the_embedded_services_iso_weeks_refuse_a_sunday_client():
+    with Client(cache=False, week_start="sunday") as client:
+        assert client.value("swap_transaction_count", "demoswap", "1_day", "2025-01-05") >= 0  # days are days
+        with pytest.raises(ConfigurationError, match="weeks start on a monday, not a sunday") as caught:
+            client.value("swap_transaction_count", "demoswap", "1_week", "2025-01-05")
+    assert caught.value.setting == "week_start"
 
 
 @pytest.mark.parametrize(
