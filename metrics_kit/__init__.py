@@ -2,6 +2,7 @@
 
     import metrics_kit as mk
     mk.series("swap_active_users", "demoswap", "2025-01-01", "2025-03-31", "1_week")
+    mk.metrics()  # every metric (mk.metrics["swa<Tab> completes names); mk.projects() likewise
 
 With no configuration the embedded reference service answers, on synthetic demo data; set
 ``METRICS_KIT_BASE_URL`` and ``METRICS_KIT_API_KEY`` (or use ``Client(base_url, api_key)``) for a
@@ -21,6 +22,7 @@ from metrics_kit.client.api import (
     financials,
     frame,
     lending,
+    metrics,
     projects,
     series,
     tokenomics,
@@ -61,6 +63,7 @@ __all__ = [
     "lending",
     "chain_rewards",
     "financials",
+    "metrics",
     "catalogue",
     "projects",
     "clear_cache",

@@ -1,11 +1,12 @@
 """The one exception tree of metrics_kit.
 
     MetricsKitError
-    ├── ConfigurationError        a setting is missing or wrong (base URL, key, cache folder)
+    ├── ConfigurationError        a setting is missing or wrong (base URL, key, timeouts, cache folder)
     ├── DataFormatError           an event data folder breaks docs/data-format.md
     ├── ValidationError           an argument is wrong; raised before any request
     ├── APIError                  the service answered with an error status
-    │   ├── AuthenticationError   401
+    │   ├── AuthenticationError   401 (no key, or a key the service does not know) and
+    │   │                         403 (a known key that may not make this request)
     │   ├── NotFoundError         404
     │   ├── RateLimitError        429 (after the retries)
     │   └── ServerError           5xx (after the retries)
@@ -21,13 +22,20 @@ API key: requests are described by their URL, and the key travels only in a head
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 
 class MetricsKitError(Exception):
     """Root of every error metrics_kit raises on purpose."""
 
 
 class ConfigurationError(MetricsKitError):
-    """A setting is missing or has a value that cannot be used."""
+    """A setting is missing or has a value that cannot be used. ``setting`` names it, when one does."""
+
+    def __init__(self, message: str, setting: str | None = None):
+        super().__init__(message)
+        self.setting = setting
 
 
 class DataFormatError(MetricsKitError, ValueError):
@@ -58,7 +66,8 @@ class APIError(MetricsKitError):
 
 
 class AuthenticationError(APIError):
-    """401: the key is missing or not accepted."""
+    """401: the key is missing or not accepted; 403: the key is accepted but may not make this
+    request. Both mean "fix the key", so one class; ``status`` tells them apart."""
 
 
 class NotFoundError(APIError):
@@ -68,7 +77,7 @@ class NotFoundError(APIError):
 class RateLimitError(APIError):
     """429: still rate limited after the retries. ``retry_after`` is in seconds, if given."""
 
-    def __init__(self, *args, retry_after: float | None = None, **kwargs):
+    def __init__(self, *args: Any, retry_after: float | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.retry_after = retry_after
 
@@ -88,7 +97,7 @@ class ResponseFormatError(MetricsKitError):
 class FetchError(MetricsKitError):
     """Some points of a pull failed. ``failures`` maps each failed point to its exception."""
 
-    def __init__(self, failures: dict, total: int):
+    def __init__(self, failures: Mapping[Any, BaseException], total: int):
         self.failures = failures
         self.total = total
         lines = [f"  {_point(point)}: {error}" for point, error in list(failures.items())[:20]]
@@ -99,13 +108,13 @@ class FetchError(MetricsKitError):
         )
 
 
-def _point(point) -> str:
+def _point(point: Iterable[object]) -> str:
     return " ".join(str(part) for part in point)
 
 
-def for_status(status: int):
+def for_status(status: int) -> type[APIError]:
     """The APIError subclass for an HTTP status."""
-    if status == 401 or status == 403:
+    if status in (401, 403):
         return AuthenticationError
     if status == 404:
         return NotFoundError

@@ -229,7 +229,7 @@ def test_coerce_writes_empty_values_and_warns_in_one_line(server, env, tmp_path)
     [
         (
             ["swap_activ_users", "--project", "swapx", "--start", "2025-01-01", "--end", "2025-01-02"],
-            "unknown metric 'swap_activ_users'; did you mean 'swap_active_users'",
+            "unknown metric 'swap_activ_users'; did you mean swap_active_users",
         ),
         ([*SWAPX, "--granularity", "hourly"], "granularity must be one of"),
         (

@@ -167,7 +167,7 @@ def test_a_failed_point_in_a_range_is_never_silent(server, client):
     with pytest.warns(mk.PartialDataWarning, match="1 of 3"):
         series = client.series(COUNT, "demoswap", "2025-01-01", "2025-01-03", errors="coerce")
     assert series.dtype == "Int64" and series.isna().tolist() == [False, True, False]
-    assert [f[2] for f in series.attrs["failed"]] == ["2025-01-02"]
+    assert [f["date"] for f in series.attrs["failed"]] == ["2025-01-02"]
     server.script("/metrics", status(200, "1"), status(404), status(200, "3"))
     with pytest.raises(mk.FetchError) as caught:
         client.series(COUNT, "demoswap", "2025-01-01", "2025-01-03")

@@ -16,7 +16,8 @@ EXPECTED = {
     "lending",
     "chain_rewards",
     "financials",
-    "catalogue",
+    "metrics",
+    "catalogue",  # deprecated: metrics
     "projects",
     "clear_cache",
     "MetricsKitError",

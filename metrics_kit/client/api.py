@@ -3,29 +3,62 @@
 The default client is made on first use from the environment (``METRICS_KIT_BASE_URL``,
 ``METRICS_KIT_API_KEY``), else it is the embedded reference service. ``configure(...)`` replaces
 it with one built from your arguments; use ``Client`` directly to hold several.
+
+Each function is the Client method of the same name, on the default client, with the method's own
+signature and docstring (generated from it, so the two cannot drift apart).
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pandas as pd
 
 from metrics_kit.client.client import Client
+from metrics_kit.client.signatures import presented
+
+__all__ = [
+    "catalogue",
+    "chain_rewards",
+    "clear_cache",
+    "configure",
+    "default_client",
+    "dex",
+    "financials",
+    "frame",
+    "lending",
+    "metrics",
+    "projects",
+    "series",
+    "tokenomics",
+    "value",
+    "yields",
+]
 
 _lock = threading.Lock()
 _default: Client | None = None
 
 
-def configure(base_url: str | None = None, api_key: str | None = None, **options) -> Client:
-    """Make the default client from these arguments (see ``Client``), closing the previous one."""
+def configure(base_url: str | None = None, api_key: str | None = None, **settings: Any) -> Client:
+    """Make the default client from these arguments, closing the previous one."""
     global _default
-    client = Client(base_url, api_key, **options)
+    client = Client(base_url, api_key, **settings)
     with _lock:
         previous, _default = _default, client
     if previous is not None:
         previous.close()
     return client
+
+
+_made = inspect.signature(Client.__init__)
+configure.__signature__ = _made.replace(  # type: ignore[attr-defined]
+    parameters=list(_made.parameters.values())[1:], return_annotation="Client"
+)
+configure.__doc__ = (configure.__doc__ or "") + "\n\n" + (Client.__doc__ or "")
 
 
 def default_client() -> Client:
@@ -36,56 +69,77 @@ def default_client() -> Client:
         return _default
 
 
-def value(metric: str, project: str, granularity: str, date) -> int | float:
-    return default_client().value(metric, project, granularity, date)
+def _on_default(method: Callable[..., Any]) -> Callable[..., Any]:
+    name = method.__name__
+    return presented(
+        lambda *args, **kwargs: getattr(default_client(), name)(*args, **kwargs),
+        method,
+        drop=next(iter(inspect.signature(method).parameters)),  # self, or a family helper's client
+        name=name,
+        doc=method.__doc__,
+        module=__name__,
+    )
 
 
-def series(metric: str, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.Series:
-    return default_client().series(metric, project, start, end, granularity, **kwargs)
+value = _on_default(Client.value)
+series = _on_default(Client.series)
+frame = _on_default(Client.frame)
+tokenomics = _on_default(Client.tokenomics)
+yields = _on_default(Client.yields)
+dex = _on_default(Client.dex)
+lending = _on_default(Client.lending)
+chain_rewards = _on_default(Client.chain_rewards)
+financials = _on_default(Client.financials)
+clear_cache = _on_default(Client.clear_cache)
 
 
-def frame(metrics, projects, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    return default_client().frame(metrics, projects, start, end, granularity, **kwargs)
+class Listing:
+    """A table of names that also completes them: call it for the DataFrame, index it by name for
+    one row, and in JupyterLab ``mk.metrics["swa`` + Tab completes the names."""
+
+    def __init__(self, table: Callable[[], pd.DataFrame], what: str):
+        self._table = table
+        self._what = what
+        self.__doc__ = table.__doc__
+
+    def __call__(self) -> pd.DataFrame:
+        return self._table()
+
+    def __getitem__(self, name: str) -> pd.Series:
+        table = self._table()
+        if name not in table.index:
+            raise KeyError(f"no {self._what} {name!r}; {', '.join(map(str, table.index))}")
+        row: pd.Series = table.loc[name]
+        return row
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ipython_key_completions_())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._ipython_key_completions_()
+
+    def __len__(self) -> int:
+        return len(self._ipython_key_completions_())
+
+    def _ipython_key_completions_(self) -> list[str]:
+        return [str(name) for name in self._table().index]
+
+    def __repr__(self) -> str:
+        return f"<metrics_kit {self._what}s: call for the table, [name] for one, Tab completes names>"
 
 
-def tokenomics(project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    return default_client().tokenomics(project, start, end, granularity, **kwargs)
-
-
-def yields(project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    return default_client().yields(project, start, end, granularity, **kwargs)
-
-
-def dex(project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    return default_client().dex(project, start, end, granularity, **kwargs)
-
-
-def lending(project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    return default_client().lending(project, start, end, granularity, **kwargs)
-
-
-def chain_rewards(project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    return default_client().chain_rewards(project, start, end, granularity, **kwargs)
-
-
-def financials(project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    return default_client().financials(project, start, end, granularity, **kwargs)
+metrics = Listing(lambda: default_client().metrics(), "metric")
+metrics.__doc__ = Client.metrics.__doc__
+projects = Listing(lambda: default_client().projects(), "project")
+projects.__doc__ = Client.projects.__doc__
 
 
 def catalogue() -> pd.DataFrame:
-    return default_client().catalogue_frame()
-
-
-def projects() -> pd.DataFrame:
-    return default_client().projects()
-
-
-def clear_cache() -> int:
-    return default_client().clear_cache()
-
-
-for _function in (value, series, frame, tokenomics, yields, dex, lending, chain_rewards, financials):
-    _function.__doc__ = getattr(Client, _function.__name__).__doc__
-catalogue.__doc__ = Client.catalogue_frame.__doc__
-projects.__doc__ = Client.projects.__doc__
-clear_cache.__doc__ = Client.clear_cache.__doc__
+    """Deprecated: ``metrics_kit.metrics()`` (the metric catalogue as a table)."""
+    warnings.warn(
+        "metrics_kit.catalogue() is now metrics_kit.metrics(): 'catalogue' names the metric definitions "
+        "(metrics_kit.spec.catalogue), the table of them is metrics()",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return metrics()

@@ -44,17 +44,18 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from metrics_kit.client.settings import check_seconds
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.files import CACHE_DIR_ENV, cache_dir
-from metrics_kit.spec.calendar import period_bounds
+from metrics_kit.spec.calendar import ISO, Calendar
 
-__all__ = ["Entry", "Key", "ValueCache", "clear_cache", "default_path", "namespace"]
+__all__ = ["Entry", "Key", "ValueCache", "default_path", "delete_cache_file", "namespace"]
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ class Entry:
     complete: bool | None  # None when the service did not say
     period_start: str | None  # ISO date, when the service said
     period_end: str | None
-    fetched_at: float  # time.time() when fetched
+    fetched_at: float  # the wall clock (seconds since the epoch) when fetched
 
 
 def default_path() -> Path:
@@ -141,8 +142,9 @@ def _normalise_url(base_url: str) -> str:
     return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
-def clear_cache(path: Path | None = None) -> None:
-    """Delete the cache file and its WAL and shared-memory files (``path`` or the default).
+def delete_cache_file(path: Path | None = None) -> None:
+    """Delete the cache file and its WAL and shared-memory files (``path`` or the default): every
+    service's and key's values. (``Client.clear_cache`` forgets only one service and key's.)
 
     Caches open in this or another process notice the file is gone and start a fresh one.
     """
@@ -164,14 +166,23 @@ class ValueCache:
     share between threads. Close it (or use it as a context manager) when done.
     """
 
-    def __init__(self, base_url: str, api_key: str, *, path: Path | None = None, incomplete_ttl: float = 600.0):
-        if not incomplete_ttl >= 0:
-            raise ValueError(f"incomplete_ttl must be a number of seconds >= 0, not {incomplete_ttl!r}")
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        path: Path | None = None,
+        incomplete_ttl: float = 600.0,
+        clock: Callable[[], float] = time.time,
+        calendar: Calendar = ISO,
+    ):
+        self.incomplete_ttl = check_seconds("incomplete_ttl", incomplete_ttl, positive=False)
+        self._clock = clock  # the wall clock (seconds since the epoch): expiry outlives the process
+        self._calendar = calendar
         self._base_url = base_url
         self._ns = namespace(base_url, api_key)
         self._explicit_path = path is not None
         self.path = Path(path) if path is not None else default_path()
-        self.incomplete_ttl = float(incomplete_ttl)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._inode: tuple[int, int] | None = None
@@ -185,11 +196,12 @@ class ValueCache:
 
     def get_many(self, keys: Sequence[Key], *, now: float | None = None) -> dict[Key, Entry]:
         """The fresh entries among ``keys`` (expired or absent keys are left out and count as misses)."""
-        now = time.time() if now is None else now
+        now = self._clock() if now is None else now
         groups: dict[tuple[str, str, str], dict[str, Key]] = {}
         for key in keys:
             groups.setdefault(key[:3], {})[key[3]] = key
-        found = self._run(lambda conn: self._select(conn, groups, now), default={}) if groups else {}
+        nothing: dict[Key, Entry] = {}
+        found = self._run(lambda conn: self._select(conn, groups, now), default=nothing) if groups else nothing
         with self._lock:
             self.hits += len(found)
             self.misses += sum(map(len, groups.values())) - len(found)
@@ -237,7 +249,7 @@ class ValueCache:
     def stats(self) -> dict[str, Any]:
         """``hits`` and ``misses`` since this cache was opened, fresh ``entries`` held for this
         service and key, and the file's ``path``."""
-        now = time.time()
+        now = self._clock()
         entries = self._run(
             lambda conn: conn.execute(
                 "SELECT count(*) FROM entries WHERE ns = ? AND (expires_at IS NULL OR expires_at > ?)", (self._ns, now)
@@ -266,7 +278,7 @@ class ValueCache:
     def _expires_at(self, key: Key, entry: Entry) -> float | None:
         complete = entry.complete
         if complete is None:
-            complete = _ended_by_calendar(key, entry)
+            complete = _ended_by_calendar(key, entry, self._calendar)
         return None if complete else entry.fetched_at + self.incomplete_ttl
 
     # -- queries ------------------------------------------------------------------------------
@@ -302,12 +314,11 @@ class ValueCache:
         conn.execute("COMMIT")
         return found
 
-    @staticmethod
-    def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> None:
+    def _insert(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             # Purge what has expired first, so that the rows of this batch are always written.
-            conn.execute("DELETE FROM entries WHERE expires_at < ?", (time.time(),))
+            conn.execute("DELETE FROM entries WHERE expires_at < ?", (self._clock(),))
             conn.executemany(_INSERT, rows)
         except BaseException:
             _rollback(conn)
@@ -401,7 +412,7 @@ class ValueCache:
             raise self._unwritable(again) from again
 
     def _reopen_if_replaced(self) -> None:
-        """Follow the file if another process (or ``clear_cache``) deleted or replaced it."""
+        """Follow the file if another process (or ``delete_cache_file``) deleted or replaced it."""
         try:
             stat = os.stat(self.path)
             same = (stat.st_dev, stat.st_ino) == self._inode
@@ -434,7 +445,9 @@ _SELECT = (
 )
 
 
-def _queries(head: tuple[str, str, str, str], by_date: dict[str, Key], now: float):
+def _queries(
+    head: tuple[str, str, str, str], by_date: dict[str, Key], now: float
+) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """The queries that read one (metric, project, granularity)'s dates.
 
     A dense run of dates (a pull of every day, say) is one range scan, whose extra rows, if any,
@@ -458,15 +471,15 @@ def _queries(head: tuple[str, str, str, str], by_date: dict[str, Key], now: floa
 _INSERT = "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
-def _ended_by_calendar(key: Key, entry: Entry) -> bool:
+def _ended_by_calendar(key: Key, entry: Entry, calendar: Calendar) -> bool:
     """Whether the period ended before the day before the fetch (UTC): late data has had a day."""
     fetched = dt.datetime.fromtimestamp(entry.fetched_at, dt.UTC).date()
     try:
         if entry.period_end is not None:
             end = dt.date.fromisoformat(entry.period_end)
         else:
-            end = period_bounds(dt.date.fromisoformat(key[3]), key[2])[1]
-    except ValueError:  # a date or granularity we cannot place: keep it only briefly
+            end = calendar.end(dt.date.fromisoformat(key[3]), key[2])
+    except ValueError:  # a date or granularity we cannot place (a ValidationError too): keep it briefly
         return False
     return end < fetched - dt.timedelta(days=1)
 

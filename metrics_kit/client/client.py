@@ -1,81 +1,62 @@
 """The client: any metric, for any projects and dates, as pandas objects.
 
 Every argument is checked before the first request. A pull is a list of points (metric, project,
-granularity, request date), one per period; cached points are read in one batch, the rest fetched
-concurrently, and each answer goes through the same parsing and error path, whichever transport
-carried it (a remote service over HTTP, or the embedded reference service in this process).
+granularity, request date), one per period; cached points are read in one batch, the rest go to the
+transport in batches, and each answer goes through the same parsing and error path, whichever
+transport carried it (a remote service over HTTP, an application in this process, a test's function).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 import sys
 import threading
-import time
 import warnings
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import NamedTuple
+from typing import Any, Literal
 
-import numpy as np
 import pandas as pd
 
-from metrics_kit.client import settings as config
+from metrics_kit.client import families, fetching, frames
 from metrics_kit.client.cache import Entry, ValueCache
+from metrics_kit.client.discovery import Discovery, Projects
+from metrics_kit.client.families import DateLike, Errors, Incomplete
+from metrics_kit.client.frames import Point, Result
+from metrics_kit.client.settings import Settings
+from metrics_kit.client.transports import HTTPTransport, Transport, default_transport
 from metrics_kit.errors import (
-    APIError,
     ConfigurationError,
     FetchError,
     PartialDataWarning,
-    ResponseFormatError,
-    TransportError,
     ValidationError,
 )
+from metrics_kit.spec import ids
 from metrics_kit.spec import wire as parse
-from metrics_kit.spec.calendar import GRANULARITIES
+from metrics_kit.spec.calendar import Calendar
 from metrics_kit.spec.catalogue import Catalogue, Metric, default_catalogue
-from metrics_kit.spec.ids import PROJECT_PATTERN, suggest
+
+__all__ = ["Client", "Point", "Result"]
 
 log = logging.getLogger("metrics_kit.client")
-_PROJECT = re.compile(PROJECT_PATTERN, re.ASCII)
-_GRANULARITY_SYNONYMS = {
-    "day": "1_day",
-    "daily": "1_day",
-    "1d": "1_day",
-    "week": "1_week",
-    "weekly": "1_week",
-    "1w": "1_week",
-    "month": "1_month",
-    "monthly": "1_month",
-}
-WEEK_STARTS = ("monday", "sunday")
-PROGRESS_THRESHOLD = 100  # points to fetch before a progress bar is worth showing
-_BATCH = 256  # requests per hand-off to an in-process service
-_ISO = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].*)?$")
-
-
-class Point(NamedTuple):
-    metric: str
-    project: str
-    granularity: str
-    date: str  # ISO date sent as `date`: the first day of the period
-
-
-class Result(NamedTuple):
-    value: int | float
-    unit: str | None
-    complete: bool | None
-    from_cache: bool
+Shape = Literal["wide", "long"]
+Names = str | Iterable[str]
 
 
 class Client:
-    """A connection to a metrics service, with its cache, rate limit and worker pool.
+    """A connection to a metrics service, with its cache and calendar.
 
-    ``base_url``/``api_key`` come from the arguments, then ``METRICS_KIT_BASE_URL`` and
-    ``METRICS_KIT_API_KEY``; with no base URL at all, the embedded reference service on the
-    synthetic demo data answers, offline.
+    Where it connects: ``transport`` (any :class:`~metrics_kit.client.transports.Transport`), else
+    ``base_url``/``api_key`` from the arguments, then ``METRICS_KIT_BASE_URL`` and
+    ``METRICS_KIT_API_KEY``; with none of these, the embedded reference service on the synthetic
+    demo data answers, offline.
+
+    Settings (each checked here; a bad one raises ConfigurationError naming it and what is allowed):
+    ``workers`` (16) requests in flight; ``rate_limit`` (None) requests a second; ``timeout`` (30 s)
+    and ``connect_timeout`` (5 s), ``retries`` (5): for a base URL only; ``cache`` (True),
+    ``refresh`` (False), ``progress`` (None: a bar from 100 points); ``week_start`` ("monday") the
+    first day of the service's weeks; ``chain_unit`` ("sol"); ``incomplete_ttl`` (600 s) how long
+    an incomplete period stays cached; ``clock`` (time.time) the wall clock, for tests.
     """
 
     def __init__(
@@ -83,94 +64,107 @@ class Client:
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        workers: int = 16,
+        transport: Transport | None = None,
+        workers: int | None = None,
         rate_limit: float | None = None,
-        timeout: float = 30.0,
-        connect_timeout: float = 5.0,
-        retries: int = 5,
+        timeout: float | None = None,
+        connect_timeout: float | None = None,
+        retries: int | None = None,
         cache: bool = True,
         refresh: bool = False,
         progress: bool | None = None,
-        week_start: str = "monday",
+        week_start: Literal["monday", "sunday"] = "monday",
         chain_unit: str | None = None,
-        incomplete_ttl: float = 600.0,
+        incomplete_ttl: float | None = None,
+        clock: Any = None,
     ):
-        self._connection = config.resolve(base_url, api_key)
-        if not isinstance(workers, int) or workers < 1:
-            raise ValidationError(f"workers must be a whole number of at least 1, not {workers!r}", "workers")
-        if rate_limit is not None and not rate_limit > 0:
-            raise ValidationError(
-                f"rate_limit must be a number of requests per second above 0, or None "
-                f"to switch it off, not {rate_limit!r}",
-                "rate_limit",
-            )
-        if week_start not in WEEK_STARTS:
-            raise ValidationError(
-                f"week_start must be one of {', '.join(WEEK_STARTS)}, not {week_start!r}", "week_start"
-            )
-        self.workers = workers
-        self.rate_limit = rate_limit
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.retries = retries
-        self.cache_enabled = cache
-        self.refresh = refresh
-        self.progress = progress
-        self.week_start = week_start
-        self.incomplete_ttl = incomplete_ttl
-        self.catalogue: Catalogue = default_catalogue(chain_unit)
+        self.settings = Settings.make(
+            base_url=base_url,
+            api_key=api_key,
+            transport=transport,
+            workers=workers,
+            rate_limit=rate_limit,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            retries=retries,
+            incomplete_ttl=incomplete_ttl,
+            week_start=week_start,
+            chain_unit=chain_unit,
+            cache=cache,
+            refresh=refresh,
+            progress=progress,
+            clock=clock,
+        )
+        self.catalogue: Catalogue = default_catalogue(self.settings.chain_unit)
+        self.calendar: Calendar = self.settings.calendar
         self._lock = threading.Lock()
-        self._transport = None
-        self._cache = None
-        self._pool: ThreadPoolExecutor | None = None
-        self._discovery: dict | None | bool = False  # False: not asked yet; None: not offered
+        self._transport: Transport | None = transport
+        self._given_transport = transport is not None
+        self._cache: ValueCache | None = None
+        self._discovery = Discovery()
 
     # -- plumbing ------------------------------------------------------------------------------
 
     @property
     def base_url(self) -> str:
-        return self._connection.base_url or "embedded"
+        if self._given_transport:
+            assert self._transport is not None
+            return self._transport.base_url
+        return self.settings.connection.base_url or "embedded"
 
     @property
     def embedded(self) -> bool:
-        return self._connection.embedded
+        return self.settings.connection.embedded and not self._given_transport
+
+    @property
+    def cache_enabled(self) -> bool:
+        return self.settings.cache
+
+    @property
+    def week_start(self) -> str:
+        return self.calendar.week_start
 
     def __repr__(self) -> str:
-        return (
-            f"Client(base_url={self.base_url!r}, workers={self.workers}, rate_limit={self.rate_limit}, "
-            f"cache={self.cache_enabled})"
-        )
+        s = self.settings
+        return f"Client(base_url={self.base_url!r}, workers={s.workers}, rate_limit={s.rate_limit}, cache={s.cache})"
 
-    def _get_transport(self):
+    @property
+    def transport(self) -> Transport:
+        """The transport, made on first use: HTTP for a base URL, else the registered default."""
         with self._lock:
             if self._transport is None:
-                if self.embedded:
-                    from metrics_kit.client.transports import default_transport
-
-                    self._transport = default_transport()
+                s, connection = self.settings, self.settings.connection
+                if connection.base_url is None or connection.api_key is None:
+                    self._transport = default_transport(rate_limit=s.rate_limit)
                 else:
-                    from metrics_kit.client.transports import HTTPTransport
-
                     self._transport = HTTPTransport(
-                        self._connection.base_url,
-                        self._connection.api_key,
-                        pool_size=self.workers,
-                        connect_timeout=self.connect_timeout,
-                        read_timeout=self.timeout,
-                        retries=self.retries,
-                        rate_limit=self.rate_limit,
+                        connection.base_url,
+                        connection.api_key,
+                        pool_size=s.workers,
+                        connect_timeout=s.connect_timeout,
+                        read_timeout=s.timeout,
+                        retries=s.retries,
+                        rate_limit=s.rate_limit,
                     )
             return self._transport
 
-    def _get_cache(self):
-        if not self.cache_enabled:
+    def _get_cache(self) -> ValueCache | None:
+        if not self.settings.cache:
             return None
-        transport = self._get_transport()
+        transport = self.transport
         with self._lock:
             if self._cache is None:
-                identity = getattr(transport, "cache_identity", transport.base_url)
-                key = self._connection.api_key or identity
-                self._cache = ValueCache(identity, key, incomplete_ttl=self.incomplete_ttl)
+                # Filed per service and key: the key this client was given, else the transport's identity
+                # (which a transport given with its own key derives from that key).
+                key = self.settings.connection.api_key
+                identity = transport.base_url if key is not None else transport.cache_identity
+                self._cache = ValueCache(
+                    identity,
+                    key or identity,
+                    incomplete_ttl=self.settings.incomplete_ttl,
+                    clock=self.settings.clock,
+                    calendar=self.calendar,
+                )
             return self._cache
 
     def clear_cache(self) -> int:
@@ -180,157 +174,77 @@ class Client:
 
     def close(self) -> None:
         with self._lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
             for part in (self._cache, self._transport):
                 if part is not None:
                     part.close()
             self._cache = self._transport = None
+            self._given_transport = False
 
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- validation ----------------------------------------------------------------------------
 
-    def _metric(self, name) -> Metric:
+    def _metric(self, name: object) -> Metric:
         if not isinstance(name, str):
             raise ValidationError(f"metric must be a metric name (a string), not {type(name).__name__}", "metric")
         metric = self.catalogue.get(name.strip())
         if metric is None:
-            close = suggest(name, self.catalogue.canonical_names)
-            hint = (
-                f"; did you mean {' or '.join(map(repr, close))}?"
-                if close
-                else "; metrics_kit.spec.catalogue() lists every metric"
-            )
-            raise ValidationError(f"unknown metric {name!r}{hint}", "metric")
+            error = ids.unknown_metric(name, self.catalogue.canonical_names, "metrics_kit.metrics()")
+            error.argument = "metric"
+            raise error
         return metric
 
-    def _project(self, project) -> str:
-        if not isinstance(project, str) or len(project) > 200 or not _PROJECT.fullmatch(project):
-            raise ValidationError(
-                f"project {project!r} is not a valid project id: lowercase letters, digits, '-' and '_', "
-                "in parts joined by single dots (such as 'demoswap' or 'demoswap.clmm')",
-                "project",
-            )
-        return project
-
-    @staticmethod
-    def _granularity(granularity) -> str:
-        if isinstance(granularity, str):
-            granularity = _GRANULARITY_SYNONYMS.get(granularity.strip().lower(), granularity.strip())
-            if granularity in GRANULARITIES:
-                return granularity
-        raise ValidationError(
-            f"granularity must be one of {', '.join(GRANULARITIES)} (or day, week, month), not {granularity!r}",
-            "granularity",
-        )
-
     def _check_applies(self, metric: Metric, project: str) -> None:
-        """When the service says which projects it has, catch mistakes before the network."""
-        projects = self.discovery()
-        if projects is None:
-            return
-        info = projects.get(project)
-        if info is None:
-            known = ", ".join(sorted(projects))
-            raise ValidationError(f"unknown project {project!r}; the service has {known}", "project")
-        if not metric.applies_to(info["kinds"], info.get("regular_pools", False)):
-            raise ValidationError(
-                f"{metric.name} does not apply to {project} (of kind "
-                f"{', '.join(info['kinds'])}); it applies to {metric.restriction}",
-                "metric",
-            )
+        self._discovery.check(self.transport, metric, project)
 
-    def discovery(self) -> dict | None:
+    def discovery(self) -> Projects | None:
         """The service's projects ({project: {kinds, regular_pools, coverage}}), or None when it offers
         no discovery. The specification does not require it, so nothing depends on it."""
-        if self._discovery is False:
-            try:
-                reply = self._get_transport().get("/projects", {})
-            except TransportError as error:  # no answer: ask again next time, check nothing now
-                log.debug("project discovery unreachable: %s", error)
-                return None
-            projects = None
-            if reply.status == 200:
-                try:
-                    projects = {p["project"]: p for p in parse._loads(reply.body)["projects"]}
-                except (ValueError, KeyError, TypeError) as error:
-                    log.debug("project discovery unreadable: %s", error)
-            self._discovery = projects  # the service answered: that answer stands
-        return self._discovery
+        return self._discovery.projects(self.transport)
 
-    # -- dates ---------------------------------------------------------------------------------
-
-    def period_start(self, day: dt.date, granularity: str) -> dt.date:
-        if granularity == "1_day":
-            return day
-        if granularity == "1_week":
-            offset = day.weekday() if self.week_start == "monday" else (day.weekday() + 1) % 7
-            return day - dt.timedelta(days=offset)
-        return day.replace(day=1)
-
-    def period_end(self, start: dt.date, granularity: str) -> dt.date:
-        if granularity == "1_day":
-            return start
-        if granularity == "1_week":
-            return start + dt.timedelta(days=6)
-        return (start.replace(day=28) + dt.timedelta(days=4)).replace(day=1) - dt.timedelta(days=1)
-
-    def periods(self, start, end, granularity: str = "1_day") -> list[dt.date]:
+    def periods(self, start: DateLike, end: DateLike, granularity: str = "1_day") -> list[dt.date]:
         """First days of every period from the one containing ``start`` to the one containing ``end``."""
-        granularity = self._granularity(granularity)
-        first, last = to_date(start, "start"), to_date(end, "end")
+        granularity = ids.check_granularity(granularity, synonyms=True)
+        first, last = ids.to_date(start, "start"), ids.to_date(end, "end")
         if first > last:
             raise ValidationError(f"start ({first}) is after end ({last})", "start")
-        out, current = [], self.period_start(first, granularity)
-        while current <= last:
-            out.append(current)
-            current = self.period_end(current, granularity) + dt.timedelta(days=1)
-        return out
+        return list(self.calendar.starts(first, last, granularity))
+
+    def period_start(self, day: dt.date, granularity: str) -> dt.date:
+        """Deprecated: ``client.calendar.start(day, granularity)``."""
+        warnings.warn("Client.period_start() is now client.calendar.start()", DeprecationWarning, stacklevel=2)
+        return self.calendar.start(day, granularity)
+
+    def period_end(self, day: dt.date, granularity: str) -> dt.date:
+        """Deprecated: ``client.calendar.end(day, granularity)``."""
+        warnings.warn("Client.period_end() is now client.calendar.end()", DeprecationWarning, stacklevel=2)
+        return self.calendar.end(day, granularity)
 
     # -- fetching ------------------------------------------------------------------------------
-
-    @staticmethod
-    def _params(point: Point) -> dict[str, str]:
-        return {
-            "metric_name": point.metric,
-            "project": point.project,
-            "granularity": point.granularity,
-            "date": point.date,
-        }
-
-    @staticmethod
-    def _read(reply, is_count: bool) -> parse.Parsed:
-        """The value in a reply, or the error it stands for (raised)."""
-        if reply.status == 200:
-            return parse.metric_value(reply.body, is_count=is_count, url=reply.url)
-        retry_after = next((v for k, v in reply.headers.items() if k.lower() == "retry-after"), None)
-        raise parse.api_error(reply.status, reply.body, reply.url, retry_after)
 
     def fetch(
         self, points: Sequence[Point], *, refresh: bool | None = None, progress: bool | None = None
     ) -> tuple[dict[Point, Result], dict[Point, Exception]]:
         """Values of validated points: from the cache where fresh, the rest from the service."""
-        refresh = self.refresh if refresh is None else refresh
+        refresh = self.settings.refresh if refresh is None else refresh
         cache = self._get_cache()
         results: dict[Point, Result] = {}
         if cache is not None and not refresh:
-            for point, entry in cache.get_many(list(points)).items():
-                results[Point(*point)] = Result(entry.value, entry.unit, entry.complete, True)
+            for key, entry in cache.get_many(list(points)).items():
+                results[Point(*key)] = Result(entry.value, entry.unit, entry.complete, True)
         missing = [p for p in dict.fromkeys(points) if p not in results]
         failures: dict[Point, Exception] = {}
-        fetched = []
+        fetched: list[tuple[Point, parse.Parsed]] = []
         if missing:
-            show = self.progress if progress is None else progress
-            show = (len(missing) >= PROGRESS_THRESHOLD) if show is None else show
-            bar = _progress_bar(len(missing), show)
+            show = self.settings.progress if progress is None else progress
+            bar = fetching.progress_bar(len(missing), show)
             try:
-                for point, outcome in self._run(missing):
+                is_count = {p.metric: self._metric(p.metric).is_count for p in missing}
+                for point, outcome in fetching.run(self.transport, missing, is_count, self.week_start):
                     if isinstance(outcome, Exception):
                         failures[point] = outcome
                     else:
@@ -340,54 +254,19 @@ class Client:
             finally:
                 bar.close()
         if cache is not None and fetched:
-            cache.put_many([(point, _entry(parsed)) for point, parsed in fetched])
+            now = self.settings.clock()
+            cache.put_many(
+                [(p, Entry(v.value, v.unit, v.complete, v.period_start, v.period_end, now)) for p, v in fetched]
+            )
         return results, failures
-
-    def _run(self, points: list[Point]) -> Iterable[tuple[Point, parse.Parsed | Exception]]:
-        counts = {p.metric: self.catalogue.get(p.metric).is_count for p in points}
-
-        transport = self._get_transport()
-
-        def read(point: Point, reply):
-            try:
-                return point, self._read(reply, counts[point.metric])
-            except (APIError, ResponseFormatError) as error:
-                return point, error
-
-        def one(point: Point):
-            try:
-                return read(point, transport.get("/metrics", self._params(point)))
-            except TransportError as error:
-                return point, error
-
-        if hasattr(transport, "get_many"):  # in-process: batches, so the progress bar still moves
-            for i in range(0, len(points), _BATCH):
-                chunk = points[i : i + _BATCH]
-                replies = transport.get_many([("/metrics", self._params(p)) for p in chunk])
-                yield from map(read, chunk, replies)
-            return
-        workers = min(self.workers, len(points))
-        if workers <= 1:
-            yield from map(one, points)
-            return
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="metrics-kit")
-            pool = self._pool
-        futures = [pool.submit(one, point) for point in points]
-        try:
-            for future in as_completed(futures):
-                yield future.result()
-        finally:
-            for future in futures:
-                future.cancel()
 
     # -- public API ----------------------------------------------------------------------------
 
-    def value(self, metric: str, project: str, granularity: str, date) -> int | float:
+    def value(self, metric: str, project: str, granularity: str, date: DateLike) -> int | float:
         """One value: ``metric`` for ``project`` over the period of ``granularity`` containing ``date``."""
-        m, project, granularity = self._metric(metric), self._project(project), self._granularity(granularity)
-        day = self.period_start(to_date(date, "date"), granularity)
+        m, project = self._metric(metric), ids.check_project(project)
+        granularity = ids.check_granularity(granularity, synonyms=True)
+        day = self.calendar.start(ids.to_date(date, "date"), granularity)
         self._check_applies(m, project)
         point = Point(m.name, project, granularity, day.isoformat())
         results, failures = self.fetch([point], progress=False)
@@ -395,28 +274,22 @@ class Client:
             raise failures[point]
         return results[point].value
 
-    def long(
+    def _long(
         self,
-        metrics,
-        projects,
-        start,
-        end,
-        granularity: str = "1_day",
-        *,
-        errors: str = "raise",
-        incomplete: str = "keep",
-        refresh: bool | None = None,
-        progress: bool | None = None,
-        skip_inapplicable: bool = False,
+        metrics: Names,
+        projects: Names,
+        start: DateLike,
+        end: DateLike,
+        granularity: str,
+        options: dict[str, Any],
     ) -> pd.DataFrame:
-        """Tidy rows: period_start, project, metric, value, unit, complete."""
-        if errors not in ("raise", "coerce"):
-            raise ValidationError(f"errors must be 'raise' or 'coerce', not {errors!r}", "errors")
-        if incomplete not in ("keep", "drop"):
-            raise ValidationError(f"incomplete must be 'keep' or 'drop', not {incomplete!r}", "incomplete")
-        granularity = self._granularity(granularity)
+        """Tidy rows: period_start, project, metric, value, unit, complete (see ``frame`` for ``options``)."""
+        errors, incomplete, skip_inapplicable = options["errors"], options["incomplete"], options["skip_inapplicable"]
+        _choice("errors", errors, ("raise", "coerce"))
+        _choice("incomplete", incomplete, ("keep", "drop"))
+        granularity = ids.check_granularity(granularity, synonyms=True)
         metric_list = [self._metric(m) for m in _as_list(metrics, "metrics")]
-        project_list = [self._project(p) for p in _as_list(projects, "projects")]
+        project_list = [ids.check_project(p) for p in _as_list(projects, "projects")]
         starts = self.periods(start, end, granularity)  # every argument checked before the network
         pairs = []
         for project in project_list:
@@ -429,123 +302,84 @@ class Client:
                     continue
                 pairs.append((metric, project))
         points = [Point(m.name, p, granularity, s.isoformat()) for m, p in pairs for s in starts]
-        results, failures = self.fetch(points, refresh=refresh, progress=progress)
+        results, failures = self.fetch(points, refresh=options["refresh"], progress=options["progress"])
         if failures and errors == "raise":
             raise FetchError(failures, len(points))
-        today = dt.datetime.now(dt.UTC).date()
-        rows = []
-        for point in points:
-            result = results.get(point)
-            start_day = dt.date.fromisoformat(point.date)
-            if result is None:
-                complete = None
-                value = None
-                unit = self.catalogue.get(point.metric).unit
-            else:
-                complete = result.complete
-                if complete is None:  # the service did not say: the calendar decides
-                    complete = self.period_end(start_day, granularity) < today
-                value, unit = result.value, result.unit or self.catalogue.get(point.metric).unit
-            rows.append((pd.Timestamp(start_day), point.project, point.metric, value, unit, complete))
-        frame = pd.DataFrame(rows, columns=["period_start", "project", "metric", "value", "unit", "complete"])
-        frame["value"] = frame["value"].astype("float64") if len(frame) else frame["value"]
-        frame.attrs.update(
-            granularity=granularity,
-            from_cache=sum(r.from_cache for r in results.values()),
-            fetched=sum(not r.from_cache for r in results.values()),
-        )
+        today = dt.datetime.fromtimestamp(self.settings.clock(), dt.UTC).date()
+        frame = frames.long_frame(points, results, failures, self.catalogue, self.calendar, today)
+        frame.attrs["granularity"] = granularity
         if failures:
-            frame.attrs["failed"] = [(p.metric, p.project, p.date, str(e)) for p, e in failures.items()]
             warnings.warn(
                 f"{len(failures)} of {len(points)} points failed and are missing (NaN); "
                 f"see .attrs['failed']. First: {next(iter(failures.values()))}",
                 PartialDataWarning,
                 stacklevel=_caller_level(),
             )
-        if incomplete == "drop":
-            frame = frame[frame["complete"] != False].reset_index(drop=True)  # noqa: E712 (None stays)
-        return frame
+        return frames.drop_incomplete(frame) if incomplete == "drop" else frame
 
-    def series(self, metric: str, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.Series:
+    def series(
+        self,
+        metric: str,
+        project: str,
+        start: DateLike,
+        end: DateLike,
+        granularity: str = "1_day",
+        *,
+        errors: Errors = "raise",
+        incomplete: Incomplete = "keep",
+        refresh: bool | None = None,
+        progress: bool | None = None,
+    ) -> pd.Series:
         """One metric for one project over a date range, on a DatetimeIndex of period starts (UTC dates).
 
-        ``attrs`` holds metric, project, unit, granularity, ``incomplete`` (the period starts that are
-        not complete) and, with errors='coerce', ``failed``."""
-        frame = self.long([metric], [project], start, end, granularity, **kwargs)
+        ``granularity``: 1_day, 1_week, 1_month (or day, week, month). ``errors``: "raise" (a
+        FetchError listing every failed point) or "coerce" (NaN/<NA> for them, a
+        PartialDataWarning, ``attrs["failed"]``). ``incomplete``: "keep" or "drop" the periods that
+        are not complete. ``refresh``: fetch again, ignoring the cache. ``progress``: a progress
+        bar (None: from 100 points). ``attrs`` (JSON): metric, project, unit, granularity,
+        ``incomplete`` (ISO first days of the periods not complete), from_cache, fetched, failed."""
         m = self._metric(metric)
-        series = pd.Series(
-            frame["value"].to_numpy(), index=pd.DatetimeIndex(frame["period_start"], name="period_start"), name=m.name
-        )
-        series = _typed(series, m)
-        series.attrs.update(
-            metric=m.name,
-            project=project,
-            unit=m.unit,
-            granularity=frame.attrs["granularity"],
-            incomplete=list(frame.loc[frame["complete"] == False, "period_start"]),  # noqa: E712
-            from_cache=frame.attrs["from_cache"],
-            fetched=frame.attrs["fetched"],
-        )
-        if "failed" in frame.attrs:
-            series.attrs["failed"] = frame.attrs["failed"]
-        return series
+        options = {"errors": errors, "incomplete": incomplete, "refresh": refresh, "progress": progress}
+        long = self._long([metric], [project], start, end, granularity, {**options, "skip_inapplicable": False})
+        return frames.series(long, m, project)
 
     def frame(
-        self, metrics, projects, start, end, granularity: str = "1_day", *, shape: str = "wide", **kwargs
+        self,
+        metrics: Names,
+        projects: Names,
+        start: DateLike,
+        end: DateLike,
+        granularity: str = "1_day",
+        *,
+        shape: Shape = "wide",
+        errors: Errors = "raise",
+        incomplete: Incomplete = "keep",
+        refresh: bool | None = None,
+        progress: bool | None = None,
+        skip_inapplicable: bool = False,
     ) -> pd.DataFrame:
         """Many metrics and projects at once. ``shape="long"``: tidy rows (period_start, project, metric,
         value, unit, complete). ``shape="wide"``: one column per metric (per (project, metric) when
-        several projects are asked), typed per metric, with units and incomplete periods in ``attrs``."""
-        if shape not in ("wide", "long"):
-            raise ValidationError(f"shape must be 'wide' or 'long', not {shape!r}", "shape")
-        long = self.long(metrics, projects, start, end, granularity, **kwargs)
+        several projects are asked), typed per metric, with ``attrs["units"]`` and
+        ``attrs["incomplete"]``. ``errors``, ``incomplete``, ``refresh``, ``progress``: as in
+        ``series``; ``skip_inapplicable`` leaves out (metric, project) pairs that do not apply."""
+        _choice("shape", shape, ("wide", "long"))
+        options = {"errors": errors, "incomplete": incomplete, "refresh": refresh, "progress": progress}
+        long = self._long(
+            metrics, projects, start, end, granularity, {**options, "skip_inapplicable": skip_inapplicable}
+        )
         if shape == "long":
             return long
-        return self.widen(long, several_projects=len(_as_list(projects, "projects")) > 1)
+        return frames.wide(long, self.catalogue, several_projects=len(_as_list(projects, "projects")) > 1)
 
-    def widen(self, long: pd.DataFrame, several_projects: bool) -> pd.DataFrame:
-        columns = ["project", "metric"] if several_projects else ["metric"]
-        order = list(dict.fromkeys(map(tuple, long[columns].to_numpy()))) if len(long) else []
-        wide = (
-            long.pivot_table(
-                index="period_start", columns=columns, values="value", aggfunc="first", dropna=False, sort=False
-            )
-            if len(long)
-            else pd.DataFrame()
-        )
-        if len(long):
-            wide = wide.reindex(
-                columns=pd.MultiIndex.from_tuples(order, names=columns)
-                if several_projects
-                else pd.Index([o[0] for o in order], name="metric")
-            )
-            wide = wide.reindex(pd.DatetimeIndex(sorted(long["period_start"].unique()), name="period_start"))
-            for column in wide.columns:
-                wide[column] = _typed(wide[column], self.catalogue.get(column[-1] if several_projects else column))
-        wide.attrs.update(long.attrs)
-        wide.attrs["units"] = {m: self.catalogue.get(m).unit for m in long["metric"].unique()}
-        wide.attrs["incomplete"] = sorted(set(long.loc[long["complete"] == False, "period_start"]))  # noqa: E712
-        return wide
+    def metrics(self) -> pd.DataFrame:
+        """Every metric: name, family, families, unit, aggregation, description, aliases, applies_to."""
+        return frames.metrics_table(self.catalogue)
 
     def catalogue_frame(self) -> pd.DataFrame:
-        """Every metric: name, family, families, unit, aggregation, description, aliases, applies_to."""
-        return pd.DataFrame(
-            [
-                {
-                    "name": m.name,
-                    "family": m.family,
-                    "families": list(m.families),
-                    "unit": m.unit,
-                    "aggregation": m.aggregation,
-                    "description": m.description,
-                    "aliases": list(m.aliases),
-                    "kinds": sorted(m.kinds),
-                    "regular_pools_only": m.regular_pools_only,
-                    "applies_to": m.restriction,
-                }
-                for m in self.catalogue
-            ]
-        ).set_index("name")
+        """Deprecated: ``metrics()``."""
+        warnings.warn("Client.catalogue_frame() is now Client.metrics()", DeprecationWarning, stacklevel=2)
+        return self.metrics()
 
     def projects(self) -> pd.DataFrame:
         """The service's projects, where it offers discovery (the reference service does)."""
@@ -554,104 +388,31 @@ class Client:
             raise ConfigurationError(
                 f"the service at {self.base_url} offers no project discovery (GET /projects); name projects yourself"
             )
-        rows = []
-        for name, info in found.items():
-            coverage = info.get("coverage") or {}
-            rows.append(
-                {
-                    "project": name,
-                    "kinds": info.get("kinds"),
-                    "regular_pools": info.get("regular_pools"),
-                    "coverage_start": coverage.get("start"),
-                    "coverage_end": coverage.get("end"),
-                    "metrics": info.get("metrics"),
-                }
-            )
-        return pd.DataFrame(rows).set_index("project")
+        return frames.projects_table(found)
 
-    # -- family helpers (metrics_kit.client.families) ---------------------------------------------------
-
-    def tokenomics(self, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-        """The tokenomics metrics of ``project`` in one wide frame, with supply_change and
-        net_dilution_share (see ``metrics_kit.client.families``)."""
-        from metrics_kit.client import families
-
-        return families.build(self, "tokenomics", project, start, end, granularity, **kwargs)
-
-    def yields(self, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-        """The yield metrics that apply to ``project`` in one wide frame, with protocol_take_rate,
-        staking_per_user and farm_deposits_per_user (see ``metrics_kit.client.families``)."""
-        from metrics_kit.client import families
-
-        return families.build(self, "yield", project, start, end, granularity, **kwargs)
-
-    def dex(self, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-        """The exchange metrics that apply to ``project`` in one wide frame, with swaps_per_user and,
-        with regular pools, regular_pool_swap_share (see ``metrics_kit.client.families``)."""
-        from metrics_kit.client import families
-
-        return families.build(self, "dex", project, start, end, granularity, **kwargs)
-
-    def lending(self, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-        """The lending metrics of ``project`` in one wide frame, with transactions per user and
-        borrow_to_repay_ratio (see ``metrics_kit.client.families``)."""
-        from metrics_kit.client import families
-
-        return families.build(self, "lending", project, start, end, granularity, **kwargs)
-
-    def chain_rewards(self, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-        """The chain reward metrics of ``project`` in one wide frame, with net_rent and total_rewards
-        (see ``metrics_kit.client.families``)."""
-        from metrics_kit.client import families
-
-        return families.build(self, "chain_rewards", project, start, end, granularity, **kwargs)
-
-    def financials(self, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-        """The financial metrics of ``project`` in one wide frame, with total_revenue_in_usd and
-        protocol_take_rate (see ``metrics_kit.client.families``)."""
-        from metrics_kit.client import families
-
-        return families.build(self, "financials", project, start, end, granularity, **kwargs)
+    # Family helpers: one definition each in metrics_kit.client.families.
+    tokenomics = families.tokenomics
+    yields = families.yields
+    dex = families.dex
+    lending = families.lending
+    chain_rewards = families.chain_rewards
+    financials = families.financials
 
 
-def to_date(value, argument: str) -> dt.date:
-    """A UTC calendar date from an ISO 8601 string, date, datetime, pandas Timestamp or numpy
-    datetime64. Strings must be ISO: '01/02/2025' means January to some and February to others."""
-    if isinstance(value, dt.datetime) or isinstance(value, (pd.Timestamp, np.datetime64)) or isinstance(value, str):
-        try:
-            if isinstance(value, str):
-                stamp = pd.to_datetime(value.strip(), format="ISO8601") if _ISO.match(value.strip()) else None
-            else:
-                stamp = pd.Timestamp(value)
-        except (ValueError, TypeError, OverflowError):
-            stamp = None
-        if stamp is None or stamp is pd.NaT:
-            raise ValidationError(
-                f"{argument} {value!r} is not a date; give an ISO date such as '2025-01-31', "
-                "a datetime.date, a datetime or a pandas Timestamp",
-                argument,
-            )
-        if stamp.tzinfo is not None:
-            stamp = stamp.tz_convert("UTC")
-        return stamp.date()
-    if isinstance(value, dt.date):
-        return value
-    raise ValidationError(
-        f"{argument} must be a date (ISO string, datetime.date, datetime or pandas Timestamp), "
-        f"not {type(value).__name__}",
-        argument,
-    )
+def _choice(argument: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValidationError(f"{argument} must be {' or '.join(map(repr, allowed))}, not {value!r}", argument)
 
 
 def _caller_level() -> int:
     """The stacklevel that points a warning at the first caller outside metrics_kit."""
     frame, level = sys._getframe(1), 1
     while frame is not None and frame.f_globals.get("__name__", "").startswith("metrics_kit"):
-        frame, level = frame.f_back, level + 1
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
     return level
 
 
-def _as_list(values, argument: str) -> list:
+def _as_list(values: Names, argument: str) -> list[str]:
     if isinstance(values, str):
         return [values]
     try:
@@ -661,32 +422,3 @@ def _as_list(values, argument: str) -> list:
     if not out:
         raise ValidationError(f"{argument} is empty; give at least one", argument)
     return list(dict.fromkeys(out))
-
-
-def _typed(series: pd.Series, metric: Metric) -> pd.Series:
-    """Counts as int64 (Int64 with <NA> where points failed), amounts as float64."""
-    if not metric.is_count:
-        return series.astype("float64")
-    if series.isna().any():
-        return series.astype("Int64")
-    return series.astype("int64")
-
-
-def _entry(parsed: parse.Parsed) -> Entry:
-    return Entry(parsed.value, parsed.unit, parsed.complete, parsed.period_start, parsed.period_end, time.time())
-
-
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress_bar(total: int, show: bool):
-    if not show:
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="metrics", unit="value", leave=False)

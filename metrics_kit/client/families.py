@@ -56,13 +56,24 @@ Derived columns
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from metrics_kit.client.discovery import known
+from metrics_kit.client.signatures import presented
 from metrics_kit.errors import FetchError, NotFoundError, ValidationError
+from metrics_kit.spec import ids
 from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric
+
+if TYPE_CHECKING:
+    from metrics_kit.client.client import Client
+
+Errors = Literal["raise", "coerce"]
+Incomplete = Literal["keep", "drop"]
+DateLike = Any  # an ISO string, datetime.date, datetime, pandas Timestamp or numpy datetime64
 
 __all__ = [
     "FAMILIES",
@@ -76,7 +87,6 @@ __all__ = [
     "yields",
 ]
 
-PULL_OPTIONS = ("errors", "incomplete", "refresh", "progress")
 # 404 codes of the reference service that do not mean "this metric does not apply".
 _NOT_A_REASON_TO_DROP = frozenset({"date_out_of_coverage", "unknown_project"})
 
@@ -283,10 +293,10 @@ DERIVED: dict[str, tuple[_Derived, ...]] = {
 }
 
 
-def _family(family) -> str:
+def _family(family: object) -> str:
     if family not in FAMILIES:
         raise ValidationError(f"family must be one of {', '.join(FAMILIES)}, not {family!r}", "family")
-    return family
+    return str(family)
 
 
 def derived_columns(frame: pd.DataFrame, family: str, catalogue: Catalogue) -> pd.DataFrame:
@@ -309,62 +319,94 @@ def derived_columns(frame: pd.DataFrame, family: str, catalogue: Catalogue) -> p
     return out
 
 
-def build(client, family: str, project: str, start, end, granularity: str = "1_day", **pull_kwargs) -> pd.DataFrame:
+def build(
+    client: Client,
+    family: str,
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
     """Every metric of ``family`` that applies to ``project``, one wide column each on a
-    DatetimeIndex of period starts, plus the family's derived columns (see the module docstring).
+    DatetimeIndex of period starts, plus the family's derived columns (see ``metrics_kit.client.families``).
 
-    ``pull_kwargs`` are those of ``Client.frame``: errors, incomplete, refresh, progress.
-    ``attrs``: units, derived, skipped, applicability, family, project, granularity, incomplete,
-    from_cache, fetched (and failed, with errors="coerce")."""
+    ``granularity``: 1_day, 1_week, 1_month (or day, week, month). ``errors``: "raise" (a
+    FetchError listing every failed point) or "coerce" (NaN/<NA> for them and a PartialDataWarning).
+    ``incomplete``: "keep" or "drop" the periods that are not complete. ``refresh``: fetch again,
+    ignoring the cache. ``progress``: a progress bar (None: from 100 points).
+    ``attrs`` (JSON): units, derived, skipped, applicability, family, project, granularity,
+    incomplete, from_cache, fetched (and failed, with errors="coerce")."""
     family = _family(family)
-    unknown = sorted(set(pull_kwargs) - set(PULL_OPTIONS))
-    if unknown:
-        raise TypeError(f"unexpected argument(s) {', '.join(unknown)}; a family helper takes {', '.join(PULL_OPTIONS)}")
     if not isinstance(project, str):
         raise ValidationError(f"project must be one project id (a string), not {type(project).__name__}", "project")
-    client._project(project)  # every argument is checked before the first request
+    ids.check_project(project)  # every argument is checked before the first request
     client.periods(start, end, granularity)
+    pull = _Pull(project, start, end, granularity, errors, incomplete, refresh, progress)
     metrics = client.catalogue.by_family(family)
     projects = client.discovery()
     if projects is not None:
-        wide, skipped = _with_discovery(
-            client, projects, family, metrics, project, start, end, granularity, pull_kwargs
-        )
+        wide, skipped = _with_discovery(client, projects, family, metrics, pull)
         how = "discovery"
     else:
-        wide, skipped = _by_probing(client, metrics, project, start, end, granularity, pull_kwargs)
+        wide, skipped = _by_probing(client, metrics, pull)
         how = "probe"
     wide = derived_columns(wide, family, client.catalogue)
     wide.attrs.update(family=family, project=project, skipped=skipped, applicability=how)
     return wide
 
 
+@dataclass(frozen=True)
+class _Pull:
+    """What a family helper was asked for, passed on to ``Client.frame``."""
+
+    project: str
+    start: DateLike
+    end: DateLike
+    granularity: str
+    errors: Errors
+    incomplete: Incomplete
+    refresh: bool | None
+    progress: bool | None
+
+    def frame(self, client: Client, metrics: list[str], **override: Any) -> pd.DataFrame:
+        options: dict[str, Any] = {
+            "errors": self.errors,
+            "incomplete": self.incomplete,
+            "refresh": self.refresh,
+            "progress": self.progress,
+            **override,
+        }
+        return client.frame(metrics, self.project, self.start, self.end, self.granularity, shape="wide", **options)
+
+
 def _with_discovery(
-    client, projects: dict, family: str, metrics, project: str, start, end, granularity, pull_kwargs
+    client: Client, projects: Mapping[str, Any], family: str, metrics: Sequence[Metric], pull: _Pull
 ) -> tuple[pd.DataFrame, list[str]]:
-    info = projects.get(project)
-    if info is None:
-        raise ValidationError(f"unknown project {project!r}; the service has {', '.join(sorted(projects))}", "project")
+    info = known(projects, pull.project)
     kinds, regular_pools = info["kinds"], info.get("regular_pools", False)
     chosen = [m.name for m in metrics if m.applies_to(kinds, regular_pools)]
     skipped = [m.name for m in metrics if m.name not in chosen]
     if not chosen:
         raise ValidationError(
-            f"no {family} metric applies to {project} (of kind {', '.join(kinds)}); they apply to {_kinds_of(metrics)}",
+            f"no {family} metric applies to {pull.project} (of kind {', '.join(kinds)}); "
+            f"they apply to {_kinds_of(metrics)}",
             "family",
         )
-    wide = client.frame(chosen, project, start, end, granularity, shape="wide", skip_inapplicable=True, **pull_kwargs)
-    return wide, skipped
+    return pull.frame(client, chosen, skip_inapplicable=True), skipped
 
 
-def _by_probing(client, metrics, project: str, start, end, granularity, pull_kwargs) -> tuple[pd.DataFrame, list[str]]:
+def _by_probing(client: Client, metrics: Sequence[Metric], pull: _Pull) -> tuple[pd.DataFrame, list[str]]:
     names = [m.name for m in metrics]
-    probe = {k: v for k, v in pull_kwargs.items() if k != "errors"}
     try:
-        return client.frame(names, project, start, end, granularity, shape="wide", errors="raise", **probe), []
+        return pull.frame(client, names, errors="raise"), []
     except FetchError as error:
         probe_error = error
-    periods = len(client.periods(start, end, granularity))
+    periods = len(client.periods(pull.start, pull.end, pull.granularity))
     skipped = [
         name
         for name in names
@@ -373,46 +415,61 @@ def _by_probing(client, metrics, project: str, start, end, granularity, pull_kwa
     kept = [name for name in names if name not in skipped]
     if not kept:
         raise probe_error
-    again = dict(pull_kwargs)
-    if client.cache_enabled:
-        again["refresh"] = False  # the probe has just stored every value it got
-    wide = client.frame(kept, project, start, end, granularity, shape="wide", **again)
-    return wide, skipped
+    # the probe has just stored every value it got: read them back from the cache
+    return pull.frame(client, kept, **({"refresh": False} if client.cache_enabled else {})), skipped
 
 
-def _not_applicable(error: Exception) -> bool:
+def _not_applicable(error: BaseException) -> bool:
     return isinstance(error, NotFoundError) and error.code not in _NOT_A_REASON_TO_DROP
 
 
-def _kinds_of(metrics) -> str:
+def _kinds_of(metrics: Sequence[Metric]) -> str:
     return " or ".join(sorted({k for m in metrics for k in m.kinds}))
 
 
-def tokenomics(client, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    """The tokenomics family (see ``build``)."""
-    return build(client, "tokenomics", project, start, end, granularity, **kwargs)
+def _helper(family: str, name: str, summary: str) -> Callable[..., pd.DataFrame]:
+    """The family helper of ``family``: ``build`` with the family filled in, showing build's
+    signature (less ``family``) and a docstring of its own."""
+    doc = summary + "\n\n" + (build.__doc__ or "").split("\n\n", 1)[1]
+    return presented(
+        lambda client, *args, **kwargs: build(client, family, *args, **kwargs),
+        build,
+        drop="family",
+        name=name,
+        doc=doc,
+        module=__name__,
+    )
 
 
-def yields(client, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    """The yield family (see ``build``); named ``yields`` because ``yield`` is a Python keyword."""
-    return build(client, "yield", project, start, end, granularity, **kwargs)
-
-
-def dex(client, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    """The decentralized-exchange family (see ``build``)."""
-    return build(client, "dex", project, start, end, granularity, **kwargs)
-
-
-def lending(client, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    """The lending family (see ``build``)."""
-    return build(client, "lending", project, start, end, granularity, **kwargs)
-
-
-def chain_rewards(client, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    """The chain-specific reward family (see ``build``)."""
-    return build(client, "chain_rewards", project, start, end, granularity, **kwargs)
-
-
-def financials(client, project: str, start, end, granularity: str = "1_day", **kwargs) -> pd.DataFrame:
-    """The financials family (see ``build``)."""
-    return build(client, "financials", project, start, end, granularity, **kwargs)
+tokenomics = _helper(
+    "tokenomics",
+    "tokenomics",
+    "The tokenomics metrics of ``project`` in one wide frame, with supply_change and net_dilution_share.",
+)
+yields = _helper(
+    "yield",
+    "yields",
+    "The yield metrics that apply to ``project`` in one wide frame, with protocol_take_rate, staking_per_user "
+    "and farm_deposits_per_user (named ``yields``: ``yield`` is a Python keyword).",
+)
+dex = _helper(
+    "dex",
+    "dex",
+    "The exchange metrics that apply to ``project`` in one wide frame, with swaps_per_user and, with "
+    "regular pools, regular_pool_swap_share.",
+)
+lending = _helper(
+    "lending",
+    "lending",
+    "The lending metrics of ``project`` in one wide frame, with transactions per user and borrow_to_repay_ratio.",
+)
+chain_rewards = _helper(
+    "chain_rewards",
+    "chain_rewards",
+    "The chain reward metrics of ``project`` in one wide frame, with net_rent and total_rewards.",
+)
+financials = _helper(
+    "financials",
+    "financials",
+    "The financial metrics of ``project`` in one wide frame, with total_revenue_in_usd and protocol_take_rate.",
+)

@@ -1,14 +1,128 @@
-"""Where the client connects: arguments first, then environment variables, then the embedded default."""
+"""Every Client setting, checked when it is made (httpx's ``_config.py`` idea).
+
+A bad value raises :class:`~metrics_kit.errors.ConfigurationError` at once, naming the setting
+(``error.setting``) and the values it allows, rather than failing later inside a request.
+
+Where the client connects: a transport given as ``transport=``, else the base URL and key from the
+arguments, then the environment (``METRICS_KIT_BASE_URL``, ``METRICS_KIT_API_KEY``), else the
+embedded default. ``timeout``, ``connect_timeout`` and ``retries`` shape the HTTP transport the
+client makes from a base URL; with a transport of your own or the embedded default there is no
+connection to time out or retry, so setting them there is refused, never silently ignored.
+``rate_limit`` is honoured by the HTTP and the embedded transports.
+"""
 
 from __future__ import annotations
 
+import math
 import os
+import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import metadata
 
 from metrics_kit.errors import ConfigurationError
+from metrics_kit.spec.calendar import WEEK_STARTS, Calendar
 
 BASE_URL_ENV = "METRICS_KIT_BASE_URL"
 API_KEY_ENV = "METRICS_KIT_API_KEY"
+_VALID_KEY = re.compile(r"[\x21-\x7e]+")  # visible ASCII: a header value that cannot be mangled
+_CHAIN_UNIT = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("metrics-kit")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "0+unknown"
+
+
+USER_AGENT = f"metrics-kit/{_version()}"
+DEFAULTS = {"workers": 16, "timeout": 30.0, "connect_timeout": 5.0, "retries": 5, "incomplete_ttl": 600.0}
+# Settings of the connection the client makes from a base URL, and nothing else.
+HTTP_ONLY = ("timeout", "connect_timeout", "retries")
+
+
+# -- the checks (also used by HTTPTransport) ------------------------------------------------------
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_int(name: str, value: object, *, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigurationError(f"{name} must be a whole number >= {minimum}, not {value!r}", setting=name)
+    return value
+
+
+def check_seconds(name: str, value: object, *, positive: bool) -> float:
+    """A finite number of seconds, above 0 (``positive``) or at least 0."""
+    if not _is_number(value) or not math.isfinite(value) or not (value > 0 if positive else value >= 0):  # type: ignore[arg-type, operator]
+        allowed = "above 0" if positive else ">= 0"
+        raise ConfigurationError(f"{name} must be a finite number of seconds {allowed}, not {value!r}", setting=name)
+    return float(value)  # type: ignore[arg-type]
+
+
+def check_rate(value: object) -> float | None:
+    if value is None:
+        return None
+    if not _is_number(value) or not math.isfinite(value) or not value > 0:  # type: ignore[arg-type, operator]
+        raise ConfigurationError(
+            f"rate_limit must be a number of requests a second above 0, or None (no limit), not {value!r}",
+            setting="rate_limit",
+        )
+    return float(value)  # type: ignore[arg-type]
+
+
+def check_bool(name: str, value: object, *, allow_none: bool = False) -> bool | None:
+    if isinstance(value, bool) or (allow_none and value is None):
+        return value
+    allowed = "True, False or None" if allow_none else "True or False"
+    raise ConfigurationError(f"{name} must be {allowed}, not {value!r}", setting=name)
+
+
+def check_api_key(value: object) -> str:
+    if not isinstance(value, str) or not _VALID_KEY.fullmatch(value):
+        # Never echo the value: it may be a real key with a stray newline.
+        raise ConfigurationError(
+            "api_key must be a non-empty string of visible ASCII characters (no spaces or line breaks)",
+            setting="api_key",
+        )
+    return value
+
+
+def check_base_url(value: object) -> str:
+    text = value.strip().rstrip("/") if isinstance(value, str) else ""
+    if not text.startswith(("http://", "https://")) or "?" in text or "#" in text or len(text) <= len("https://"):
+        shown = value[:80] if isinstance(value, str) else value
+        raise ConfigurationError(
+            "base_url must be an http:// or https:// address without a query, such as "
+            f"https://metrics.example.com/v1, not {shown!r}",
+            setting="base_url",
+        )
+    return text
+
+
+def check_week_start(value: object) -> Calendar:
+    if value not in WEEK_STARTS:
+        raise ConfigurationError(
+            f"week_start must be one of {', '.join(map(repr, WEEK_STARTS))} (the first day of the service's "
+            f"weeks), not {value!r}",
+            setting="week_start",
+        )
+    return Calendar(str(value))
+
+
+def check_chain_unit(value: object) -> str | None:
+    if value is None or (isinstance(value, str) and _CHAIN_UNIT.fullmatch(value)):
+        return value
+    raise ConfigurationError(
+        f"chain_unit must be a lowercase identifier such as 'sol', or None, not {value!r}", setting="chain_unit"
+    )
+
+
+# -- the connection -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -27,12 +141,7 @@ def resolve(base_url: str | None = None, api_key: str | None = None) -> Connecti
     base_url = base_url or os.environ.get(BASE_URL_ENV) or None
     if base_url is None:
         return Connection(None)
-    base_url = base_url.strip().rstrip("/")
-    if not base_url.startswith(("http://", "https://")) or "?" in base_url or "#" in base_url:
-        raise ConfigurationError(
-            f"base_url must be an http:// or https:// address without a query, such as "
-            f"https://metrics.example.com/v1, not {base_url[:80]!r}"
-        )
+    base_url = check_base_url(base_url)
     api_key = api_key or os.environ.get(API_KEY_ENV) or None
     if not api_key:
         raise ConfigurationError(
@@ -40,6 +149,105 @@ def resolve(base_url: str | None = None, api_key: str | None = None) -> Connecti
             f"  - Client(base_url=..., api_key='...')\n"
             f"  - the environment variable {API_KEY_ENV}\n"
             f"or leave out base_url (and unset {BASE_URL_ENV}) to use the embedded reference "
-            "service on the synthetic demo data, which needs no key"
+            "service on the synthetic demo data, which needs no key",
+            setting="api_key",
         )
-    return Connection(base_url, api_key)
+    return Connection(base_url, check_api_key(api_key))
+
+
+# -- every setting of a Client ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The checked settings of one Client. Make it with :meth:`make`."""
+
+    connection: Connection
+    workers: int
+    rate_limit: float | None
+    timeout: float
+    connect_timeout: float
+    retries: int
+    incomplete_ttl: float
+    calendar: Calendar
+    chain_unit: str | None
+    cache: bool
+    refresh: bool
+    progress: bool | None
+    clock: Callable[[], float]
+
+    @classmethod
+    def make(
+        cls,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        transport: object,
+        workers: int | None,
+        rate_limit: float | None,
+        timeout: float | None,
+        connect_timeout: float | None,
+        retries: int | None,
+        incomplete_ttl: float | None,
+        week_start: str,
+        chain_unit: str | None,
+        cache: bool,
+        refresh: bool,
+        progress: bool | None,
+        clock: Callable[[], float] | None,
+    ) -> Settings:
+        if clock is not None and not callable(clock):
+            raise ConfigurationError(f"clock must be a function returning seconds, not {clock!r}", setting="clock")
+        from metrics_kit.client.transports import Transport  # the transports use these checks too
+
+        if transport is not None and not isinstance(transport, Transport):
+            raise ConfigurationError(
+                "transport must be a Transport (get, get_many, close, base_url, cache_identity), such as "
+                f"HTTPTransport, ASGITransport or MockTransport, not {type(transport).__name__}",
+                setting="transport",
+            )
+        connection = Connection(None) if transport is not None else resolve(base_url, api_key)
+        made = cls(
+            connection=connection,
+            workers=check_int("workers", DEFAULTS["workers"] if workers is None else workers, minimum=1),
+            rate_limit=check_rate(rate_limit),
+            timeout=check_seconds("timeout", DEFAULTS["timeout"] if timeout is None else timeout, positive=True),
+            connect_timeout=check_seconds(
+                "connect_timeout",
+                DEFAULTS["connect_timeout"] if connect_timeout is None else connect_timeout,
+                positive=True,
+            ),
+            retries=check_int("retries", DEFAULTS["retries"] if retries is None else retries, minimum=0),
+            incomplete_ttl=check_seconds(
+                "incomplete_ttl",
+                DEFAULTS["incomplete_ttl"] if incomplete_ttl is None else incomplete_ttl,
+                positive=False,
+            ),
+            calendar=check_week_start(week_start),
+            chain_unit=check_chain_unit(chain_unit),
+            cache=bool(check_bool("cache", cache)),
+            refresh=bool(check_bool("refresh", refresh)),
+            progress=check_bool("progress", progress, allow_none=True),
+            clock=clock or time.time,
+        )
+        if transport is not None and (base_url is not None or api_key is not None):
+            raise ConfigurationError(
+                "give either transport= or base_url=/api_key=, not both: a transport carries its own address and key",
+                setting="transport",
+            )
+        given = {"timeout": timeout, "connect_timeout": connect_timeout, "retries": retries}
+        refused = [name for name in HTTP_ONLY if connection.embedded and given[name] is not None]
+        if refused:
+            where = "the transport you gave" if transport is not None else "the embedded default (no base_url)"
+            raise ConfigurationError(
+                f"{', '.join(refused)} cannot apply to {where}: it has no connection to time out or retry; "
+                "leave it out, or give base_url= for a remote service",
+                setting=refused[0],
+            )
+        if transport is not None and rate_limit is not None:
+            raise ConfigurationError(
+                "rate_limit cannot apply to the transport you gave: set it on the transport itself "
+                "(HTTPTransport(..., rate_limit=...))",
+                setting="rate_limit",
+            )
+        return made

@@ -90,3 +90,42 @@ def unknown_metric(name: object, names: Sequence[str], listing: str) -> Validati
     close = suggest(name, names) if isinstance(name, str) else []
     hint = f"; did you mean {' or '.join(close)}?" if close else f"; {listing} lists every metric"
     return ValidationError(f"unknown metric {clip(name)}{hint}", "metric_name")
+
+
+_ISO_START = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].*)?$")
+
+
+def to_date(value: object, argument: str) -> dt.date:
+    """A UTC calendar date from a user's ISO 8601 string, date, datetime, pandas Timestamp or numpy
+    datetime64. Strings must be ISO: '01/02/2025' means January to some and February to others. A
+    time zone is converted to UTC before the date is taken."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(value, dt.datetime | pd.Timestamp | np.datetime64 | str):
+        stamp: pd.Timestamp | None
+        try:
+            if isinstance(value, str):
+                text = value.strip()
+                stamp = pd.to_datetime(text, format="ISO8601") if _ISO_START.match(text) else None
+            else:
+                stamp = pd.Timestamp(value)
+        except (ValueError, TypeError, OverflowError):
+            stamp = None
+        if stamp is None or stamp is pd.NaT:
+            raise ValidationError(
+                f"{argument} {clip(value)} is not a date; give an ISO date such as '2025-01-31', "
+                "a datetime.date, a datetime or a pandas Timestamp",
+                argument,
+            )
+        if stamp.tzinfo is not None:
+            stamp = stamp.tz_convert("UTC")
+        day: dt.date = stamp.date()
+        return day
+    if isinstance(value, dt.date):
+        return value
+    raise ValidationError(
+        f"{argument} must be a date (ISO string, datetime.date, datetime or pandas Timestamp), "
+        f"not {type(value).__name__}",
+        argument,
+    )

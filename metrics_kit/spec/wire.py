@@ -10,23 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
-from metrics_kit.errors import APIError, ResponseFormatError, for_status
+from metrics_kit.errors import APIError, RateLimitError, ResponseFormatError, for_status
 
 _SHOWN = 200
-
-
-@dataclass(frozen=True)
-class Reply:
-    """One HTTP answer, from whichever transport. ``url`` is the full URL with its query string; it
-    never holds the key. ``headers``: names in any case."""
-
-    status: int
-    headers: Mapping[str, str]
-    body: bytes
-    url: str
 
 
 @dataclass(frozen=True)
@@ -36,14 +25,13 @@ class Parsed:
     complete: bool | None = None
     period_start: str | None = None
     period_end: str | None = None
-    metric_name: str | None = None
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a number")
 
 
-def _loads(body: bytes):
+def _loads(body: bytes) -> Any:
     return json.loads(body, parse_constant=_reject_constant)
 
 
@@ -71,11 +59,10 @@ def metric_value(body: bytes, *, is_count: bool, url: str | None = None) -> Pars
         _bool(fields.get("complete")),
         fields.get("period_start"),
         fields.get("period_end"),
-        fields.get("metric_name"),
     )
 
 
-def _find(document, depth: int):
+def _find(document: Any, depth: int) -> tuple[Any, dict[str, Any]] | None:
     if depth > 3:
         return None
     if isinstance(document, (int, float)) and not isinstance(document, bool):
@@ -91,7 +78,7 @@ def _find(document, depth: int):
     return None
 
 
-def _number(value, is_count: bool, body: bytes, url: str | None) -> int | float:
+def _number(value: Any, is_count: bool, body: bytes, url: str | None) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ResponseFormatError(
             f"the answer{_at(url)} has a value that is not a finite number ({value!r}); it starts {_start(body)}"
@@ -103,7 +90,7 @@ def _number(value, is_count: bool, body: bytes, url: str | None) -> int | float:
     return float(value)
 
 
-def _bool(value) -> bool | None:
+def _bool(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
@@ -130,11 +117,10 @@ def api_error(status: int, body: bytes, url: str | None, retry_after: str | None
             message = error
     if message is None:
         message = f"HTTP {status}; the answer starts {_start(body)}" if body else f"HTTP {status}"
-    cls = for_status(status)
     if status == 429:
         try:
             seconds = float(retry_after) if retry_after is not None else None
         except ValueError:
             seconds = None
-        return cls(status, message, code=code, url=url, param=param, retry_after=seconds)
-    return cls(status, message, code=code, url=url, param=param)
+        return RateLimitError(status, message, code=code, url=url, param=param, retry_after=seconds)
+    return for_status(status)(status, message, code=code, url=url, param=param)

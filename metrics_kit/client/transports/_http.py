@@ -49,13 +49,17 @@ once (the pool blocks): more threads than that wait for a free connection.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import http.client
+import itertools
 import logging
 import random
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlencode
 
@@ -76,11 +80,9 @@ from urllib3.exceptions import (
 )
 from urllib3.util.retry import Retry
 
-from metrics_kit import __version__
+from metrics_kit.client import settings
+from metrics_kit.client.transports._base import Clock, Pacer, Reply, Sleep, get_each
 from metrics_kit.errors import ConfigurationError, TransportError, ValidationError
-from metrics_kit.spec.wire import Reply
-
-__all__ = ["HTTPTransport", "Reply", "default_transport", "set_default_transport"]
 
 log = logging.getLogger("metrics_kit.transport")
 
@@ -129,18 +131,23 @@ class _DeadlineRetry(Retry):
         *args: Any,
         retry_deadline: float = 120.0,
         started: float | None = None,
-        pacer: _Pacer | None = None,
+        pacer: Pacer | None = None,
+        clock: Clock = time.monotonic,
+        pause: Sleep = time.sleep,
+        jitter: Callable[[float, float], float] = random.uniform,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
         self.retry_deadline = retry_deadline
         self.started = started
         self.pacer = pacer
+        self.clock = clock
+        self.pause = pause
+        self.jitter = jitter
 
     def new(self, **kw: Any) -> _DeadlineRetry:
-        kw.setdefault("retry_deadline", self.retry_deadline)
-        kw.setdefault("started", self.started)
-        kw.setdefault("pacer", self.pacer)
+        for name in ("retry_deadline", "started", "pacer", "clock", "pause", "jitter"):
+            kw.setdefault(name, getattr(self, name))
         return super().new(**kw)
 
     def get_retry_after(self, response: Any) -> float | None:
@@ -156,9 +163,24 @@ class _DeadlineRetry(Retry):
         if self.pacer is not None:
             # The limit is the key's, not this thread's: hold every thread's next first attempt
             # until after the retries that were told to wait (so they go first).
-            self.pacer.hold(time.monotonic() + retry_after + self.backoff_jitter)
-        time.sleep(retry_after + random.uniform(0, self.backoff_jitter))
+            self.pacer.hold(self.clock() + retry_after + self.backoff_jitter)
+        self.pause(retry_after + self.jitter(0, self.backoff_jitter))
         return True
+
+    def get_backoff_time(self) -> float:
+        # urllib3's own draws its jitter from the random module; ours comes from self.jitter
+        consecutive = len(list(itertools.takewhile(lambda x: x.redirect_location is None, reversed(self.history))))
+        if consecutive <= 1:
+            return 0.0
+        backoff = self.backoff_factor * 2 ** (consecutive - 1)
+        if self.backoff_jitter:
+            backoff += self.jitter(0, self.backoff_jitter)
+        return float(max(0.0, min(self.backoff_max, backoff)))
+
+    def _sleep_backoff(self) -> None:
+        backoff = self.get_backoff_time()
+        if backoff > 0:
+            self.pause(backoff)
 
     def _planned_wait(self, response: Any) -> float:
         """The longest this Retry will sleep before the next attempt."""
@@ -170,7 +192,7 @@ class _DeadlineRetry(Retry):
         consecutive = len(self.history)
         if consecutive <= 1:
             return 0.0
-        return min(self.backoff_max, self.backoff_factor * 2 ** (consecutive - 1) + self.backoff_jitter)
+        return float(min(self.backoff_max, self.backoff_factor * 2 ** (consecutive - 1) + self.backoff_jitter))
 
     def increment(
         self,
@@ -192,7 +214,7 @@ class _DeadlineRetry(Retry):
             ) from exc.reason
         wait = new._planned_wait(response)
         if self.started is not None:
-            elapsed = time.monotonic() - self.started
+            elapsed = self.clock() - self.started
             if elapsed + wait > self.retry_deadline:
                 log.debug(
                     "not retrying %s: waiting %.1f s after %.1f s would cross retry_deadline=%g s",
@@ -238,48 +260,16 @@ class _Adapter(HTTPAdapter):
     requests reads ``max_retries`` once per request, in ``send``; the template stays unstamped.
     """
 
-    @property  # type: ignore[override]
+    @property
     def max_retries(self) -> Retry:
         template = self._retry_template
         if isinstance(template, _DeadlineRetry):
-            return template.new(started=time.monotonic())
+            return template.new(started=template.clock())
         return template
 
     @max_retries.setter
     def max_retries(self, value: Retry) -> None:
         self._retry_template = value
-
-
-class _Pacer:
-    """When first attempts may start: spaced ``1 / rate`` seconds apart across threads (if a rate is
-    set), and never while the server's Retry-After holds.
-
-    Each caller reserves the next free slot under the lock, then sleeps outside it (no spinning).
-    """
-
-    def __init__(self, rate: float | None):
-        self.interval = 1.0 / rate if rate else 0.0
-        self._lock = threading.Lock()
-        self._next = 0.0  # the next free slot (time.monotonic())
-        self._hold = 0.0  # no first attempt before this
-
-    def wait(self) -> None:
-        with self._lock:
-            slot = max(time.monotonic(), self._next, self._hold)
-            if self.interval:
-                self._next = slot + self.interval
-        while True:  # a hold may come while we sleep: sleep on until the slot and the hold are past
-            with self._lock:
-                until = max(slot, self._hold)
-            delay = until - time.monotonic()
-            if delay <= 0:
-                return
-            time.sleep(delay)
-
-    def hold(self, until: float) -> None:
-        with self._lock:
-            self._hold = max(self._hold, until)
-            self._next = max(self._next, until)
 
 
 class HTTPTransport:
@@ -303,30 +293,26 @@ class HTTPTransport:
         backoff_max: float = 20.0,
         retry_deadline: float = 120.0,
         rate_limit: float | None = None,
-        user_agent: str = f"metrics-kit/{__version__}",
+        user_agent: str | None = None,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = time.sleep,
     ):
         if not isinstance(base_url, str) or not re.match(r"https?://[^/?#\s]+", base_url):
-            raise ConfigurationError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
-        if not isinstance(api_key, str) or not _VALID_KEY.fullmatch(api_key):
-            # Never echo the value: it may be a real key with a stray newline.
             raise ConfigurationError(
-                "api_key must be a non-empty string of visible ASCII characters (no spaces or line breaks)"
+                f"base_url must be an http:// or https:// URL, got {base_url!r}", setting="base_url"
             )
-        _check_int("pool_size", pool_size, minimum=1)
-        _check_int("retries", retries, minimum=0)
+        settings.check_api_key(api_key)
+        settings.check_int("pool_size", pool_size, minimum=1)
+        settings.check_int("retries", retries, minimum=0)
         for name, number in (
             ("connect_timeout", connect_timeout),
             ("read_timeout", read_timeout),
             ("retry_deadline", retry_deadline),
         ):
-            _check_seconds(name, number, positive=True)
-        _check_seconds("backoff_factor", backoff_factor, positive=False)
-        _check_seconds("backoff_max", backoff_max, positive=False)
-        if rate_limit is not None and (not _is_number(rate_limit) or not rate_limit > 0):
-            raise ValidationError(
-                f"rate_limit must be a number of requests a second above 0, or None, got {rate_limit!r}",
-                argument="rate_limit",
-            )
+            settings.check_seconds(name, number, positive=True)
+        settings.check_seconds("backoff_factor", backoff_factor, positive=False)
+        settings.check_seconds("backoff_max", backoff_max, positive=False)
+        settings.check_rate(rate_limit)
 
         self.base_url = base_url.rstrip("/")
         parts = urllib3.util.parse_url(self.base_url)
@@ -336,7 +322,12 @@ class HTTPTransport:
         self.retries = retries
         self.retry_deadline = float(retry_deadline)
         self.rate_limit = rate_limit
-        self._pacer = _Pacer(rate_limit)
+        self.pool_size = pool_size
+        self._clock = clock
+        self._pacer = Pacer(rate_limit, clock, sleep)
+        self._threads: ThreadPoolExecutor | None = None
+        self._threads_lock = threading.Lock()
+        user_agent = user_agent or settings.USER_AGENT
 
         retry = _DeadlineRetry(
             total=retries,
@@ -353,6 +344,8 @@ class HTTPTransport:
             remove_headers_on_redirect=Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT | {"x-api-key"},
             retry_deadline=self.retry_deadline,
             pacer=self._pacer,
+            clock=clock,
+            pause=sleep,
         )
         # pool_connections: pools kept per host; there is one host. pool_block: at most pool_size
         # connections, ever (threads beyond that wait for one instead of opening throwaway ones).
@@ -387,8 +380,9 @@ class HTTPTransport:
         """
         url = self._url(path, params)
         self._pacer.wait()
-        started = time.monotonic()
+        started = self._clock()
         error: TransportError | None = None
+        response_headers: Mapping[str, str]
         headers = {"User-Agent": self._user_agent, "Accept": "application/json", "x-api-key": self._key.reveal()}
         try:
             if self._pool is not None:
@@ -413,11 +407,11 @@ class HTTPTransport:
                 body = response.content  # read here, so a truncated body fails inside this try
                 status, response_headers = response.status_code, response.headers
         except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
-            error = TransportError(self._describe(exc, url, time.monotonic() - started))
+            error = TransportError(self._describe(exc, url, self._clock() - started))
             error.url = url  # type: ignore[attr-defined]
         else:
             reply = Reply(status, response_headers, body, url)
-            log.debug("GET %s -> %d in %.2f s", reply.url, reply.status, time.monotonic() - started)
+            log.debug("GET %s -> %d in %.2f s", reply.url, reply.status, self._clock() - started)
             return reply
         # Raised outside the except block, so that neither __cause__ nor __context__ links to the
         # requests exception, whose .request carries the headers (and so the key).
@@ -483,8 +477,29 @@ class HTTPTransport:
             todo = "check base_url and the network"
         return f"GET {url}: {what}{when}. What to do: {todo}."
 
+    @property
+    def cache_identity(self) -> str:
+        """The base URL and a one-way digest of the key: two keys never share cached values, and
+        the key cannot be recovered from it."""
+        digest = hmac.new(self._key.reveal().encode(), b"metrics-kit cache identity", hashlib.sha256).hexdigest()
+        return f"{self.base_url}#{digest[:32]}"
+
+    def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
+        """Answers to several requests, ``pool_size`` in flight at once, in the order asked."""
+        if self.pool_size == 1 or len(requests) <= 1:
+            return get_each(self, requests)
+        with self._threads_lock:
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(self.pool_size, thread_name_prefix="metrics-kit")
+            threads = self._threads
+        return list(threads.map(lambda request: get_each(self, [request])[0], requests))
+
     def close(self) -> None:
         """Close the pooled connections. The transport cannot be used afterwards."""
+        with self._threads_lock:
+            if self._threads is not None:
+                self._threads.shutdown(wait=True)
+                self._threads = None
         self._session.close()
 
     def __enter__(self) -> HTTPTransport:
@@ -500,23 +515,7 @@ class HTTPTransport:
         )
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _check_int(name: str, value: object, *, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValidationError(f"{name} must be an integer >= {minimum}, got {value!r}", argument=name)
-
-
-def _check_seconds(name: str, value: object, *, positive: bool) -> None:
-    if not _is_number(value) or not (value > 0 if positive else value >= 0):  # type: ignore[operator]
-        raise ValidationError(
-            f"{name} must be a number of seconds {'above' if positive else '>='} 0, got {value!r}", argument=name
-        )
-
-
-def _chain(error: BaseException | None):
+def _chain(error: BaseException | None) -> Iterator[BaseException]:
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
@@ -534,23 +533,3 @@ def _os_error(error: BaseException | None) -> str:
         if isinstance(e, OSError) and e.strerror:
             return e.strerror
     return ""
-
-
-# The transport of a client given no base URL. The client layer never imports the server, so the
-# package root registers the embedded reference service here (see metrics_kit/embedded.py).
-_default_factory: Callable[[], Any] | None = None
-
-
-def set_default_transport(factory: Callable[[], Any] | None) -> None:
-    """Make ``factory()`` the transport of every client given no base URL."""
-    global _default_factory
-    _default_factory = factory
-
-
-def default_transport() -> Any:
-    if _default_factory is None:
-        raise ConfigurationError(
-            "no base URL given and no default service registered; give base_url= "
-            "(or set METRICS_KIT_BASE_URL), or import metrics_kit for the embedded default"
-        )
-    return _default_factory()

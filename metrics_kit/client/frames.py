@@ -1,0 +1,184 @@
+"""Points -> pandas: tidy (long) frames, Series, wide frames; dtypes per metric; ``attrs``.
+
+Every ``attrs`` value is JSON (strings, numbers, lists, dicts): dates are ISO strings, a failed
+point is a dict. So ``to_parquet`` keeps the attrs (pandas stores them as JSON), and any format
+that does not (CSV, Feather) loses only them, never a value. Periods are labelled by their first
+day, as the client asked for them and the service answered (the client checks that it did).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from metrics_kit.spec.calendar import Calendar
+from metrics_kit.spec.catalogue import Catalogue, Metric
+
+DATES = "datetime64[us]"
+LONG_COLUMNS = ["period_start", "project", "metric", "value", "unit", "complete"]
+
+
+class Point(NamedTuple):
+    """One value to fetch: a metric for a project over the period that starts on ``date``."""
+
+    metric: str
+    project: str
+    granularity: str
+    date: str  # ISO date sent as `date`: the first day of the period
+
+
+class Result(NamedTuple):
+    value: int | float
+    unit: str | None
+    complete: bool | None
+    from_cache: bool
+
+
+def failure(point: Point, error: BaseException) -> dict[str, str]:
+    return {"metric": point.metric, "project": point.project, "date": point.date, "error": str(error)}
+
+
+def long_frame(
+    points: Sequence[Point],
+    results: Mapping[Point, Result],
+    failures: Mapping[Point, BaseException],
+    catalogue: Catalogue,
+    calendar: Calendar,
+    today: dt.date,
+) -> pd.DataFrame:
+    """Tidy rows, one a point: period_start, project, metric, value (NaN where it failed), unit, complete."""
+    rows = []
+    for point in points:
+        result = results.get(point)
+        start = dt.date.fromisoformat(point.date)
+        default_unit = _metric(catalogue, point.metric).unit
+        if result is None:
+            value, unit, complete = None, default_unit, None
+        else:
+            complete = result.complete
+            if complete is None:  # the service did not say: the calendar decides
+                complete = calendar.end(start, point.granularity) < today
+            value, unit = result.value, result.unit or default_unit
+        rows.append((pd.Timestamp(start), point.project, point.metric, value, unit, complete))
+    frame = pd.DataFrame(rows, columns=LONG_COLUMNS)
+    # pandas' own resolution for dates (date_range, to_datetime), which Parquet also keeps
+    frame["period_start"] = frame["period_start"].astype(DATES)
+    frame["value"] = frame["value"].astype("float64") if len(frame) else frame["value"]
+    frame.attrs.update(
+        granularity=points[0].granularity if points else None,
+        from_cache=sum(r.from_cache for r in results.values()),
+        fetched=sum(not r.from_cache for r in results.values()),
+    )
+    if failures:
+        frame.attrs["failed"] = [failure(p, e) for p, e in failures.items()]
+    return frame
+
+
+def drop_incomplete(long: pd.DataFrame) -> pd.DataFrame:
+    out = long[long["complete"] != False].reset_index(drop=True)  # noqa: E712 (None stays)
+    out.attrs.update(long.attrs)
+    return out
+
+
+def series(long: pd.DataFrame, metric: Metric, project: str) -> pd.Series:
+    """One metric of one project on a DatetimeIndex of period starts, typed by the metric."""
+    index = pd.DatetimeIndex(long["period_start"], name="period_start")
+    out = typed(pd.Series(long["value"].to_numpy(), index=index, name=metric.name), metric)
+    out.attrs.update(
+        metric=metric.name,
+        project=project,
+        unit=metric.unit,
+        granularity=long.attrs["granularity"],
+        incomplete=incomplete(long),
+        from_cache=long.attrs["from_cache"],
+        fetched=long.attrs["fetched"],
+    )
+    if "failed" in long.attrs:
+        out.attrs["failed"] = long.attrs["failed"]
+    return out
+
+
+def wide(long: pd.DataFrame, catalogue: Catalogue, several_projects: bool) -> pd.DataFrame:
+    """One column per metric (per (project, metric) with ``several_projects``), typed per metric."""
+    columns = ["project", "metric"] if several_projects else ["metric"]
+    out = pd.DataFrame()
+    if len(long):
+        order = list(dict.fromkeys(map(tuple, long[columns].to_numpy())))
+        out = long.pivot_table(
+            index="period_start", columns=columns, values="value", aggfunc="first", dropna=False, sort=False
+        )
+        out = out.reindex(
+            columns=pd.MultiIndex.from_tuples(order, names=columns)
+            if several_projects
+            else pd.Index([o[0] for o in order], name="metric")
+        )
+        out = out.reindex(pd.DatetimeIndex(sorted(long["period_start"].unique()), name="period_start", dtype=DATES))
+        for column in out.columns:
+            out[column] = typed(out[column], _metric(catalogue, column[-1] if several_projects else column))
+    out.attrs.update(long.attrs)
+    out.attrs["units"] = {m: _metric(catalogue, m).unit for m in long["metric"].unique()}
+    out.attrs["incomplete"] = incomplete(long)
+    return out
+
+
+def incomplete(long: pd.DataFrame) -> list[str]:
+    """The ISO first days of the periods that are not complete, in order."""
+    starts = long.loc[long["complete"] == False, "period_start"]  # noqa: E712
+    return [stamp.date().isoformat() for stamp in sorted(set(starts))]
+
+
+def typed(values: pd.Series, metric: Metric) -> pd.Series:
+    """Counts as int64 (Int64 with <NA> where points failed), amounts as float64."""
+    if not metric.is_count:
+        return values.astype("float64")
+    return values.astype("Int64" if values.isna().any() else "int64")
+
+
+def metrics_table(catalogue: Catalogue) -> pd.DataFrame:
+    """Every metric: name, family, families, unit, aggregation, description, aliases, kinds, applies_to."""
+    rows: list[dict[str, Any]] = [
+        {
+            "name": m.name,
+            "family": m.family,
+            "families": list(m.families),
+            "unit": m.unit,
+            "aggregation": m.aggregation,
+            "description": m.description,
+            "aliases": list(m.aliases),
+            "kinds": sorted(m.kinds),
+            "regular_pools_only": m.regular_pools_only,
+            "applies_to": m.restriction,
+        }
+        for m in catalogue
+    ]
+    return pd.DataFrame(rows).set_index("name")
+
+
+def projects_table(found: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """The service's projects: kinds, regular_pools, coverage_start, coverage_end, metrics."""
+    rows = []
+    for name, info in found.items():
+        coverage = info.get("coverage") or {}
+        rows.append(
+            {
+                "project": name,
+                "kinds": info.get("kinds"),
+                "regular_pools": info.get("regular_pools"),
+                "coverage_start": coverage.get("start"),
+                "coverage_end": coverage.get("end"),
+                "metrics": info.get("metrics"),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["project", "kinds", "regular_pools", "coverage_start", "coverage_end", "metrics"]
+    ).set_index("project")
+
+
+def _metric(catalogue: Catalogue, name: str) -> Metric:
+    metric = catalogue.get(name)
+    if metric is None:  # every point was checked against this catalogue before it was fetched
+        raise LookupError(name)
+    return metric

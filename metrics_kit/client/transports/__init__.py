@@ -1,0 +1,38 @@
+"""How requests reach a service: the Transport protocol and its implementations.
+
+- :class:`HTTPTransport`: a remote service over HTTP (requests + urllib3 ``Retry``).
+- :class:`ASGITransport`: an ASGI application in this process, no socket (the embedded default).
+- :class:`MockTransport`: a function of the request, for unit tests.
+
+``Client(transport=...)`` takes any of them. A client given neither a base URL nor a transport uses
+the default transport registered here with :func:`set_default_transport` (the package root
+registers the embedded reference service; the client layer never imports the server).
+"""
+
+from metrics_kit.client.transports._asgi import ASGITransport
+from metrics_kit.client.transports._base import (
+    Clock,
+    Pacer,
+    Reply,
+    Sleep,
+    Transport,
+    default_transport,
+    set_default_transport,
+)
+from metrics_kit.client.transports._http import HTTPTransport
+from metrics_kit.client.transports._mock import MockTransport, Request, Response
+
+__all__ = [
+    "ASGITransport",
+    "Clock",
+    "HTTPTransport",
+    "MockTransport",
+    "Pacer",
+    "Reply",
+    "Request",
+    "Response",
+    "Sleep",
+    "Transport",
+    "default_transport",
+    "set_default_transport",
+]

@@ -1,0 +1,125 @@
+"""What every transport shares: the Reply it returns, the Transport protocol, the clock, the pacer."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from metrics_kit.errors import ConfigurationError, TransportError
+
+Clock = Callable[[], float]  # seconds, monotonic for pacing and retries, epoch for expiry
+Sleep = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One HTTP answer, from whichever transport. ``url`` is the full URL with its query string; it
+    never holds the key. ``headers``: names in any case."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    url: str
+
+    def header(self, name: str) -> str | None:
+        """A header's value, whatever the case of its name."""
+        name = name.lower()
+        return next((value for key, value in self.headers.items() if key.lower() == name), None)
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """Carries GET requests to a metrics service and brings back its answers.
+
+    ``get`` returns a :class:`Reply` for every HTTP status (errors included) and raises
+    :class:`~metrics_kit.errors.TransportError` when no answer came. ``get_many`` answers several
+    requests, in order, each a Reply or the TransportError of that request. ``base_url`` is shown
+    in messages; ``cache_identity`` files the cache (the same service, the same identity).
+    """
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def cache_identity(self) -> str: ...
+
+    def get(self, path: str, params: Mapping[str, str]) -> Reply: ...
+
+    def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Pacer:
+    """When first attempts may start: spaced ``1 / rate`` seconds apart across threads (if a rate is
+    set), and never while the server's Retry-After holds.
+
+    Each caller reserves the next free slot under the lock, then sleeps outside it (no spinning).
+    ``clock`` and ``sleep`` are ``time.monotonic`` and ``time.sleep`` unless a test gives others.
+    """
+
+    rate: float | None = None
+    clock: Clock = time.monotonic
+    sleep: Sleep = time.sleep
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _next: float = 0.0  # the next free slot
+    _hold: float = 0.0  # no first attempt before this
+
+    @property
+    def interval(self) -> float:
+        return 1.0 / self.rate if self.rate else 0.0
+
+    def wait(self) -> None:
+        with self._lock:
+            slot = max(self.clock(), self._next, self._hold)
+            if self.interval:
+                self._next = slot + self.interval
+        while True:  # a hold may come while we sleep: sleep on until the slot and the hold are past
+            with self._lock:
+                until = max(slot, self._hold)
+            delay = until - self.clock()
+            if delay <= 0:
+                return
+            self.sleep(delay)
+
+    def hold(self, until: float) -> None:
+        with self._lock:
+            self._hold = max(self._hold, until)
+            self._next = max(self._next, until)
+
+
+def get_each(transport: Transport, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
+    """``get_many`` for a transport that answers one request at a time."""
+    out: list[Reply | TransportError] = []
+    for path, params in requests:
+        try:
+            out.append(transport.get(path, params))
+        except TransportError as error:
+            out.append(error)
+    return out
+
+
+# The transport of a client given no base URL. The client layer never imports the server, so the
+# package root registers the embedded reference service here (see metrics_kit/embedded.py).
+DefaultFactory = Callable[..., Transport]
+_default_factory: DefaultFactory | None = None
+
+
+def set_default_transport(factory: DefaultFactory | None) -> None:
+    """Make ``factory(rate_limit=...)`` the transport of every client given no base URL."""
+    global _default_factory
+    _default_factory = factory
+
+
+def default_transport(*, rate_limit: float | None = None) -> Transport:
+    if _default_factory is None:
+        raise ConfigurationError(
+            "no base URL given and no default service registered; give base_url= "
+            "(or set METRICS_KIT_BASE_URL), or import metrics_kit for the embedded default",
+            setting="base_url",
+        )
+    return _default_factory(rate_limit=rate_limit)

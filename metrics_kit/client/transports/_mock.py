@@ -1,0 +1,80 @@
+"""A transport that answers with a function, for unit tests (httpx's MockTransport, for this client).
+
+    def service(request: Request) -> Response:
+        return Response(200, json={"value": 5})
+
+    client = Client(transport=MockTransport(service), cache=False)
+
+The handler sees each request (path, params, headers, url) and returns a :class:`Response`, or
+raises :class:`~metrics_kit.errors.TransportError` to stand for "no answer". Everything after that
+(parsing, errors, frames, cache) is the client's real code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from metrics_kit.client.transports._base import Reply, get_each
+from metrics_kit.errors import TransportError
+
+
+@dataclass(frozen=True)
+class Request:
+    """One GET request as a service would see it."""
+
+    path: str
+    params: Mapping[str, str]
+    headers: Mapping[str, str]
+    url: str
+    method: str = "GET"
+
+
+@dataclass(frozen=True)
+class Response:
+    """What a handler answers: a status, and a JSON document (``json``) or raw ``body`` bytes."""
+
+    status: int = 200
+    json: Any = None
+    body: bytes | str = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def content(self) -> bytes:
+        if self.json is not None:
+            return json.dumps(self.json).encode()
+        return self.body.encode() if isinstance(self.body, str) else self.body
+
+
+Handler = Callable[[Request], Response]
+
+
+class MockTransport:
+    """Answers every request with ``handler(request)``; ``requests`` records what was asked."""
+
+    def __init__(self, handler: Handler, *, base_url: str = "mock://service", api_key: str = "mock-key"):
+        self.base_url = base_url
+        self.cache_identity = base_url
+        self._handler = handler
+        self._key = api_key
+        self.requests: list[Request] = []
+        self.closed = False
+
+    def get(self, path: str, params: Mapping[str, str]) -> Reply:
+        query = urlencode(params)
+        url = f"{self.base_url}{path}" + (f"?{query}" if query else "")
+        request = Request(path, dict(params), {"accept": "application/json", "x-api-key": self._key}, url)
+        self.requests.append(request)
+        response = self._handler(request)
+        return Reply(response.status, dict(response.headers), response.content(), url)
+
+    def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
+        return get_each(self, requests)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def __repr__(self) -> str:
+        return f"MockTransport(base_url={self.base_url!r})"

@@ -1,0 +1,113 @@
+"""Every Client setting is checked when the client is made: a bad one is a ConfigurationError that
+names it and says what is allowed. No request is made, nothing is built."""
+
+from __future__ import annotations
+
+import pytest
+from client_fakes import daily_service
+
+from metrics_kit import Client, ConfigurationError
+from metrics_kit.client.transports import HTTPTransport, MockTransport
+
+REMOTE = {"base_url": "http://127.0.0.1:9", "api_key": "k-123"}
+
+
+@pytest.mark.parametrize(
+    "setting, value, allowed",
+    [
+        ("timeout", 0, "above 0"),
+        ("timeout", float("inf"), "finite"),
+        ("connect_timeout", -1, "above 0"),
+        ("retries", -1, ">= 0"),
+        ("retries", 1.5, "whole number"),
+        ("incomplete_ttl", -5, ">= 0"),
+        ("incomplete_ttl", float("nan"), ">= 0"),
+        ("workers", 0, ">= 1"),
+        ("workers", True, "whole number"),
+        ("rate_limit", 0, "above 0"),
+        ("rate_limit", "fast", "above 0"),
+        ("week_start", "tuesday", "'monday', 'sunday'"),
+        ("chain_unit", "SOL", "lowercase identifier"),
+        ("cache", "yes", "True or False"),
+        ("refresh", None, "True or False"),
+        ("progress", 1, "True, False or None"),
+    ],
+)
+def test_a_bad_setting_names_itself_and_what_is_allowed(setting, value, allowed):
+    with pytest.raises(ConfigurationError) as caught:
+        Client(**REMOTE, **{setting: value})
+    assert caught.value.setting == setting
+    assert setting in str(caught.value) and allowed in str(caught.value)
+
+
+@pytest.mark.parametrize("base_url", ["127.0.0.1:8000", "ftp://host", "https://host/?q=1", "https://"])
+def test_a_bad_base_url_is_refused(base_url):
+    with pytest.raises(ConfigurationError, match="base_url must be an http") as caught:
+        Client(base_url, "k-123")
+    assert caught.value.setting == "base_url"
+
+
+@pytest.mark.parametrize("key", ["with space", "line\nbreak", 42])
+def test_a_bad_key_is_refused_without_echo(key):
+    with pytest.raises(ConfigurationError) as caught:
+        Client("http://127.0.0.1:9", key)
+    assert caught.value.setting == "api_key" and str(key) not in str(caught.value)
+
+
+@pytest.mark.parametrize("setting, value", [("timeout", 10), ("connect_timeout", 1), ("retries", 0)])
+def test_connection_settings_are_refused_where_there_is_no_connection(setting, value):
+    with pytest.raises(ConfigurationError, match="embedded default") as caught:
+        Client(**{setting: value})
+    assert caught.value.setting == setting
+    with pytest.raises(ConfigurationError, match="the transport you gave"):
+        Client(transport=MockTransport(daily_service({})), **{setting: value})
+
+
+def test_a_transport_and_a_base_url_are_one_too_many():
+    with pytest.raises(ConfigurationError, match="not both") as caught:
+        Client(transport=MockTransport(daily_service({})), **REMOTE)
+    assert caught.value.setting == "transport"
+    with pytest.raises(ConfigurationError, match="rate_limit"):
+        Client(transport=MockTransport(daily_service({})), rate_limit=5)
+
+
+def test_a_transport_must_be_one():
+    with pytest.raises(ConfigurationError, match="transport must be a Transport") as caught:
+        Client(transport="http://127.0.0.1:9")
+    assert caught.value.setting == "transport"
+
+
+def test_good_settings_are_kept_and_shape_the_http_transport():
+    with Client(**REMOTE, timeout=2.5, connect_timeout=0.5, retries=0, workers=3, rate_limit=7) as client:
+        s = client.settings
+        assert (s.timeout, s.connect_timeout, s.retries, s.workers, s.rate_limit) == (2.5, 0.5, 0, 3, 7.0)
+        transport = client.transport  # made on first use, without a request
+        assert isinstance(transport, HTTPTransport)
+        assert transport.timeout == (0.5, 2.5) and transport.retries == 0 and transport.rate_limit == 7
+    with Client(cache=False, rate_limit=50) as embedded:  # the embedded default paces its requests too
+        assert embedded.settings.rate_limit == 50 and embedded.transport._pacer.rate == 50
+
+
+def test_the_embedded_services_iso_weeks_refuse_a_sunday_client():
+    with Client(cache=False, week_start="sunday") as client:
+        assert client.value("swap_transaction_count", "demoswap", "1_day", "2025-01-05") >= 0  # days are days
+        with pytest.raises(ConfigurationError, match="weeks start on a monday, not a sunday") as caught:
+            client.value("swap_transaction_count", "demoswap", "1_week", "2025-01-05")
+    assert caught.value.setting == "week_start"
+
+
+@pytest.mark.parametrize(
+    "options, setting",
+    [
+        ({"pool_size": 0}, "pool_size"),
+        ({"retries": -1}, "retries"),
+        ({"read_timeout": 0}, "read_timeout"),
+        ({"rate_limit": 0}, "rate_limit"),
+        ({"backoff_factor": -1}, "backoff_factor"),
+        ({"retry_deadline": "1"}, "retry_deadline"),
+    ],
+)
+def test_the_http_transport_checks_its_options_the_same_way(options, setting):
+    with pytest.raises(ConfigurationError) as caught:
+        HTTPTransport("http://127.0.0.1:9", "k-123", **options)
+    assert caught.value.setting == setting
