@@ -9,8 +9,6 @@ With no configuration the embedded reference service answers, on synthetic demo 
 remote service.
 """
 
-__version__ = "0.1.0"
-
 from metrics_kit import embedded as _embedded  # noqa: E402
 from metrics_kit.client.api import (
     catalogue,
@@ -46,6 +44,7 @@ from metrics_kit.errors import (
     TransportError,
     ValidationError,
 )
+from metrics_kit.spec.version import __version__
 
 _set_default_transport(_embedded.transport)
 

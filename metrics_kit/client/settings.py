@@ -19,10 +19,10 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
 
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.spec.calendar import WEEK_STARTS, Calendar
+from metrics_kit.spec.version import __version__
 
 BASE_URL_ENV = "METRICS_KIT_BASE_URL"
 API_KEY_ENV = "METRICS_KIT_API_KEY"
@@ -30,14 +30,7 @@ _VALID_KEY = re.compile(r"[\x21-\x7e]+")  # visible ASCII: a header value that c
 _CHAIN_UNIT = re.compile(r"[a-z_][a-z0-9_]*")
 
 
-def _version() -> str:
-    try:
-        return metadata.version("metrics-kit")
-    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
-        return "0+unknown"
-
-
-USER_AGENT = f"metrics-kit/{_version()}"
+USER_AGENT = f"metrics-kit/{__version__}"
 DEFAULTS = {"workers": 16, "timeout": 30.0, "connect_timeout": 5.0, "retries": 5, "incomplete_ttl": 600.0}
 # Settings of the connection the client makes from a base URL, and nothing else.
 HTTP_ONLY = ("timeout", "connect_timeout", "retries")

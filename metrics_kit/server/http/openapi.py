@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from metrics_kit import __version__
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import Catalogue
 from metrics_kit.spec.ids import MAX_PROJECT, PROJECT_PATTERN
+from metrics_kit.spec.version import __version__
 
 Schema = dict[str, Any]
 
