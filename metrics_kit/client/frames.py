@@ -139,21 +139,7 @@ def typed(values: pd.Series, metric: Metric) -> pd.Series:
 
 def metrics_table(catalogue: Catalogue) -> pd.DataFrame:
     """Every metric: name, family, families, unit, aggregation, description, aliases, kinds, applies_to."""
-    rows: list[dict[str, Any]] = [
-        {
-            "name": m.name,
-            "family": m.family,
-            "families": list(m.families),
-            "unit": m.unit,
-            "aggregation": m.aggregation,
-            "description": m.description,
-            "aliases": list(m.aliases),
-            "kinds": sorted(m.kinds),
-            "regular_pools_only": m.regular_pools_only,
-            "applies_to": m.restriction,
-        }
-        for m in catalogue
-    ]
+    rows: list[dict[str, Any]] = [{"name": m.name, "family": m.family, **m.describe()} for m in catalogue]
     return pd.DataFrame(rows).set_index("name")
 
 

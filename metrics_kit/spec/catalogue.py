@@ -20,6 +20,7 @@ import functools
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from metrics_kit.errors import ConfigurationError
 
@@ -65,6 +66,20 @@ class Metric:
         if self.regular_pools_only:
             text += " with regular pools"
         return text
+
+    def describe(self) -> dict[str, Any]:
+        """The entry as JSON-ready data: what GET /catalogue serves and what metrics_kit.metrics() tabulates."""
+        return {
+            "name": self.name,
+            "families": list(self.families),
+            "unit": self.unit,
+            "aggregation": self.aggregation,
+            "description": self.description,
+            "aliases": list(self.aliases),
+            "kinds": sorted(self.kinds),
+            "regular_pools_only": self.regular_pools_only,
+            "applies_to": self.restriction,
+        }
 
 
 def _tx(

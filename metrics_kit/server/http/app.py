@@ -270,18 +270,5 @@ def _catalogue_body(catalogue: Catalogue) -> dict:
     return {
         "chain_unit": catalogue.chain_unit,
         "granularities": list(GRANULARITIES),
-        "metrics": [
-            {
-                "name": m.name,
-                "families": list(m.families),
-                "unit": m.unit,
-                "aggregation": m.aggregation,
-                "description": m.description,
-                "aliases": list(m.aliases),
-                "kinds": sorted(m.kinds),
-                "regular_pools_only": m.regular_pools_only,
-                "applies_to": m.restriction,
-            }
-            for m in catalogue
-        ],
+        "metrics": [m.describe() for m in catalogue],
     }
