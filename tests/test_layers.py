@@ -226,7 +226,7 @@ def test_the_tree_reader(text, expected):
 
 def test_every_test_file_has_a_kind():
     """Each test file is marked unit, service, notebooks, browser or spark by tests/conftest.py."""
-    from conftest import kind_of
+    kind_of = _tests_conftest().kind_of
 
     tests = sorted((ROOT / "tests").rglob("test_*.py")) + sorted((ROOT / "notebooks").glob("*.ipynb"))
     assert [str(p.relative_to(ROOT)) for p in tests if kind_of(p, ROOT) is None] == []
@@ -251,6 +251,18 @@ def test_every_test_file_has_a_kind():
     ],
 )
 def test_kind_by_folder_or_file_name(path, kind):
-    from conftest import kind_of
+    kind_of = _tests_conftest().kind_of
 
     assert kind_of(ROOT / path, ROOT) == kind
+
+
+def _tests_conftest():
+    """tests/conftest.py as a module of its own: `import conftest` may find a folder's conftest.py
+    (tests/spark/ has one) first on sys.path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_tests_conftest", ROOT / "tests" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
