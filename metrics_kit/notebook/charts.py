@@ -23,6 +23,7 @@ import io
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -220,7 +221,7 @@ def line_chart(
         ax.axhline(0, color="black", linewidth=0.8)
     shade_incomplete(ax, frame)
     finish(ax, title, extra_axes=axes[1:])
-    return ax.figure
+    return _figure_of(ax)
 
 
 def stacked_bars(
@@ -254,7 +255,7 @@ def stacked_bars(
     ax.margins(y=0.08)
     shade_incomplete(ax, frame)
     finish(ax, title)
-    return ax.figure
+    return _figure_of(ax)
 
 
 def family_chart(
@@ -274,7 +275,7 @@ def family_chart(
         by_unit.setdefault(units.get(column), []).append(column)
     fig, axes = figure(len(by_unit), height=max(HEIGHT, 2.6 * len(by_unit)))
     heading = title or _title(f"{frame.attrs.get('family', '')} metrics".strip(), frame.attrs.get("project"))
-    for i, (ax, (unit, cols)) in enumerate(zip(axes, by_unit.items(), strict=True)):
+    for i, (ax, (_, cols)) in enumerate(zip(axes, by_unit.items(), strict=True)):
         line_chart(frame, cols, ax=ax, title=heading if i == 0 else "", units=units, labels=labels)
         if i < len(axes) - 1:
             ax.set_xlabel("")
@@ -294,7 +295,7 @@ def ranking(values: pd.Series, *, title: str, unit: str | None, ax: Axes | None 
     ax.margins(x=0.15)
     ax.set_title(title, loc="left")
     ax.grid(True, axis="x", alpha=0.3)
-    return ax.figure
+    return _figure_of(ax)
 
 
 # -- the parts every chart shares -------------------------------------------------------------------
@@ -349,6 +350,10 @@ def finish(ax: Axes, title: str, *, extra_axes: Sequence[Axes] = ()) -> None:
             borderaxespad=0.2,
         )
     ax.set_title(title, loc="left", pad=6 + 15 * rows)
+
+
+def _figure_of(ax: Axes) -> Figure:
+    return cast(Figure, ax.figure)  # charts make Figures, never SubFigures
 
 
 def _period_span(index: pd.DatetimeIndex) -> pd.Timedelta:

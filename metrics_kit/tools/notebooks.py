@@ -226,15 +226,44 @@ def _literal(source: str, kind: type) -> bool:
 # -- running a notebook ----------------------------------------------------------------------------
 
 
+POLL_SLICE = 1.0  # seconds; see _kernel_manager_class
+
+
 def _kernel_manager_class():
     """A kernel manager that starts ``python3`` as this interpreter's own ipykernel, whatever
-    kernels are installed elsewhere (a user-level ``python3`` spec may point at another Python)."""
+    kernels are installed elsewhere (a user-level ``python3`` spec may point at another Python).
+
+    Its client waits for the kernel's messages in slices of at most POLL_SLICE seconds. The
+    asyncio client polls the ZeroMQ sockets through an edge-triggered file descriptor, and now and
+    then a wake-up is lost: the message is there, but nobody looks until the wait times out (after
+    the whole cell timeout; seen as cells that took exactly 600 s and then succeeded). Each slice
+    ends with a look at the socket, so a lost wake-up costs at most a slice."""
     import subprocess
+    import time
+    from queue import Empty
 
     import ipykernel.kernelspec
     from jupyter_client import AsyncKernelManager
+    from jupyter_client.asynchronous import AsyncKernelClient
+    from jupyter_client.channels import AsyncZMQSocketChannel
     from jupyter_client.kernelspec import KernelSpecManager
-    from traitlets import default
+    from traitlets import Type, default
+
+    class SlicedChannel(AsyncZMQSocketChannel):
+        async def get_msg(self, timeout=None):
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    return await super().get_msg(POLL_SLICE if left is None else min(POLL_SLICE, left))
+                except Empty:
+                    if left is not None and left <= POLL_SLICE:
+                        raise
+
+    class SlicedClient(AsyncKernelClient):
+        shell_channel_class = Type(SlicedChannel)
+        iopub_channel_class = Type(SlicedChannel)
+        control_channel_class = Type(SlicedChannel)
 
     class ThisPythonSpecs(KernelSpecManager):
         def get_kernel_spec(self, kernel_name):
@@ -248,6 +277,10 @@ def _kernel_manager_class():
         @default("kernel_spec_manager")
         def _this_python_specs(self):
             return ThisPythonSpecs(data_dir=self.data_dir)
+
+        @default("client_factory")
+        def _sliced_client(self):
+            return SlicedClient
 
         async def _async_pre_start_kernel(self, **kw):
             # The kernel's own log (a warning about its TCP transport, say) is not the notebook's
@@ -335,7 +368,7 @@ def to_html(nb, *, title: str, hide_input: bool = False) -> str:
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        outputs = []
+        outputs: list[Any] = []
         for output in cell.get("outputs", []):
             outputs += _without_widgets(output) if WIDGET_VIEW in output.get("data", {}) else [output]
         cell.outputs = outputs

@@ -13,12 +13,10 @@ Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/apt-packages``) and s
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 
 import pytest
-
 from chromium_lab import (
     CHROMEDRIVER,
     CHROMIUM,
@@ -40,7 +38,9 @@ REDRAW_SECONDS = 90
 QUIET_SECONDS = 2.5  # no change to the chart for this long after the kernel is idle: the redraw is over
 
 if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-    pytest.skip(f"needs {CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)", allow_module_level=True)
+    pytest.skip(
+        f"needs {CHROMIUM} and {CHROMEDRIVER}: apt-get install chromium chromium-driver", allow_module_level=True
+    )
 pytest.importorskip("selenium")
 
 
@@ -211,4 +211,3 @@ def test_notebook_works_in_jupyterlab(path, lab, browser, screens):
     if changed == 0 and panels:
         problems.append("no control could be changed")
     assert not problems, f"{path.name} in JupyterLab:\n- " + "\n- ".join(problems)
-
