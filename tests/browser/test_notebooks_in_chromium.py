@@ -13,9 +13,9 @@ Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/apt-packages``) and s
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
+import nbformat
 import pytest
 from chromium_lab import (
     CHROMEDRIVER,
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 RUN_ALL_SECONDS = 240
 REDRAW_SECONDS = 90
-QUIET_SECONDS = 2.5  # no change to the chart for this long after the kernel is idle: the redraw is over
+QUIET_SECONDS = 1.5  # no change to the chart for this long after the kernel is idle: the redraw is over
 
 if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
     pytest.skip(
@@ -153,12 +153,10 @@ def test_notebook_works_in_jupyterlab(path, lab, browser, screens):
     name = path.stem
     problems: list[str] = []
     driver.get(f"{lab.base}/lab/tree/{path.name}?reset&token={lab.token}")
-    import nbformat
-
     cells = len(nbformat.read(path, as_version=4).cells)
     wait_for(lambda: len(_cells(driver)) == cells, 120, f"{path.name} to open with its {cells} cells")
     wait_for(lab.idle, 120, "the kernel to start")
-    time.sleep(1)  # let the stored outputs (and widget state) render; nothing is asserted on time
+    wait_for(lambda: len(_by_css(driver, f"{_panel()} .jp-OutputArea-output")) > 0, 30, "the stored outputs")
     raw = [text[:120] for text in _output_texts(driver) if WIDGET_REPR.search(text) or "model not found" in text]
     if raw:
         problems.append(f"before running, outputs show raw widget reprs: {raw}")
