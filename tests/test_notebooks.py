@@ -15,6 +15,7 @@ import base64
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -333,8 +334,28 @@ def test_an_unknown_parameter_is_refused_before_anything_runs():
 
 
 def test_a_failing_cell_is_a_clear_error():
-    with pytest.raises(MetricsKitError, match=r"failed in cell \d+: \w+"):
-        notebooks.execute(notebooks.find("quickstart"), {"granularity": "1_fortnight"}, timeout=120)
+    with pytest.raises(MetricsKitError, match=r"failed in cell \d+: ValidationError: start .* is after end"):
+        notebooks.execute(notebooks.find("quickstart"), {"start": "2025-06-01", "end": "2025-01-01"}, timeout=120)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"project": "nosuchproject"}, "the service has no project 'nosuchproject'. Its projects are: demochain"),
+        ({"project": "demoswap.clm"}, "did you mean 'demoswap.clmm'"),
+        ({"project": "Demo Swap"}, "is not a valid project id"),
+        ({"granularity": "1_fortnight"}, "granularity must be one of 1_day, 1_week, 1_month"),
+        ({"start": "01/02/2025"}, "start"),
+    ],
+)
+def test_an_unknown_parameter_value_is_refused_before_anything_runs(values, message):
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        notebooks.check_parameters(notebooks.find("quickstart"), values)
+
+
+def test_a_project_list_parameter_is_checked_too():
+    with pytest.raises(ValidationError, match="parameter financial_projects: the service has no project 'nosuch'"):
+        notebooks.check_parameters(notebooks.find("yield"), {"financial_projects": ["demoswap", "nosuch"]})
 
 
 def test_report_is_a_standalone_html_page(tmp_path):
@@ -366,10 +387,14 @@ def test_report_is_a_standalone_html_page(tmp_path):
     html = out.read_text(encoding="utf-8")
     assert html.lstrip().lower().startswith("<!doctype html>")
     assert html.count("data:image/png;base64,") >= 2, "charts are not embedded"
-    sources = re.findall(r"""<(?:img|link|iframe)\b[^>]*?(?:src|href)=["']([^"']+)""", html)
-    assert all(s.startswith(("data:", "#", "http://", "https://")) for s in sources), sources
+    sources = re.findall(r"""<(?:img|link|iframe|script)\b[^>]*?(?:src|href)=["']([^"']+)""", html)
+    assert all(s.startswith(("data:", "#")) for s in sources), f"the report needs the network or files: {sources}"
+    text = re.sub(r"data:[^\"')\s]+", "data:", html)  # no base64 in what is searched
+    fetched = re.findall(r"(?i)<script[^>]*\bsrc=|@import\s+url|cdnjs|unpkg\.com|jsdelivr|mathjax|require\.js", text)
+    assert not fetched, f"the report loads scripts or styles from elsewhere: {fetched}"
     assert not re.search(r"""(?:src|href)=["'](?:file:|/)""", html), "refers to local files"
     assert "application/vnd.jupyter.widget-state+json" not in html, "widget state needs a CDN widget manager"
+    assert notebooks.WIDGET_NOTE in html and "VBox(" not in html
     assert "1_month" in html  # the injected parameters cell
     assert str(tmp_path) not in html and str(ROOT) not in html
 
@@ -403,8 +428,17 @@ def test_lab_command_serves_the_notebooks_on_localhost_only():
     assert command[:3] == [sys.executable, "-m", "jupyterlab"]
     assert f"--notebook-dir={NOTEBOOKS_DIR}" in command and "--ServerApp.ip=127.0.0.1" in command
     assert "--ServerApp.port=8899" in command and "--no-browser" in command and command[-1] == "--allow-root"
+    assert command.count("--allow-root") == 1
     opened = notebooks.lab_command()
     assert opened[-1] == str(NOTEBOOKS[0]) and "--no-browser" not in opened
+    assert "--ServerApp.ip=0.0.0.0" in notebooks.lab_command(ip="0.0.0.0")
+
+
+@pytest.mark.parametrize("uid, allowed", [(0, True), (1000, False)])
+def test_lab_allows_root_only_as_root(uid, allowed, monkeypatch):
+    # JupyterLab refuses to start as root without --allow-root (a container, a fresh cloud machine)
+    monkeypatch.setattr(os, "geteuid", lambda: uid)
+    assert ("--allow-root" in notebooks.lab_command(open_browser=False)) is allowed
 
 
 @pytest.mark.slow
@@ -416,11 +450,10 @@ def test_lab_starts_jupyterlab_with_the_embedded_default_ready(tmp_path):
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws"),
         "JUPYTER_DATA_DIR": str(tmp_path / "data"),
     }
-    extra = ["--", "--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
     log = tmp_path / "lab.log"
-    with open(log, "w") as sink:
+    with open(log, "w") as sink:  # as make lab runs it, as root or not
         process = subprocess.Popen(
-            [sys.executable, "-m", "metrics_kit", "lab", "--no-browser", "--port", "0", *extra],
+            [sys.executable, "-m", "metrics_kit", "lab", "--no-browser", "--port", "0"],
             stdout=sink,
             stderr=subprocess.STDOUT,
             env=env,
@@ -463,3 +496,75 @@ def test_notebooks_folder_from_the_environment(tmp_path, monkeypatch):
 def test_executed_notebook_json_is_valid():  # nbformat's own schema, as JupyterLab reads it
     for path in NOTEBOOKS:
         nbformat.validate(json.loads(path.read_text(encoding="utf-8")))
+
+
+# -- the notebooks' code ----------------------------------------------------------------------------
+
+
+def _functions(path: Path) -> dict[str, str]:
+    """name -> source of every function a notebook's code cells define (magics left out)."""
+    found = {}
+    for cell in _code_cells(_read(path)):
+        code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        tree = ast.parse(code)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found[node.name] = ast.unparse(node)
+    return found
+
+
+def test_no_function_is_defined_in_two_notebooks():
+    """Helpers shared by notebooks belong in metrics_kit.notebook, not copied from cell to cell."""
+    defined: dict[str, list[str]] = {}
+    bodies: dict[str, list[str]] = {}
+    for path in NOTEBOOKS:
+        for name, source in _functions(path).items():
+            defined.setdefault(name, []).append(path.stem)
+            bodies.setdefault(source.split(":", 1)[1], []).append(f"{path.stem}:{name}")
+    twice = {name: where for name, where in defined.items() if len(where) > 1}
+    copied = [where for where in bodies.values() if len(where) > 1]
+    assert not twice and not copied, f"defined in several notebooks: {twice or copied}"
+
+
+@notebook_params
+def test_panels_are_stored_with_their_chart_and_a_sentence_not_a_repr(path):
+    """Before a notebook runs, JupyterLab has no widget to show: it shows the stored picture and text."""
+    raw = re.compile(r"\b(?:VBox|HBox|Box|Output|Dropdown|Image)\(")
+    panels = 0
+    for i, cell in enumerate(_code_cells(_read(path))):
+        for output in cell.outputs:
+            data = output.get("data", {})
+            if "application/vnd.jupyter.widget-view+json" in data:
+                panels += 1
+                assert "image/png" in data, f"{path.name} cell {i}: a widget output without its chart"
+            assert not raw.search(data.get("text/plain", "")), f"{path.name} cell {i}: {data['text/plain'][:80]}"
+    assert panels >= 1, f"{path.name}: no interactive panel"
+    assert "widgets" in _read(path).metadata, f"{path.name}: no widget state stored"
+
+
+def _readme_reports() -> list[tuple[str, list[str]]]:
+    """Every `metrics-kit report` example in the README and notebooks/README.md, as argv."""
+    found = []
+    for readme in (ROOT / "README.md", NOTEBOOKS_DIR / "README.md"):
+        for line in readme.read_text(encoding="utf-8").splitlines():
+            command = line.strip()
+            if re.match(r"^(?:\.venv/bin/)?metrics-kit report ", command):
+                found.append((f"{readme.relative_to(ROOT)}: {command}", shlex.split(command)[1:]))
+    return found
+
+
+README_REPORTS = _readme_reports()
+
+
+def test_the_readmes_show_report_examples():
+    assert len(README_REPORTS) >= 2, README_REPORTS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [argv for _, argv in README_REPORTS], ids=[name for name, _ in README_REPORTS])
+def test_every_report_example_in_the_readmes_works(argv, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)  # the examples run from the checkout
+    out = argv.index("--out")
+    argv = [*argv[: out + 1], str(tmp_path / Path(argv[out + 1]).name), *argv[out + 2 :]]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert (tmp_path / Path(argv[out + 1]).name).stat().st_size > 10_000

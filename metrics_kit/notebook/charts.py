@@ -1,25 +1,63 @@
 """Charts and captions for notebooks, built on what the library returns.
 
-Units come from ``attrs`` (never typed by hand), descriptions from the catalogue, dates are
-readable, and periods that are not complete are shaded so that nobody reads a half week as a
-slump. matplotlib is imported only when a chart is drawn.
+Every chart is its own ``matplotlib.figure.Figure``, drawn through the object API and never
+through pyplot's global state: a control's callback may redraw from a kernel thread (JupyterLab
+sends widget messages to a subshell) while the main thread runs a cell, and pyplot's current
+figure is shared by both. A cell shows a chart by ending with the figure (``%matplotlib inline``
+makes IPython display it as a PNG).
+
+Units come from ``attrs`` (never typed by hand), labels and captions from the catalogue, ticks
+read as percentages, USD amounts or counts, and periods that are not complete are shaded so that
+nobody reads a half week as a slump. Figures use constrained layout, so that titles, legends and
+tick labels are never clipped.
+
+    fig = charts.line_chart(client.dex("demoswap", "2025-01-01", "2025-06-30", "1_week"),
+                            ["swap_active_users", "swap_transaction_count"], title="Users and swaps")
+    fig = charts.family_chart(frame)   # a family frame, one panel per unit (not df.plot())
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import base64
+import io
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter, Formatter, FuncFormatter, MaxNLocator, PercentFormatter
 
 from metrics_kit.spec.catalogue import Catalogue, default_catalogue
 
-_UNIT_LABELS = {"count": "count", "usd": "USD", "native_token": "native tokens", "fraction": "share (%)"}
+WIDTH, HEIGHT, DPI = 10.0, 4.0, 100
+_UNIT_LABELS = {"count": "count", "usd": "USD", "native_token": "tokens", "fraction": "share"}
+_UNIT_SUFFIX = re.compile(r"_in_[a-z0-9]+(?:_token)?$")
+_PERIOD_WORD = {"1_day": "day", "1_week": "week", "1_month": "month"}
+SYNTHETIC = "synthetic demo data"
+_RENDERING = threading.Lock()
+
+
+# -- words -----------------------------------------------------------------------------------------
 
 
 def unit_label(unit: str | None) -> str:
+    """``usd`` -> ``USD``, ``native_token`` -> ``tokens``, ``fraction`` -> ``share``; a chain's
+    unit (``sol``) in capitals."""
     if unit is None:
         return ""
     return _UNIT_LABELS.get(unit, unit.upper() if len(unit) <= 4 else unit.replace("_", " "))
+
+
+def label(column: str, catalogue: Catalogue | None = None) -> str:
+    """A column's name for a legend or an axis: the metric name without its unit suffix, in words
+    (``transaction_fee_revenue_in_usd`` -> ``transaction fee revenue``). Derived columns and
+    other names are put in words the same way."""
+    metric = (catalogue or default_catalogue()).get(column)
+    name = metric.name if metric is not None else column
+    return _UNIT_SUFFIX.sub("", name).replace("_", " ")
 
 
 def describe(metric: str, catalogue: Catalogue | None = None) -> str:
@@ -30,66 +68,292 @@ def describe(metric: str, catalogue: Catalogue | None = None) -> str:
     return f"{found.name} ({unit_label(found.unit)}, {found.aggregation.replace('_', ' ')}): {found.description}"
 
 
+def period_word(granularity: str) -> str:
+    """``1_week`` -> ``week``."""
+    return _PERIOD_WORD.get(granularity, granularity)
+
+
+def title(subject: str, project: str | None = None, *, granularity: str | None = None, synthetic: bool = False) -> str:
+    """Every chart title reads the same way: ``Swap active users per week, demoswap (synthetic demo data)``."""
+    text = subject[:1].upper() + subject[1:]
+    if granularity:
+        text += f" per {period_word(granularity)}"
+    if project:
+        text += f", {project}"
+    return text + (f" ({SYNTHETIC})" if synthetic else "")
+
+
+_title = title  # for the functions below, whose ``title`` argument hides it
+
+
+def escape_markdown(text: str) -> str:
+    """``text`` with its dollar signs escaped, so that Markdown shows ``$1.2 M`` rather than
+    reading the span between two dollars as LaTeX."""
+    return re.sub(r"(?<!\\)\$", r"\\$", text)
+
+
+def takeaway(text: str):
+    """A bold **Takeaway:** line as Markdown, dollar signs kept as dollars."""
+    from IPython.display import Markdown
+
+    return Markdown(f"**Takeaway:** {escape_markdown(text)}")
+
+
+# -- ticks -----------------------------------------------------------------------------------------
+
+
+def _engineering(places: int | None = None) -> Callable[[float], str]:
+    """1.5 k, 162 M for thousands and up; below, the number itself (never 100 m for 0.1)."""
+    large = EngFormatter(places=places, sep=" ")
+
+    def text(x: float, _position: object = None) -> str:
+        return large(x) if abs(x) >= 1000 else f"{x:,.{places}f}" if places is not None else f"{x:,.4g}"
+
+    return text
+
+
+def formatter(unit: str | None) -> Formatter:
+    """The tick formatter of a unit: shares as percentages with as many decimals as the axis'
+    span needs, USD as ``$1.5 M``, counts and token amounts as ``1.5 k``/``162 M``."""
+    if unit == "fraction":
+        return PercentFormatter(1.0, decimals=None)
+    if unit == "usd":
+        engineering = _engineering()
+        # "\$": a dollar alone is a dollar, but two in one text would start mathtext
+        return FuncFormatter(lambda x, _: ("−" if x < 0 else "") + r"\$" + engineering(abs(x)))
+    return FuncFormatter(_engineering())
+
+
+def format_axis(ax: Axes, unit: str | None) -> None:
+    """Label ``ax``'s y axis with ``unit`` and format its ticks; counts get whole ticks."""
+    ax.set_ylabel(unit_label(unit))
+    ax.yaxis.set_major_formatter(formatter(unit))
+    if unit == "count":
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def amount(value: float, unit: str | None) -> str:
+    """A number as the axis shows it, for text: ``$1.5 M``, ``12.5%``, ``438.5 M tokens``."""
+    if unit == "fraction":
+        return f"{value:.1%}"
+    text = _engineering(1)(value).replace(".0 ", " ").strip()
+    if unit == "usd":
+        return ("-" if value < 0 else "") + "$" + text.lstrip("-−")
+    return f"{text} {unit_label(unit)}" if unit not in (None, "count") else text
+
+
+# -- figures ---------------------------------------------------------------------------------------
+
+
+def figure(rows: int = 1, *, height: float = HEIGHT, sharex: bool = True) -> tuple[Figure, list[Axes]]:
+    """A new Figure (constrained layout) with ``rows`` axes stacked, sharing their dates."""
+    fig = Figure(figsize=(WIDTH, height), dpi=DPI, layout="constrained")
+    axes = fig.subplots(rows, 1, sharex=sharex, squeeze=False)[:, 0]
+    return fig, list(axes)
+
+
+def png(fig: Figure) -> bytes:
+    """``fig`` as PNG bytes. Renderers share matplotlib's font cache: one renders at a time."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    buffer = io.BytesIO()
+    with _RENDERING:
+        FigureCanvasAgg(fig).print_png(buffer)
+    return buffer.getvalue()
+
+
+def data_uri(fig: Figure) -> str:
+    return "data:image/png;base64," + base64.b64encode(png(fig)).decode("ascii")
+
+
+def _units(frame: pd.DataFrame | pd.Series, units: Mapping[str, str | None] | None) -> tuple[pd.DataFrame, dict]:
+    if isinstance(frame, pd.Series):
+        series = frame
+        frame = series.to_frame(series.name if series.name is not None else "value")
+        frame.attrs = dict(series.attrs)
+        frame.attrs["units"] = {frame.columns[0]: series.attrs.get("unit")}
+    return frame, {**frame.attrs.get("units", {}), **(units or {})}
+
+
+def _axes(ax: Axes | None, height: float = HEIGHT) -> Axes:
+    return ax if ax is not None else figure(height=height)[1][0]
+
+
 def line_chart(
     frame: pd.DataFrame | pd.Series,
     columns: Sequence[str] | None = None,
     *,
     title: str,
-    ax=None,
+    ax: Axes | None = None,
     kind: str = "line",
-    units: dict | None = None,
-    labels: dict | None = None,
-):
-    """Plot ``columns`` of a wide frame (or a series) against period starts, one y-axis per unit.
+    units: Mapping[str, str | None] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Figure:
+    """``columns`` of a wide frame (or a series) against period starts, one y axis per unit.
 
-    A second unit goes on a right-hand axis; more than two units is refused (split the chart).
-    Incomplete periods (``attrs["incomplete"]``) are shaded and named in the legend."""
-    import matplotlib.dates as mdates
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import EngFormatter, PercentFormatter
-
-    if isinstance(frame, pd.Series):
-        frame = frame.to_frame()
-        units = units or {frame.columns[0]: frame.columns.name or frame[frame.columns[0]].attrs.get("unit")}
+    A second unit goes on a right-hand axis; more than two is refused (use :func:`family_chart`).
+    ``kind="bar"`` draws bars. Incomplete periods (``attrs["incomplete"]``) are shaded and named in
+    the legend. Draws on ``ax`` when given (a panel of a larger figure); returns the figure."""
+    frame, units = _units(frame, units)
     columns = list(columns or frame.columns)
-    units = {**frame.attrs.get("units", {}), **(units or {})}
     by_unit: dict[str | None, list[str]] = {}
     for column in columns:
         by_unit.setdefault(units.get(column), []).append(column)
     if len(by_unit) > 2:
         raise ValueError(f"{len(by_unit)} units in one chart ({', '.join(map(str, by_unit))}); split it")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(10, 4))
+    ax = _axes(ax)
     axes = [ax] if len(by_unit) == 1 else [ax, ax.twinx()]
-    handles = []
-    styles = ["-", "--"]
-    for axis, (unit, cols), style in zip(axes, by_unit.items(), styles[: len(axes)], strict=True):
+    bars = [c for c in columns if kind == "bar"]
+    width = _bar_width(frame.index) / max(1, len(bars))
+    colours = iter(f"C{i}" for i in range(10))
+    for axis, (unit, cols), style in zip(axes, by_unit.items(), ("-", "--"), strict=False):
         for column in cols:
-            label = (labels or {}).get(column, column)
+            name = (labels or {}).get(column) or label(column)
             data = frame[column].astype("float64")
             if kind == "bar":
-                width = _bar_width(frame.index)
-                handles.append(axis.bar(frame.index, data, width=width, label=label, alpha=0.7))
+                offset = pd.Timedelta(days=width * (bars.index(column) - (len(bars) - 1) / 2))
+                axis.bar(frame.index + offset, data, width=width, label=name, color=next(colours), alpha=0.8)
             else:
-                (line,) = axis.plot(frame.index, data, style, label=label, linewidth=1.6)
-                handles.append(line)
-        axis.set_ylabel(unit_label(unit))
-        # 162.5 M rather than an offset of 1e8; shares as percentages
-        axis.yaxis.set_major_formatter(PercentFormatter(1.0) if unit == "fraction" else EngFormatter(sep=" "))
+                axis.plot(frame.index, data, style, label=name, color=next(colours), linewidth=1.6)
+        format_axis(axis, unit)
+        axis.margins(y=0.08)
+    if kind == "bar":
+        ax.axhline(0, color="black", linewidth=0.8)
+    shade_incomplete(ax, frame)
+    finish(ax, title, extra_axes=axes[1:])
+    return _figure_of(ax)
+
+
+def stacked_bars(
+    frame: pd.DataFrame,
+    columns: Sequence[str],
+    *,
+    title: str,
+    total: str | None = None,
+    ax: Axes | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Figure:
+    """Signed stacked bars: positive parts stack up from zero, negative ones down from it; ``total``
+    (a column) is drawn over them as a line. One unit (the first column's)."""
+    import numpy as np
+
+    frame, units = _units(frame, None)
+    ax = _axes(ax)
+    width = _bar_width(frame.index)
+    up, down = np.zeros(len(frame)), np.zeros(len(frame))
+    for i, column in enumerate(columns):
+        values = frame[column].to_numpy(dtype="float64")
+        name = (labels or {}).get(column) or label(column)
+        bottom = np.where(values >= 0, up, down)
+        ax.bar(frame.index, values, width=width, bottom=bottom, color=f"C{i}", alpha=0.8, label=name, zorder=2)
+        up, down = up + values.clip(min=0), down + values.clip(max=0)
+    if total is not None:
+        name = (labels or {}).get(total) or label(total)
+        ax.plot(frame.index, frame[total].astype("float64"), color="black", linewidth=1.4, label=name, zorder=3)
+    ax.axhline(0, color="black", linewidth=0.8)
+    format_axis(ax, units.get(columns[0]))
+    ax.margins(y=0.08)
+    shade_incomplete(ax, frame)
+    finish(ax, title)
+    return _figure_of(ax)
+
+
+def family_chart(
+    frame: pd.DataFrame,
+    columns: Sequence[str] | None = None,
+    *,
+    title: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Figure:
+    """A family frame (``client.dex(...)``, ``client.tokenomics(...)``...) as one panel per unit,
+    sharing the dates: USD, counts, tokens and shares never share an axis. Use it instead of
+    ``df.plot()``, which draws every column on one axis."""
+    frame, units = _units(frame, None)
+    columns = list(columns or frame.columns)
+    by_unit: dict[str | None, list[str]] = {}
+    for column in columns:
+        by_unit.setdefault(units.get(column), []).append(column)
+    fig, axes = figure(len(by_unit), height=max(HEIGHT, 2.6 * len(by_unit)))
+    heading = title or _title(f"{frame.attrs.get('family', '')} metrics".strip(), frame.attrs.get("project"))
+    for i, (ax, (_, cols)) in enumerate(zip(axes, by_unit.items(), strict=True)):
+        line_chart(frame, cols, ax=ax, title=heading if i == 0 else "", units=units, labels=labels)
+        if i < len(axes) - 1:
+            ax.set_xlabel("")
+    fig.align_ylabels(axes)
+    return fig
+
+
+def ranking(values: pd.Series, *, title: str, unit: str | None, ax: Axes | None = None) -> Figure:
+    """One horizontal bar per index entry (projects, say), largest on top, its value written at
+    the bar's end."""
+    ordered = values.astype("float64").sort_values()
+    ax = _axes(ax, height=max(2.5, 0.45 * len(ordered) + 1.2))
+    bars = ax.barh([str(i) for i in ordered.index], ordered.to_numpy(), color="C0", alpha=0.85)
+    ax.bar_label(bars, labels=[amount(v, unit) for v in ordered], padding=4, fontsize="small")
+    ax.xaxis.set_major_formatter(formatter(unit))
+    ax.set_xlabel(unit_label(unit))
+    ax.margins(x=0.15)
+    ax.set_title(title, loc="left")
+    ax.grid(True, axis="x", alpha=0.3)
+    return _figure_of(ax)
+
+
+# -- the parts every chart shares -------------------------------------------------------------------
+
+
+def shade_incomplete(ax: Axes, frame: pd.DataFrame) -> None:
+    """Shade the periods of ``attrs["incomplete"]``, labelled once for the legend."""
     incomplete = [pd.Timestamp(t) for t in frame.attrs.get("incomplete", []) if pd.Timestamp(t) in frame.index]
-    if incomplete:
-        span = _period_span(frame.index)
-        for start in incomplete:
-            shade = ax.axvspan(start, start + span, color="grey", alpha=0.15, linewidth=0)
-        shade.set_label("incomplete period")
-        handles.append(shade)
-    ax.set_title(title)
-    ax.xaxis.set_major_locator(mdates.AutoDateLocator(maxticks=10))
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator()))
+    span = _period_span(frame.index)
+    for n, start in enumerate(incomplete):
+        ax.axvspan(
+            start - span / 2 if len(frame) == 1 else start,
+            start + span,
+            color="grey",
+            alpha=0.15,
+            linewidth=0,
+            label="incomplete period" if n == 0 else None,
+        )
+
+
+def finish(ax: Axes, title: str, *, extra_axes: Sequence[Axes] = ()) -> None:
+    """Dates on x, a grid, the title, and one legend for ``ax`` and its twins, above the plot
+    area (where it covers no data) and below the title."""
+    import matplotlib.dates as mdates
+
+    locator = mdates.AutoDateLocator(maxticks=10)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     ax.set_xlabel("period start (UTC)")
     ax.grid(True, alpha=0.3)
-    ax.legend(handles=handles, labels=[h.get_label() for h in handles], loc="upper left", fontsize="small")
-    return ax
+    handles, names = [], []
+    for axis in (ax, *extra_axes):
+        h, n = axis.get_legend_handles_labels()
+        handles += h
+        names += n
+    if "incomplete period" in names:  # the shading last: it explains, it is not a series
+        at = names.index("incomplete period")
+        handles.append(handles.pop(at))
+        names.append(names.pop(at))
+    rows = 0
+    if handles:
+        columns = min(4, len(handles))
+        rows = -(-len(handles) // columns)
+        ax.legend(
+            handles,
+            names,
+            loc="lower left",
+            bbox_to_anchor=(0, 1.0),
+            ncols=columns,
+            frameon=False,
+            fontsize="small",
+            borderaxespad=0.2,
+        )
+    ax.set_title(title, loc="left", pad=6 + 15 * rows)
+
+
+def _figure_of(ax: Axes) -> Figure:
+    return cast(Figure, ax.figure)  # charts make Figures, never SubFigures
 
 
 def _period_span(index: pd.DatetimeIndex) -> pd.Timedelta:
@@ -99,4 +363,4 @@ def _period_span(index: pd.DatetimeIndex) -> pd.Timedelta:
 
 
 def _bar_width(index: pd.DatetimeIndex) -> float:
-    return 0.8 * _period_span(index).days
+    return 0.8 * _period_span(index) / pd.Timedelta(days=1)

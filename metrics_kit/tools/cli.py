@@ -157,6 +157,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
     lab.add_argument(
+        "--ip",
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1, this machine only; from another machine "
+        "prefer an SSH tunnel, see the README)",
+    )
+    lab.add_argument(
         "jupyter_args",
         nargs=argparse.REMAINDER,
         metavar="-- JUPYTER_ARGS",
@@ -374,7 +380,7 @@ def _lab(args) -> int:
     from metrics_kit.tools import notebooks
 
     extra = args.jupyter_args[1:] if args.jupyter_args[:1] == ["--"] else args.jupyter_args
-    return notebooks.lab(port=args.port, open_browser=not args.no_browser, extra_args=extra)
+    return notebooks.lab(port=args.port, open_browser=not args.no_browser, extra_args=extra, ip=args.ip)
 
 
 def _report(args) -> int:

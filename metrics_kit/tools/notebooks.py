@@ -164,7 +164,56 @@ def check_parameters(notebook: str | os.PathLike, values: Mapping[str, Any]) -> 
     for name, value in values.items():
         if isinstance(value, str) and _literal(defaults[name], list):
             checked[name] = [value]
+    check_values(checked)
     return checked
+
+
+PROJECT_PARAMETERS = ("project", "projects")  # and any name ending in _projects
+
+
+def check_values(values: Mapping[str, Any]) -> None:
+    """The values of the parameters every notebook shares checked before anything runs, with the
+    rules the service applies: dates, granularity, and project ids (against the service's own
+    projects, when it describes them), each refused with what is allowed."""
+    from metrics_kit.spec import ids
+
+    for name in ("start", "end"):
+        if isinstance(values.get(name), str):
+            ids.parse_date(values[name], name)
+    if "granularity" in values:
+        ids.check_granularity(values["granularity"])
+    named = [
+        (name, project)
+        for name, value in values.items()
+        if name in PROJECT_PARAMETERS or name.endswith("_projects")
+        for project in (value if isinstance(value, list) else [value])
+    ]
+    if not named:
+        return
+    for name, project in named:
+        try:
+            ids.check_project(project)
+        except ValidationError as error:
+            raise ValidationError(f"parameter {name}: {error}", name) from error
+    known = _service_projects(values.get("base_url"))
+    for name, project in named:
+        if known is not None and project not in known:
+            close = ids.suggest(project, sorted(known))
+            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+            raise ValidationError(
+                f"parameter {name}: the service has no project {project!r}{hint or '.'} Its projects are: "
+                f"{', '.join(sorted(known))}",
+                name,
+            )
+
+
+def _service_projects(base_url: str | None) -> set[str] | None:
+    """The project ids the notebook's service describes (None if it does not)."""
+    from metrics_kit.client.client import Client
+
+    with Client(base_url, progress=False) as client:
+        found = client.discovery()
+    return set(found) if found is not None else None
 
 
 def _literal(source: str, kind: type) -> bool:
@@ -177,15 +226,44 @@ def _literal(source: str, kind: type) -> bool:
 # -- running a notebook ----------------------------------------------------------------------------
 
 
+POLL_SLICE = 1.0  # seconds; see _kernel_manager_class
+
+
 def _kernel_manager_class():
     """A kernel manager that starts ``python3`` as this interpreter's own ipykernel, whatever
-    kernels are installed elsewhere (a user-level ``python3`` spec may point at another Python)."""
+    kernels are installed elsewhere (a user-level ``python3`` spec may point at another Python).
+
+    Its client waits for the kernel's messages in slices of at most POLL_SLICE seconds. The
+    asyncio client polls the ZeroMQ sockets through an edge-triggered file descriptor, and now and
+    then a wake-up is lost: the message is there, but nobody looks until the wait times out (after
+    the whole cell timeout; seen as cells that took exactly 600 s and then succeeded). Each slice
+    ends with a look at the socket, so a lost wake-up costs at most a slice."""
     import subprocess
+    import time
+    from queue import Empty
 
     import ipykernel.kernelspec
     from jupyter_client import AsyncKernelManager
+    from jupyter_client.asynchronous import AsyncKernelClient
+    from jupyter_client.channels import AsyncZMQSocketChannel
     from jupyter_client.kernelspec import KernelSpecManager
-    from traitlets import default
+    from traitlets import Type, default
+
+    class SlicedChannel(AsyncZMQSocketChannel):
+        async def get_msg(self, timeout=None):
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    return await super().get_msg(POLL_SLICE if left is None else min(POLL_SLICE, left))
+                except Empty:
+                    if left is not None and left <= POLL_SLICE:
+                        raise
+
+    class SlicedClient(AsyncKernelClient):
+        shell_channel_class = Type(SlicedChannel)
+        iopub_channel_class = Type(SlicedChannel)
+        control_channel_class = Type(SlicedChannel)
 
     class ThisPythonSpecs(KernelSpecManager):
         def get_kernel_spec(self, kernel_name):
@@ -199,6 +277,10 @@ def _kernel_manager_class():
         @default("kernel_spec_manager")
         def _this_python_specs(self):
             return ThisPythonSpecs(data_dir=self.data_dir)
+
+        @default("client_factory")
+        def _sliced_client(self):
+            return SlicedClient
 
         async def _async_pre_start_kernel(self, **kw):
             # The kernel's own log (a warning about its TCP transport, say) is not the notebook's
@@ -249,35 +331,51 @@ WIDGET_NOTE = (
     "<p><em>Interactive controls (ipywidgets) are left out of this report: open the notebook "
     "in JupyterLab (<code>metrics-kit lab</code>) to use them.</em></p>"
 )
+# JupyterLab's page without what it would fetch from a CDN (require.js, MathJax, mermaid, the
+# widget manager): the report opens with the network off. Its styles are inline already.
+OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
+
+
+def _without_widgets(output):
+    """A widget output as what a page without a kernel can show: its chart (interactive panels
+    carry one as a PNG) and a note."""
+    from nbformat import NotebookNode
+
+    data = {"text/html": WIDGET_NOTE, "text/plain": "(interactive controls)"}
+    shown = [NotebookNode(output_type="display_data", metadata={}, data=data)]
+    if "image/png" in output.get("data", {}):
+        picture = {"image/png": output["data"]["image/png"], "text/plain": "(the chart's default view)"}
+        shown.insert(0, NotebookNode(output_type="display_data", metadata={}, data=picture))
+    return shown
 
 
 def to_html(nb, *, title: str, hide_input: bool = False) -> str:
-    """A standalone HTML page of an executed notebook: one file, its images embedded as data URIs.
+    """A self-contained HTML page of an executed notebook: one file that needs no network, its
+    images embedded as data URIs, no script or stylesheet from elsewhere.
 
     Widgets need a live kernel (or a widget manager fetched from a CDN), so each widget output
-    becomes a short note, and the widget state is dropped."""
+    becomes its chart's picture and a short note, and the widget state is dropped."""
+    from jinja2 import DictLoader
     from nbconvert import HTMLExporter
-    from nbformat import NotebookNode
 
     nb = copy.deepcopy(nb)
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        outputs: list[NotebookNode] = []
+        outputs: list[Any] = []
         for output in cell.get("outputs", []):
-            if WIDGET_VIEW in output.get("data", {}):
-                output = NotebookNode(
-                    output_type="display_data",
-                    metadata={},
-                    data={"text/html": WIDGET_NOTE, "text/plain": "(interactive controls)"},
-                )
-                if outputs and outputs[-1].get("data", {}).get("text/html") == WIDGET_NOTE:
-                    continue
-            outputs.append(output)
+            outputs += _without_widgets(output) if WIDGET_VIEW in output.get("data", {}) else [output]
         cell.outputs = outputs
     exporter = HTMLExporter(
         template_name="lab",
+        extra_loaders=[DictLoader({"metrics-kit-offline.html.j2": OFFLINE_TEMPLATE})],
+        template_file="metrics-kit-offline.html.j2",
         embed_images=True,
         exclude_input_prompt=True,
         exclude_output_prompt=True,
@@ -326,17 +424,32 @@ def warm(log: Callable[[str], Any] = print) -> None:
     log("Embedded default ready")
 
 
+LOCAL_ONLY = "127.0.0.1"
+
+
+def running_as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
 def lab_command(
-    port: int | None = None, open_browser: bool = True, folder: Path | None = None, extra_args: Sequence[str] = ()
+    port: int | None = None,
+    open_browser: bool = True,
+    folder: Path | None = None,
+    extra_args: Sequence[str] = (),
+    *,
+    ip: str = LOCAL_ONLY,
 ) -> list[str]:
     """The ``jupyter lab`` command line: this Python's JupyterLab on the notebooks folder, on
-    127.0.0.1 only, opening the quickstart if there is one."""
+    ``ip`` (127.0.0.1 unless told otherwise), opening the quickstart if there is one. As root
+    (a container, a fresh cloud machine) it says ``--allow-root``, which JupyterLab demands."""
     folder = (folder or notebooks_dir()).resolve()
-    command = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={folder}", "--ServerApp.ip=127.0.0.1"]
+    command = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={folder}", f"--ServerApp.ip={ip}"]
     if port is not None:
         command.append(f"--ServerApp.port={port}")
     if not open_browser:
         command.append("--no-browser")
+    if running_as_root() and "--allow-root" not in extra_args:
+        command.append("--allow-root")
     first = available(folder)
     if first and open_browser:
         command.append(str(first[0]))
@@ -348,12 +461,19 @@ def lab(
     open_browser: bool = True,
     *,
     extra_args: Sequence[str] = (),
+    ip: str = LOCAL_ONLY,
     log: Callable[[str], Any] = print,
 ) -> int:
     """Warm the embedded default, then replace this process with JupyterLab on the notebooks
-    (``extra_args`` go to ``jupyter lab``)."""
-    command = lab_command(port, open_browser, extra_args=extra_args)
+    (``extra_args`` go to ``jupyter lab``). JupyterLab prints the address to open, with its
+    token (``http://127.0.0.1:8888/lab?token=...``)."""
+    command = lab_command(port, open_browser, extra_args=extra_args, ip=ip)
     warm(log)
+    if ip != LOCAL_ONLY:
+        log(
+            f"JupyterLab will listen on {ip}: anyone who can reach this machine and has the token can run "
+            "code here. An SSH tunnel keeps it on 127.0.0.1 (see the README)."
+        )
     sys.stdout.flush()
     sys.stderr.flush()
     if os.name == "posix":

@@ -1,0 +1,131 @@
+"""metrics_kit.notebook.controls: options that have data, one draw per change, the stored picture."""
+
+from __future__ import annotations
+
+import base64
+import threading
+
+import ipywidgets as widgets
+import pandas as pd
+import pytest
+
+import metrics_kit as mk
+from metrics_kit.errors import ValidationError
+from metrics_kit.notebook import charts, controls
+
+
+@pytest.fixture(scope="module")
+def client():
+    with mk.Client(None, progress=False) as embedded:
+        yield embedded
+
+
+def chart(**values):
+    index = pd.date_range("2025-01-06", periods=3, freq="7D")
+    level = 1 + len(str(values))
+    series = pd.Series([level, level + 2, level + 1], index=index, name="swap_active_users")
+    series.attrs["unit"] = "count"
+    return charts.line_chart(series, title=str(values))
+
+
+def test_projects_are_those_of_the_kind_the_service_has(client):
+    assert controls.projects("dex", client) == ["demoswap", "demoswap.clmm"]
+    assert controls.projects("lending", client) == ["demolend"]
+    assert controls.projects("no such kind", client) == []
+
+
+def test_metrics_are_those_that_apply_to_the_project(client):
+    regular = ["swap_active_users", "regular_pool_swap_transaction_count"]
+    assert controls.metrics("demoswap", regular, client) == regular
+    assert controls.metrics("demoswap.clmm", regular, client) == ["swap_active_users"]
+
+
+def test_coverage_comes_from_the_service(client):
+    first, last = controls.coverage("demolend", client)
+    assert first < last and controls.coverage("nosuch", client) is None
+
+
+def test_a_choice_of_one_is_no_control():
+    assert controls.choice(["demolend"], "demolend", "market") == "demolend"
+    picker = controls.choice(["swap_active_users", "swap_transaction_count"], "swap_transaction_count", "metric")
+    assert isinstance(picker, widgets.Dropdown)
+    assert picker.options == (  # words, not ids
+        ("swap active users", "swap_active_users"),
+        ("swap transaction count", "swap_transaction_count"),
+    )
+    assert picker.value == "swap_transaction_count"
+
+
+def test_a_panel_draws_once_at_first_and_once_per_change():
+    picker = controls.choice(["demoswap", "demoswap.clmm"], "demoswap", "exchange")
+    panel = controls.Panel(chart, project=picker, granularity=controls.granularity("1_week"), fixed="x")
+    first = bytes(panel.image.value)
+    assert panel.draws == 1 and first.startswith(b"\x89PNG")
+    picker.value = "demoswap.clmm"
+    assert panel.draws == 2 and bytes(panel.image.value) != first
+    panel.controls["granularity"].value = "1_month"
+    assert panel.draws == 3
+    assert panel.values() == {"fixed": "x", "project": "demoswap.clmm", "granularity": "1_month"}
+
+
+def test_a_change_that_updates_other_controls_draws_once():
+    project = controls.choice(["demoswap", "demoswap.clmm"], "demoswap", "exchange")
+    metric = controls.choice(
+        ["swap_active_users", "regular_pool_swap_transaction_count"], "regular_pool_swap_transaction_count", "metric"
+    )
+    offered = {
+        "demoswap": ["swap_active_users", "regular_pool_swap_transaction_count"],
+        "demoswap.clmm": ["swap_active_users"],
+    }
+    panel = controls.Panel(chart, project=project, metric=metric).link("project", "metric", offered.get)
+    project.value = "demoswap.clmm"  # the metric's options shrink, and its value moves
+    assert panel.draws == 2
+    assert metric.value == "swap_active_users" and len(metric.options) == 1
+    project.value = "demoswap"
+    assert panel.draws == 3 and metric.value == "swap_active_users"  # still offered: kept
+
+
+def test_hold_gathers_changes_into_one_draw():
+    picker = controls.choice(["a", "b", "c"], "a", "x")
+    panel = controls.Panel(chart, x=picker)
+    with panel.hold():
+        picker.value = "b"
+        picker.value = "c"
+    assert panel.draws == 2
+
+
+def test_a_library_error_shows_in_place_of_the_chart():
+    def failing(project):
+        if project == "b":
+            raise ValidationError("no such project 'b'", "project")
+        return chart(project=project)
+
+    picker = controls.choice(["a", "b"], "a", "x")
+    panel = controls.Panel(failing, project=picker)
+    picker.value = "b"
+    assert panel.draws == 1 and "no such project" in panel.caption.value
+
+
+def test_a_change_from_another_thread_redraws(client):
+    # JupyterLab sends widget messages to a subshell: the redraw runs on a thread of the kernel
+    picker = controls.choice(["a", "b"], "a", "x")
+    panel = controls.Panel(chart, x=picker)
+    before = bytes(panel.image.value)
+    thread = threading.Thread(target=setattr, args=(picker, "value", "b"))
+    thread.start()
+    thread.join(60)
+    assert panel.draws == 2 and bytes(panel.image.value) != before
+
+
+def test_the_stored_output_shows_the_chart_and_a_sentence_not_a_repr():
+    panel = controls.Panel(chart, x=controls.choice(["a", "b"], "a", "x"))
+    bundle = panel._repr_mimebundle_()
+    assert bundle["text/plain"] == controls.PLACEHOLDER and "VBox" not in bundle["text/plain"]
+    assert base64.b64decode(bundle["image/png"]) == bytes(panel.image.value)
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.widget.model_id
+
+
+def test_months_send_when_released():
+    months = controls.months("2024-01-01", "2025-12-31", "2025-01-15", "2025-03-02")
+    assert months.continuous_update is False
+    assert controls.month_span(months.value) == (pd.Timestamp("2025-01-01").date(), pd.Timestamp("2025-03-31").date())
