@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -102,9 +103,15 @@ class _Daemon:
             self.proc.stdout.close()
 
 
+@dataclass(frozen=True)
+class Cluster:
+    url: str  # spark://127.0.0.1:PORT
+    work_dir: Path  # the Worker's: one folder per application, one per executor it launched
+
+
 @pytest.fixture(scope="session")
-def standalone_master(tmp_path_factory) -> Iterator[str]:
-    """A standalone Spark cluster on 127.0.0.1: one Master and one Worker of 2 cores; its URL."""
+def standalone_master(tmp_path_factory) -> Iterator[Cluster]:
+    """A standalone Spark cluster on 127.0.0.1: one Master and one Worker of 2 cores."""
     logs = tmp_path_factory.mktemp("spark-standalone")
     master = _Daemon(
         logs / "master.log",
@@ -123,7 +130,7 @@ def standalone_master(tmp_path_factory) -> Iterator[str]:
             ready=r"Successfully registered with master",
         )
         try:
-            yield url
+            yield Cluster(url, logs / "work")
         finally:
             worker.stop()
     finally:

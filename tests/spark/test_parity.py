@@ -47,7 +47,11 @@ def demo_data(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def on_cluster(demo_data, standalone_master, tmp_path_factory):
-    return _build_both(demo_data, tmp_path_factory.mktemp("demo-builds"), "--spark-master", standalone_master)
+    built = _build_both(demo_data, tmp_path_factory.mktemp("demo-builds"), "--spark-master", standalone_master.url)
+    # The Worker launched executors (processes of their own, each with its folder and its log).
+    executors = list(standalone_master.work_dir.glob("app-*/*/stderr"))
+    assert executors, f"no executor ran in {standalone_master.work_dir}"
+    return built
 
 
 def _equal(expected, got, count: bool) -> bool:
