@@ -11,7 +11,7 @@ its own child process (a fresh interpreter, timed inside after the imports):
 1. cold: ``Client(base_url, key).series(...)`` of ``--days`` daily values into an empty value cache;
 2. trusted, ``--rounds`` times: the same pull (``Client(...)`` and ``series(...)``; ``close()`` is
    timed apart) in a fresh process, every value cached and the data
-   version seen less than ``version_ttl`` seconds ago: the goal is under 50 ms and zero requests
+   version seen less than ``version_ttl`` seconds ago: the goal is a median under 50 ms and no request
    (the child counts every request its HTTP adapter sends);
 3. for information, ``--rounds`` times: the same with ``version_ttl=0``, so the version is asked
    again (one ``GET /projects``) before the cache is read.
@@ -158,10 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(f"{args.days} daily values of {METRIC} for {PROJECT}, behind --latency-ms 50 at {base_url}")
     print(table(headers, [line("cold", [cold]), line("trusted", trusted), line("version_ttl=0", asked)]))
-    worst = max(r["pull_s"] for r in trusted)
-    ok = worst < GOAL_SECONDS and all(not r["requests"] for r in trusted)
+    median = statistics.median(r["pull_s"] for r in trusted)
+    ok = median < GOAL_SECONDS and all(not r["requests"] for r in trusted)
     ok = ok and all(r["from_cache"] == r["values"] for r in trusted)
-    print(f"goal: trusted pull under {GOAL_SECONDS * 1000:.0f} ms with no request: {'met' if ok else 'NOT met'}")
+    verdict = "met" if ok else "NOT met"
+    print(f"goal: trusted pull under {GOAL_SECONDS * 1000:.0f} ms (median) and no request in any run: {verdict}")
     if args.json:
         args.json.write_text(json.dumps({"cold": cold, "trusted": trusted, "version_ttl_0": asked}, indent=1))
     return 0 if ok else 1

@@ -1,9 +1,9 @@
 """The client's cache against the real server when the data changes (issue 11, items 1 and 11).
 
-Serve data set A, pull 24 values (daily: the golden data set covers five weeks) through a cached client, restart the service on data set
-B at the same URL and key: the client returns B's values, once its trust in A's version has run out
-(version_ttl) or as soon as any answer names B's version. And with every value cached under a
-trusted version, a fresh client needs no service at all.
+Serve data set A, pull 24 values (daily: the golden data set covers five weeks) through a cached
+client, restart the service on data set B at the same URL and key: the client returns B's values,
+once its trust in A's version has run out (version_ttl) or as soon as any answer names B's
+version. And with every value cached under a trusted version, a fresh client needs no service at all.
 """
 
 from __future__ import annotations
