@@ -3,37 +3,47 @@
 The only module that joins the client and the server: it hands the service's ASGI application to
 the client's generic :class:`~metrics_kit.client.transports.ASGITransport`, and the package root
 registers :func:`transport` as the default transport of a client given no base URL.
+
+The application is built on its first request, not with the transport: a client whose values are
+all cached under a version it trusts answers without building the demo data (docs/client.md, "The
+data version"). Its answers name the data version like a remote service's, so the client's cache
+is filed the same way; which data set the values came from is the version's business, not the
+cache identity's.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
+from typing import Any
 
 from metrics_kit.client.transports import ASGITransport
-from metrics_kit.client.transports._asgi import ASGIApp
 
 log = logging.getLogger("metrics_kit.embedded")
 _lock = threading.Lock()
-_service: tuple[ASGIApp, str, str] | None = None  # (app, key, identity), built once per process
+_app: Any = None  # the service's ASGI application, built once per process
+# Nothing outside this process can reach the service, so its key is no secret and files nothing.
+_KEY = "embedded-" + secrets.token_hex(16)
 EMBEDDED_URL = "embedded://demo"
 
 
-def transport(*, rate_limit: float | None = None) -> ASGITransport:
-    """A transport to the embedded service, building the demo data and its aggregates on first use."""
-    global _service
+def application() -> Any:
+    """The reference service's ASGI application on the demo data, built on first use."""
+    global _app
     with _lock:
-        if _service is None:
+        if _app is None:
             from metrics_kit.server.dataset import open_service
             from metrics_kit.server.http.app import App
 
-            service = open_service(log=log.info)
-            built = service.aggregates
-            # Nothing outside this process can reach the service, so its key is no secret; it is
-            # stable per data set so that the client's cache carries over between sessions.
-            # The address in URLs and messages is constant; the cache is filed per data set.
-            identity = f"embedded://demo/{built.meta['fingerprint']}"
-            key = f"embedded-{built.meta['fingerprint']}"
-            _service = (App(service, [key]), key, identity)
-        app, key, identity = _service
-    return ASGITransport(app, key, EMBEDDED_URL, cache_identity=identity, rate_limit=rate_limit)
+            _app = App(open_service(log=log.info), [_KEY])
+        return _app
+
+
+async def _on_first_request(scope: Any, receive: Any, send: Any) -> None:
+    await application()(scope, receive, send)
+
+
+def transport(*, rate_limit: float | None = None) -> ASGITransport:
+    """A transport to the embedded service; the demo data and its aggregates are built on its first request."""
+    return ASGITransport(_on_first_request, _KEY, EMBEDDED_URL, rate_limit=rate_limit)

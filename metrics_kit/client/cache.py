@@ -16,6 +16,15 @@ How long
     ``expires_at`` (NULL = never), so the TTL in force when a value was written is the one that
     applies to it. Expired entries are misses, and are purged at the start of the next write.
 
+Which data version
+    A service that names its data version (``X-Data-Version``) gets its values filed under it: each
+    row holds the version of the answer it came from, and only the rows of the version the client
+    currently trusts are read. The last version seen, when it was seen, and the service's
+    ``/projects`` answer under it are kept per service and key (the ``services`` table), so that a
+    fresh process can trust a version seen less than ``version_ttl`` seconds ago without asking.
+    Recording another version deletes the rows of every other: values of two data sets are never
+    mixed. A service that names no version has the version ``""``.
+
 Where
     One SQLite file, ``cache_dir() / "values.sqlite3"`` (``$METRICS_KIT_CACHE_DIR``, else the
     user's cache folder), in WAL mode, shared safely by the threads of a process (one connection
@@ -55,12 +64,12 @@ from metrics_kit.errors import ConfigurationError
 from metrics_kit.files import CACHE_DIR_ENV, cache_dir
 from metrics_kit.spec.calendar import ISO, Calendar
 
-__all__ = ["Entry", "Key", "ValueCache", "default_path", "delete_cache_file", "namespace"]
+__all__ = ["Entry", "Key", "Known", "ValueCache", "default_path", "delete_cache_file", "namespace"]
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "values.sqlite3"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: the data version of each row, and the services table
 CHUNK = 500  # dates per query: well under SQLite's 32,766 bound parameters
 BUSY_TIMEOUT = 10.0  # seconds another process may hold the write lock before we give up
 
@@ -87,7 +96,14 @@ CREATE TABLE IF NOT EXISTS entries (
     period_end TEXT,
     fetched_at REAL NOT NULL,
     expires_at REAL,             -- NULL: never
+    version TEXT NOT NULL,       -- the data version of the answer ('' when the service names none)
     PRIMARY KEY (ns, metric, project, granularity, date)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS services (
+    ns TEXT PRIMARY KEY,
+    version TEXT NOT NULL,       -- the data version last seen
+    seen_at REAL NOT NULL,       -- when it was last seen, the wall clock
+    projects TEXT                -- its /projects answer as JSON ('null': none offered), NULL: not asked
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS entries_expiry ON entries (expires_at) WHERE expires_at IS NOT NULL;
 """
@@ -105,6 +121,16 @@ class Entry:
     period_start: str | None  # ISO date, when the service said
     period_end: str | None
     fetched_at: float  # the wall clock (seconds since the epoch) when fetched
+    version: str = ""  # the data version of the answer
+
+
+@dataclass(frozen=True)
+class Known:
+    """What the cache holds of a service: the data version last seen, when, and its projects then."""
+
+    version: str
+    seen_at: float
+    projects: str | None  # the JSON of its /projects answer under that version; None: not asked
 
 
 def default_path() -> Path:
@@ -194,14 +220,15 @@ class ValueCache:
 
     # -- public -------------------------------------------------------------------------------
 
-    def get_many(self, keys: Sequence[Key], *, now: float | None = None) -> dict[Key, Entry]:
-        """The fresh entries among ``keys`` (expired or absent keys are left out and count as misses)."""
+    def get_many(self, keys: Sequence[Key], *, version: str = "", now: float | None = None) -> dict[Key, Entry]:
+        """The fresh entries among ``keys`` of data ``version`` (expired or absent keys, and those of
+        another version, are left out and count as misses)."""
         now = self._clock() if now is None else now
         groups: dict[tuple[str, str, str], dict[str, Key]] = {}
         for key in keys:
             groups.setdefault(key[:3], {})[key[3]] = key
         nothing: dict[Key, Entry] = {}
-        found = self._run(lambda conn: self._select(conn, groups, now), default=nothing) if groups else nothing
+        found = self._run(lambda conn: self._select(conn, groups, version, now), default=nothing) if groups else nothing
         with self._lock:
             self.hits += len(found)
             self.misses += sum(map(len, groups.values())) - len(found)
@@ -231,17 +258,56 @@ class ValueCache:
                     entry.period_end,
                     entry.fetched_at,
                     self._expires_at((metric, project, granularity, day), entry),
+                    entry.version,
                 )
             )
         if rows:
             self._run(lambda conn: self._insert(conn, rows), default=None)
+
+    def known(self) -> Known | None:
+        """The data version last seen for this service and key, when, and its projects; None if never."""
+        row = self._run(
+            lambda conn: conn.execute(
+                "SELECT version, seen_at, projects FROM services WHERE ns = ?", (self._ns,)
+            ).fetchone(),
+            default=None,
+        )
+        return None if row is None else Known(*row)
+
+    def see(self, version: str, seen_at: float, projects: str | None = None) -> None:
+        """Record that the service answered from data ``version`` at ``seen_at`` (with ``projects``,
+        its /projects answer, when given). Another version than the one recorded deletes every value
+        of the older one, and its projects, in the same transaction."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT version, projects, seen_at FROM services WHERE ns = ?", (self._ns,)
+                ).fetchone()
+                kept = projects
+                if row is not None and row[0] == version:
+                    kept = row[1] if projects is None else projects
+                    seen = max(seen_at, row[2])
+                else:
+                    conn.execute("DELETE FROM entries WHERE ns = ? AND version != ?", (self._ns, version))
+                    seen = seen_at
+                conn.execute("INSERT OR REPLACE INTO services VALUES (?, ?, ?, ?)", (self._ns, version, seen, kept))
+            except BaseException:
+                _rollback(conn)
+                raise
+            conn.execute("COMMIT")
+
+        self._run(write, default=None)
 
     def clear(self, *, everything: bool = False) -> int:
         """Remove this service and key's entries (or every entry); return how many rows went."""
 
         def delete(conn: sqlite3.Connection) -> int:
             if everything:
+                conn.execute("DELETE FROM services")
                 return conn.execute("DELETE FROM entries").rowcount
+            conn.execute("DELETE FROM services WHERE ns = ?", (self._ns,))
             return conn.execute("DELETE FROM entries WHERE ns = ?", (self._ns,)).rowcount
 
         return self._run(delete, default=0, write=True)
@@ -284,14 +350,18 @@ class ValueCache:
     # -- queries ------------------------------------------------------------------------------
 
     def _select(
-        self, conn: sqlite3.Connection, groups: dict[tuple[str, str, str], dict[str, Key]], now: float
+        self,
+        conn: sqlite3.Connection,
+        groups: dict[tuple[str, str, str], dict[str, Key]],
+        version: str,
+        now: float,
     ) -> dict[Key, Entry]:
         found: dict[Key, Entry] = {}
         new = object.__new__
         conn.execute("BEGIN")  # one snapshot for every query
         try:
             for (metric, project, granularity), by_date in groups.items():
-                head = (self._ns, metric, project, granularity)
+                head = (self._ns, metric, project, granularity, version)
                 get = by_date.get
                 for sql, params in _queries(head, by_date, now):
                     for day, value, unit, complete, start, end, fetched_at in conn.execute(sql, params):
@@ -307,6 +377,7 @@ class ValueCache:
                                 period_start=start,
                                 period_end=end,
                                 fetched_at=fetched_at,
+                                version=version,
                             )
         except BaseException:
             _rollback(conn)
@@ -440,13 +511,13 @@ class ValueCache:
 
 _SELECT = (
     "SELECT date, value, unit, complete, period_start, period_end, fetched_at FROM entries"
-    " WHERE ns = ? AND metric = ? AND project = ? AND granularity = ?"
+    " WHERE ns = ? AND metric = ? AND project = ? AND granularity = ? AND version = ?"
     " AND (expires_at IS NULL OR expires_at > ?) AND "
 )
 
 
 def _queries(
-    head: tuple[str, str, str, str], by_date: dict[str, Key], now: float
+    head: tuple[str, str, str, str, str], by_date: dict[str, Key], now: float
 ) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """The queries that read one (metric, project, granularity)'s dates.
 
@@ -468,7 +539,7 @@ def _queries(
         yield _SELECT + "date IN (" + ",".join("?" * len(chunk)) + ")", (*head, now, *chunk)
 
 
-_INSERT = "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT = "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def _ended_by_calendar(key: Key, entry: Entry, calendar: Calendar) -> bool:

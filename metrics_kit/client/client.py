@@ -23,12 +23,13 @@ from metrics_kit.client.cache import Entry, ValueCache
 from metrics_kit.client.discovery import Discovery, Projects
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.frames import Point, Result
-from metrics_kit.client.settings import Settings
+from metrics_kit.client.settings import Settings, check_seconds
 from metrics_kit.client.transports import HTTPTransport, Transport, default_transport
 from metrics_kit.errors import (
     ConfigurationError,
     FetchError,
     PartialDataWarning,
+    ResponseFormatError,
     ValidationError,
 )
 from metrics_kit.spec import ids
@@ -39,6 +40,9 @@ from metrics_kit.spec.catalogue import Catalogue, Metric, default_catalogue
 __all__ = ["Client", "Point", "Result"]
 
 log = logging.getLogger("metrics_kit.client")
+VERSION_TTL = 60.0  # seconds a data version, once seen, is trusted without asking again
+SAVE_EVERY = fetching.BATCH  # fetched values are written to the cache in batches of this many
+VERSION_CHANGES = 3  # times the data may change during one pull before it gives up
 Shape = Literal["wide", "long"]
 Names = str | Iterable[str]
 
@@ -56,7 +60,9 @@ class Client:
     and ``connect_timeout`` (5 s), ``retries`` (5): for a base URL only; ``cache`` (True),
     ``refresh`` (False), ``progress`` (None: a bar from 100 points); ``week_start`` ("monday") the
     first day of the service's weeks; ``chain_unit`` ("sol"); ``incomplete_ttl`` (600 s) how long
-    an incomplete period stays cached; ``clock`` (time.time) the wall clock, for tests.
+    an incomplete period stays cached; ``version_ttl`` (60 s) how long the service's data version,
+    once seen, is trusted before cached values are read under it again only after asking
+    (docs/client.md, "The data version"); ``clock`` (time.time) the wall clock, for tests.
     """
 
     def __init__(
@@ -76,6 +82,7 @@ class Client:
         week_start: Literal["monday", "sunday"] = "monday",
         chain_unit: str | None = None,
         incomplete_ttl: float | None = None,
+        version_ttl: float | None = None,
         clock: Any = None,
     ):
         self.settings = Settings.make(
@@ -101,7 +108,10 @@ class Client:
         self._transport: Transport | None = transport
         self._given_transport = transport is not None
         self._cache: ValueCache | None = None
-        self._discovery = Discovery()
+        self.version_ttl = check_seconds(
+            "version_ttl", VERSION_TTL if version_ttl is None else version_ttl, positive=False
+        )
+        self._discovery = Discovery(self.settings.clock, self.version_ttl)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -199,12 +209,12 @@ class Client:
         return metric
 
     def _check_applies(self, metric: Metric, project: str) -> None:
-        self._discovery.check(self.transport, metric, project)
+        self._discovery.check(self.transport, metric, project, self._get_cache())
 
     def discovery(self) -> Projects | None:
         """The service's projects ({project: {kinds, regular_pools, coverage}}), or None when it offers
         no discovery. The specification does not require it, so nothing depends on it."""
-        return self._discovery.projects(self.transport)
+        return self._discovery.projects(self.transport, self._get_cache())
 
     def periods(self, start: DateLike, end: DateLike, granularity: str = "1_day") -> list[dt.date]:
         """First days of every period from the one containing ``start`` to the one containing ``end``."""
@@ -229,36 +239,68 @@ class Client:
     def fetch(
         self, points: Sequence[Point], *, refresh: bool | None = None, progress: bool | None = None
     ) -> tuple[dict[Point, Result], dict[Point, Exception]]:
-        """Values of validated points: from the cache where fresh, the rest from the service."""
+        """Values of validated points: from the cache where fresh, the rest from the service.
+
+        Every value of one result comes from one data version: when an answer names another version
+        than the others (the service's data changed during the pull), the values of the older one
+        are fetched again, up to VERSION_CHANGES times."""
         refresh = self.settings.refresh if refresh is None else refresh
+        results, failures, versions, latest = self._fetch_once(list(dict.fromkeys(points)), refresh, progress)
+        for attempt in range(VERSION_CHANGES + 1):
+            stale = [p for p, v in versions.items() if v != latest]
+            if not stale:
+                return results, failures
+            if attempt == VERSION_CHANGES:
+                break
+            log.info("the service's data changed during the pull; fetching %d values again", len(stale))
+            again, failed, redone, latest = self._fetch_once(stale, refresh, progress)
+            results.update(again)
+            failures.update(failed)
+            versions.update(redone)
+            for point in failed:
+                versions.pop(point, None)
+                results.pop(point, None)
+        raise ResponseFormatError(
+            f"the data of {self.base_url} changed {VERSION_CHANGES} times during one pull; ask again later"
+        )
+
+    def _fetch_once(
+        self, points: list[Point], refresh: bool, progress: bool | None
+    ) -> tuple[dict[Point, Result], dict[Point, Exception], dict[Point, str], str | None]:
+        """One pass: the results, the failures, the data version of each result, and the latest version."""
         cache = self._get_cache()
         results: dict[Point, Result] = {}
+        versions: dict[Point, str] = {}
+        latest = None
         if cache is not None and not refresh:
-            for key, entry in cache.get_many(list(points)).items():
-                results[Point(*key)] = Result(entry.value, entry.unit, entry.complete, True)
-        missing = [p for p in dict.fromkeys(points) if p not in results]
+            latest = self._discovery.version(self.transport, cache)
+            if latest is not None:
+                for key, entry in cache.get_many(points, version=latest).items():
+                    results[Point(*key)] = Result(entry.value, entry.unit, entry.complete, True)
+                    versions[Point(*key)] = latest
+        missing = [p for p in points if p not in results]
         failures: dict[Point, Exception] = {}
-        fetched: list[tuple[Point, parse.Parsed]] = []
-        if missing:
-            show = self.settings.progress if progress is None else progress
-            bar = fetching.progress_bar(len(missing), show)
-            try:
-                is_count = {p.metric: self._metric(p.metric).is_count for p in missing}
-                for point, outcome in fetching.run(self.transport, missing, is_count, self.week_start):
-                    if isinstance(outcome, Exception):
-                        failures[point] = outcome
-                    else:
-                        results[point] = Result(outcome.value, outcome.unit, outcome.complete, False)
-                        fetched.append((point, outcome))
-                    bar.update(1)
-            finally:
-                bar.close()
-        if cache is not None and fetched:
-            now = self.settings.clock()
-            cache.put_many(
-                [(p, Entry(v.value, v.unit, v.complete, v.period_start, v.period_end, now)) for p, v in fetched]
-            )
-        return results, failures
+        if not missing:
+            return results, failures, versions, latest
+        show = self.settings.progress if progress is None else progress
+        bar = fetching.progress_bar(len(missing), show)
+        saver = _Saver(cache, self._discovery, self.settings.clock)
+        try:
+            metrics = {p.metric: self._metric(p.metric) for p in missing}
+            for point, outcome, version in fetching.run(self.transport, missing, metrics, self.calendar):
+                if isinstance(outcome, Exception):
+                    failures[point] = outcome
+                else:
+                    latest = version or ""
+                    results[point] = Result(outcome.value, outcome.unit, outcome.complete, False)
+                    versions[point] = latest
+                    saver.add(point, outcome, latest)
+                bar.update(1)
+        finally:
+            # Also on an interrupt: what was fetched is kept, and a re-run fetches only the rest.
+            saver.flush()
+            bar.close()
+        return results, failures, versions, latest
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -397,6 +439,37 @@ class Client:
     lending = families.lending
     chain_rewards = families.chain_rewards
     financials = families.financials
+
+
+class _Saver:
+    """Writes fetched values to the cache as they arrive, in batches of SAVE_EVERY (the transport's own
+    batches, so an interrupt loses at most the one in flight), each under the data version of its
+    answer; recording a new version drops the older one's values from the cache."""
+
+    def __init__(self, cache: ValueCache | None, discovery: Discovery, clock: Any):
+        self._cache, self._discovery, self._clock = cache, discovery, clock
+        self._pending: list[tuple[Point, Entry]] = []
+
+    def add(self, point: Point, value: parse.Parsed, version: str) -> None:
+        entry = Entry(
+            value.value, value.unit, value.complete, value.period_start, value.period_end, self._clock(), version
+        )
+        self._pending.append((point, entry))
+        if len(self._pending) >= SAVE_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        i = 0
+        while i < len(pending):  # one run of answers per version, in the order they came
+            version = pending[i][1].version
+            j = i
+            while j < len(pending) and pending[j][1].version == version:
+                j += 1
+            self._discovery.saw(version, self._cache)
+            if self._cache is not None:
+                self._cache.put_many(pending[i:j])
+            i = j
 
 
 def _choice(argument: str, value: object, allowed: tuple[str, ...]) -> None:

@@ -1,17 +1,28 @@
-"""The service's own list of its projects (``GET /projects``), where it offers one.
+"""What the client knows of the service: the data version it answers from, and its own list of its
+projects (``GET /projects``), where it offers one.
 
-The specification does not require it, so nothing depends on it: with it, an unknown project or a
-metric that does not apply to a project is a ValidationError before any ``/metrics`` request;
-without it, the service's answers say so.
+The data version (``X-Data-Version`` on every answer, ``data_version`` in ``/projects``) files the
+cache: values are read only under the version the client trusts. A version is trusted for
+``version_ttl`` seconds after it was last seen, in any answer; after that, one ``GET /projects``
+asks again (and brings the projects under that version). The version, when it was seen and the
+projects are kept in the cache too, so a fresh process whose values are all cached, within the
+TTL, answers without touching the network. A service that names no version has the version ``""``.
+
+Discovery is not required by the specification, so nothing depends on it: with it, an unknown
+project or a metric that does not apply to a project is a ValidationError before any ``/metrics``
+request; without it, the service's answers say so.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from metrics_kit.client.cache import ValueCache
 from metrics_kit.client.transports import Transport
 from metrics_kit.errors import TransportError, ValidationError
 from metrics_kit.spec import wire
@@ -19,36 +30,54 @@ from metrics_kit.spec.catalogue import Metric
 
 log = logging.getLogger("metrics_kit.client")
 Projects = dict[str, dict[str, Any]]
+VERSION_HEADER = "x-data-version"
 
 
 class Discovery:
-    """Asks once; an answer (a list, or "not offered") stands, no answer is asked again next time."""
+    """The trusted data version and the projects under it, asked of the service only when not trusted.
 
-    def __init__(self) -> None:
+    An answer to ``GET /projects`` (a list, or "not offered") stands for the version it came with;
+    no answer (a transport error, a 429 or a 5xx) is asked again next time, and meanwhile the last
+    known version, trusted or not, is used."""
+
+    def __init__(self, clock: Callable[[], float], version_ttl: float) -> None:
         self._lock = threading.Lock()
-        self._asked = False
+        self._clock = clock
+        self._ttl = version_ttl
+        self._version: str | None = None
+        self._seen_at = -math.inf
+        self._asked = False  # whether _projects is the service's answer under _version
         self._projects: Projects | None = None
 
-    def projects(self, transport: Transport) -> Projects | None:
-        """{project: {kinds, regular_pools, coverage, metrics}}, or None when not offered."""
+    def version(self, transport: Transport, cache: ValueCache | None) -> str | None:
+        """The data version to read cached values under: a trusted one, else asked for; None when no
+        version is known and the service cannot be reached."""
         with self._lock:
-            if not self._asked:
-                try:
-                    reply = transport.get("/projects", {})
-                except TransportError as error:  # no answer: ask again next time, check nothing now
-                    log.debug("project discovery unreachable: %s", error)
-                    return None
-                if reply.status == 200:
-                    try:
-                        self._projects = {p["project"]: p for p in wire._loads(reply.body)["projects"]}
-                    except (ValueError, KeyError, TypeError) as error:
-                        log.debug("project discovery unreadable: %s", error)
-                self._asked = True
-            return self._projects
+            self._refresh(transport, cache, need_projects=False)
+            return self._version
 
-    def check(self, transport: Transport, metric: Metric, project: str) -> None:
+    def projects(self, transport: Transport, cache: ValueCache | None = None) -> Projects | None:
+        """{project: {kinds, regular_pools, coverage, metrics}}, or None when not offered (or unreachable)."""
+        with self._lock:
+            self._refresh(transport, cache, need_projects=True)
+            return self._projects if self._asked else None
+
+    def saw(self, version: str, cache: ValueCache | None) -> None:
+        """An answer came from data ``version``: trust it from now. Another version than the known one
+        forgets the projects of the old one, and (in the cache) its values."""
+        with self._lock:
+            now = self._clock()
+            if version != self._version:
+                if self._version is not None:
+                    log.info("the service's data version changed from %s to %s", self._version, version)
+                self._projects, self._asked = None, False
+            self._version, self._seen_at = version, max(now, self._seen_at)
+        if cache is not None:
+            cache.see(version, now)
+
+    def check(self, transport: Transport, metric: Metric, project: str, cache: ValueCache | None = None) -> None:
         """Catch an unknown project, or a metric that does not apply to it, before the network."""
-        projects = self.projects(transport)
+        projects = self.projects(transport, cache)
         if projects is None:
             return
         info = known(projects, project)
@@ -58,6 +87,53 @@ class Discovery:
                 f"{', '.join(info['kinds'])}); it applies to {metric.restriction}",
                 "metric",
             )
+
+    # -- under the lock -------------------------------------------------------------------------
+
+    def _trusted(self) -> bool:
+        return self._version is not None and self._clock() - self._seen_at <= self._ttl
+
+    def _refresh(self, transport: Transport, cache: ValueCache | None, *, need_projects: bool) -> None:
+        if not self._trusted() and cache is not None:
+            self._load(cache)
+        if not (self._trusted() and (self._asked or not need_projects)):
+            self._ask(transport, cache)
+
+    def _load(self, cache: ValueCache) -> None:
+        """Take what the cache file knows (this or another process wrote it), when it is newer."""
+        stored = cache.known()
+        if stored is None or stored.seen_at <= self._seen_at:
+            return
+        self._version, self._seen_at = stored.version, stored.seen_at
+        self._asked = stored.projects is not None
+        self._projects = json.loads(stored.projects) if stored.projects is not None else None
+
+    def _ask(self, transport: Transport, cache: ValueCache | None) -> None:
+        try:
+            reply = transport.get("/projects", {})
+        except TransportError as error:
+            log.debug("project discovery unreachable: %s", error)
+            return
+        if reply.status == 429 or reply.status >= 500:
+            log.debug("project discovery answered %s; asking again later", reply.status)
+            return
+        version = reply.header(VERSION_HEADER)
+        projects: Projects | None = None
+        if reply.status == 200:
+            try:
+                document = wire._loads(reply.body)
+                projects = {p["project"]: p for p in document["projects"]}
+                if version is None and isinstance(document.get("data_version"), str):
+                    version = document["data_version"]
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
+                log.debug("project discovery unreadable: %s", error)
+        version = version or ""
+        now = self._clock()
+        if version != self._version and self._version is not None:
+            log.info("the service's data version changed from %s to %s", self._version, version)
+        self._version, self._seen_at, self._projects, self._asked = version, now, projects, True
+        if cache is not None:
+            cache.see(version, now, json.dumps(projects))
 
 
 def known(projects: Mapping[str, dict[str, Any]], project: str) -> dict[str, Any]:

@@ -4,6 +4,12 @@ the error it stands for, whichever transport carried it.
 An answer must be about the period asked for. The client names every period by its first day, in
 its own calendar; a service that answers for another period counts weeks differently, and its
 weekly values would be labelled with the wrong weeks. That is refused with the week_start to set.
+Every other field an answer gives must match the question too: the metric (its canonical name, or an
+alias of it), the project, the period's last day and the unit. An answer to another question is a
+ResponseFormatError naming each mismatch, and is never cached. Fields an answer leaves out (a bare
+number, as the specification allows) are not checked.
+
+Each answer also brings the data version it came from (the ``X-Data-Version`` header), or None.
 """
 
 from __future__ import annotations
@@ -16,38 +22,65 @@ from metrics_kit.client.frames import Point
 from metrics_kit.client.transports import Reply, Transport
 from metrics_kit.errors import APIError, ConfigurationError, ResponseFormatError, TransportError
 from metrics_kit.spec import wire
+from metrics_kit.spec.calendar import Calendar
+from metrics_kit.spec.catalogue import Metric
 
 PROGRESS_THRESHOLD = 100  # points to fetch before a progress bar is worth showing
 BATCH = 256  # requests per hand-off to the transport (a hand-off to another thread costs more than an answer)
 PARAMS = ("metric_name", "project", "granularity", "date")  # a Point's fields, as the wire names them
+VERSION_HEADER = "x-data-version"
 
 
 def run(
-    transport: Transport, points: list[Point], is_count: Mapping[str, bool], week_start: str
-) -> Iterator[tuple[Point, wire.Parsed | Exception]]:
-    """Each point with its parsed answer, or the exception that stands for its failure."""
+    transport: Transport, points: list[Point], metrics: Mapping[str, Metric], calendar: Calendar
+) -> Iterator[tuple[Point, wire.Parsed | Exception, str | None]]:
+    """Each point with its parsed answer (or the exception that stands for its failure) and the data
+    version the answer names (None when it names none)."""
     for i in range(0, len(points), BATCH):
         chunk = points[i : i + BATCH]
         replies = transport.get_many([("/metrics", dict(zip(PARAMS, p, strict=True))) for p in chunk])
         for point, reply in zip(chunk, replies, strict=True):
             if isinstance(reply, TransportError):
-                yield point, reply
+                yield point, reply, None
                 continue
             try:
-                yield point, read(point, reply, is_count[point.metric], week_start)
+                yield point, read(point, reply, metrics[point.metric], calendar), reply.header(VERSION_HEADER)
             except (APIError, ResponseFormatError) as error:
-                yield point, error
+                yield point, error, None
 
 
-def read(point: Point, reply: Reply, is_count: bool, week_start: str) -> wire.Parsed:
+def read(point: Point, reply: Reply, metric: Metric, calendar: Calendar) -> wire.Parsed:
     """The value in a reply, or the error it stands for (raised)."""
     if reply.status != 200:
         raise wire.api_error(reply.status, reply.body, reply.url, reply.header("retry-after"))
-    parsed = wire.metric_value(reply.body, is_count=is_count, url=reply.url)
+    parsed = wire.metric_value(reply.body, is_count=metric.is_count, url=reply.url)
     answered = (parsed.period_start or point.date)[:10]
     if answered != point.date:
-        raise other_period(point, answered, reply.url, week_start)
+        raise other_period(point, answered, reply.url, calendar.week_start)
+    wrong = mismatches(point, parsed, metric, calendar)
+    if wrong:
+        raise ResponseFormatError(f"the answer from {reply.url} is not about what was asked: {'; '.join(wrong)}")
     return parsed
+
+
+def mismatches(point: Point, parsed: wire.Parsed, metric: Metric, calendar: Calendar) -> list[str]:
+    """What an answer says it is about that differs from the question (its period's start aside)."""
+    wrong = []
+    if (
+        parsed.metric_name is not None
+        and parsed.metric_name != metric.name
+        and parsed.metric_name not in metric.aliases
+    ):
+        wrong.append(f"metric_name {parsed.metric_name!r}, asked {metric.name!r}")
+    if parsed.project is not None and parsed.project != point.project:
+        wrong.append(f"project {parsed.project!r}, asked {point.project!r}")
+    if parsed.period_end is not None:
+        last = calendar.end(dt.date.fromisoformat(point.date), point.granularity).isoformat()
+        if parsed.period_end[:10] != last:
+            wrong.append(f"period_end {parsed.period_end!r}, the period asked ends {last}")
+    if parsed.unit is not None and parsed.unit != metric.unit:
+        wrong.append(f"unit {parsed.unit!r}, the metric is in {metric.unit!r}")
+    return wrong
 
 
 def other_period(point: Point, answered: str, url: str, week_start: str) -> Exception:

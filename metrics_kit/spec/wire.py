@@ -25,6 +25,8 @@ class Parsed:
     complete: bool | None = None
     period_start: str | None = None
     period_end: str | None = None
+    metric_name: str | None = None  # what the answer says it is about, when it says
+    project: str | None = None
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -59,6 +61,8 @@ def metric_value(body: bytes, *, is_count: bool, url: str | None = None) -> Pars
         _bool(fields.get("complete")),
         fields.get("period_start"),
         fields.get("period_end"),
+        fields.get("metric_name"),
+        fields.get("project"),
     )
 
 

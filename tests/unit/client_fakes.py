@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from metrics_kit.client.transports import MockTransport, Request, Response
+from metrics_kit.spec.catalogue import default_catalogue
 
 NOW = dt.datetime(2025, 6, 15, 12, 0, tzinfo=dt.UTC).timestamp()  # a Sunday, noon UTC
 
@@ -34,10 +35,10 @@ def no_discovery(request: Request) -> Response:
 
 
 def daily_service(
-    daily: Mapping[dt.date, int], week_start: str = "monday", unit: str = "count", complete: bool | None = True
+    daily: Mapping[dt.date, int], week_start: str = "monday", unit: str | None = None, complete: bool | None = True
 ) -> Callable[[Request], Response]:
-    """A service answering every count metric from ``daily`` values: a period's value is the sum of
-    its days; weeks start on ``week_start``; no discovery."""
+    """A service answering every metric from ``daily`` values: a period's value is the sum of its
+    days; weeks start on ``week_start``; the unit is the metric's (or ``unit``); no discovery."""
 
     def answer(request: Request) -> Response:
         if request.path != "/metrics":
@@ -58,7 +59,7 @@ def daily_service(
             **request.params,
             "period_start": first.isoformat(),
             "period_end": last.isoformat(),
-            "unit": unit,
+            "unit": unit or _unit(request.params["metric_name"]),
             "value": value,
         }
         if complete is not None:
@@ -66,6 +67,11 @@ def daily_service(
         return Response(200, json=body)
 
     return answer
+
+
+def _unit(name: str) -> str:
+    metric = default_catalogue().get(name)
+    return metric.unit if metric is not None else "count"
 
 
 def mock(handler: Callable[[Request], Response]) -> MockTransport:

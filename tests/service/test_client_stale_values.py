@@ -1,0 +1,107 @@
+"""The client's cache against the real server when the data changes (issue 11, items 1 and 11).
+
+Serve data set A, pull 24 values (daily: the golden data set covers five weeks) through a cached
+client, restart the service on data set B at the same URL and key: the client returns B's values,
+once its trust in A's version has run out (version_ttl) or as soon as any answer names B's
+version. And with every value cached under a trusted version, a fresh client needs no service at all.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from support import ServerProcess
+
+from metrics_kit import Client
+
+GOLDEN = Path(__file__).parents[1] / "golden" / "data"
+METRIC, PROJECT = "swap_transaction_count", "swapx"
+DAYS = ("2024-12-28", "2025-01-20")  # 24 days, within the golden data's coverage
+
+
+@pytest.fixture(scope="module")
+def data_sets(tmp_path_factory) -> tuple[Path, Path]:
+    """A: the golden data set. B: the same with every swap of swapx made twice (new transaction ids)."""
+    a = tmp_path_factory.mktemp("data-a") / "data"
+    shutil.copytree(GOLDEN, a)
+    b = tmp_path_factory.mktemp("data-b") / "data"
+    shutil.copytree(GOLDEN, b)
+    lines = (b / "transactions.csv").read_text(encoding="utf-8").splitlines()
+    doubled = []
+    for line in lines[1:]:
+        fields = line.split(",")  # block_time, tx_id, signer, project, action, pool_type
+        if fields[3] == "swapx":
+            fields[1] += "-again"
+            doubled.append(",".join(fields))
+    (b / "transactions.csv").write_text("\n".join([*lines, *doubled]) + "\n", encoding="utf-8")
+    return a, b
+
+
+@pytest.fixture
+def port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Later:
+    """The wall clock, moved on by ``ahead`` seconds: a later session without waiting for it."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.ahead
+
+
+def _pull(server: ServerProcess, clock: Later, end: str = DAYS[1]) -> list[int]:
+    with Client(server.base_url, server.key, clock=clock, retries=0) as client:
+        return client.series(METRIC, PROJECT, DAYS[0], end, "1_day").tolist()
+
+
+def _direct(server: ServerProcess, end: str = DAYS[1]) -> list[int]:
+    with Client(server.base_url, server.key, cache=False) as client:
+        return client.series(METRIC, PROJECT, DAYS[0], end, "1_day").tolist()
+
+
+def test_a_restart_on_other_data_at_the_same_url_and_key_gives_the_new_values(data_sets, port, tmp_path):
+    a, b = data_sets
+    clock = Later()
+    with ServerProcess(a, "--port", str(port), cache_dir=tmp_path / "server") as server:
+        old = _pull(server, clock)
+        assert len(old) == 24 and sum(old) > 0
+    with ServerProcess(b, "--port", str(port), cache_dir=tmp_path / "server") as server:
+        new = _direct(server)
+        assert new != old and sum(new) == 2 * sum(old)
+        clock.ahead = 61  # past version_ttl: the client asks the service's version before reading the cache
+        assert _pull(server, clock) == new
+
+
+def test_any_answer_naming_the_new_version_replaces_every_older_value(data_sets, port, tmp_path):
+    a, b = data_sets
+    clock = Later()
+    with ServerProcess(a, "--port", str(port), cache_dir=tmp_path / "server") as server:
+        old = _pull(server, clock)
+    with ServerProcess(b, "--port", str(port), cache_dir=tmp_path / "server") as server:
+        # Within the TTL: 24 days cached under A's version; the 25th day's answer names B's.
+        longer = _pull(server, clock, end="2025-01-21")
+        assert longer == _direct(server, end="2025-01-21") and longer[:24] != old
+
+
+def test_a_fresh_client_with_everything_cached_needs_no_service(data_sets, tmp_path):
+    a, _ = data_sets
+    clock = Later()
+    with ServerProcess(a, cache_dir=tmp_path / "server") as server:
+        values = _pull(server, clock)
+        base_url, key = server.base_url, server.key
+        with Client(base_url, key, clock=clock) as client:
+            projects = client.projects()
+    # The service is gone: any request would fail (retries=0: at once). Values and projects still answer.
+    with Client(base_url, key, clock=clock, retries=0) as client:
+        series = client.series(METRIC, PROJECT, *DAYS)
+        assert series.tolist() == values and series.attrs["from_cache"] == 24
+        assert client.projects().equals(projects)
