@@ -24,7 +24,7 @@ from metrics_kit.client.discovery import Discovery, Projects
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.frames import Point, Result
 from metrics_kit.client.settings import Settings
-from metrics_kit.client.transports import HTTPTransport, Transport, default_transport
+from metrics_kit.client.transports import HTTPTransport, Transport, default_transport, within_deadline
 from metrics_kit.errors import (
     ConfigurationError,
     FetchError,
@@ -77,6 +77,7 @@ class Client:
         chain_unit: str | None = None,
         incomplete_ttl: float | None = None,
         clock: Any = None,
+        deadline: float | None = None,
     ):
         self.settings = Settings.make(
             base_url=base_url,
@@ -94,6 +95,7 @@ class Client:
             refresh=refresh,
             progress=progress,
             clock=clock,
+            deadline=deadline,
         )
         self.catalogue: Catalogue = default_catalogue(self.settings.chain_unit)
         self.calendar: Calendar = self.settings.calendar
@@ -244,7 +246,9 @@ class Client:
             bar = fetching.progress_bar(len(missing), show)
             try:
                 is_count = {p.metric: self._metric(p.metric).is_count for p in missing}
-                for point, outcome in fetching.run(self.transport, missing, is_count, self.week_start):
+                for point, outcome in within_deadline(
+                    self.settings.deadline, fetching.run(self.transport, missing, is_count, self.week_start)
+                ):
                     if isinstance(outcome, Exception):
                         failures[point] = outcome
                     else:
