@@ -23,6 +23,14 @@ Retries (urllib3 ``Retry``, not a hand-written loop):
   fit is returned as it is (a Reply; the client raises RateLimitError/ServerError), without
   sleeping; a connection error whose backoff does not fit raises TransportError. The worst case is
   therefore ``retry_deadline`` plus one attempt's timeouts.
+- ``read_timeout`` (the Client's ``timeout``) bounds one attempt's whole answer: status line,
+  headers and body. urllib3's read timeout bounds each socket read only, so a server sending a byte
+  a second held a request forever; here every read of the answer waits only for what is left
+  (``_TimedReader``, installed through the pools' connection class), and running out is a read
+  timeout to urllib3, retried like one.
+- a pull's deadline (:func:`~metrics_kit.client.transports.pull_deadline`, the Client's
+  ``deadline``) bounds every request made under it: none is sent once it has passed, no retry is
+  made whose wait would cross it, and an answer still arriving when it passes is cut.
 - a redirect is never followed (it comes back as a Reply): following one to another host would
   send the key there.
 - the body is read inside the attempt, so a body cut off (reset mid-body, a Content-Length longer
