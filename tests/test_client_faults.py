@@ -191,8 +191,8 @@ def test_the_key_travels_only_in_the_header(server, client):
 
 
 def test_a_trickled_body_cannot_hold_value_past_the_timeout(server, client):
-    # 32 bytes, one every 50 ms: 1.6 s whole, each read far inside timeout=0.5.
-    server.always("/metrics", trickle(every=0.05))
+    # 32 bytes, one every 100 ms: 3.2 s whole, each read far inside timeout=0.5.
+    server.always("/metrics", trickle(every=0.1))
     with pytest.raises(mk.TransportError, match="the timeout was exceeded") as caught:
         client.value(COUNT, "demoswap", "1_day", "2025-01-01")
     assert metric_attempts(server) == 3 and "3 attempts" in str(caught.value)  # retries=2
@@ -201,7 +201,7 @@ def test_a_trickled_body_cannot_hold_value_past_the_timeout(server, client):
 
 
 def test_the_deadline_bounds_a_whole_pull(server):
-    server.always("/metrics", trickle(every=0.05))
+    server.always("/metrics", trickle(every=0.1))
     with mk.Client(
         server.base_url, KEY, cache=False, progress=False, timeout=30, retries=5, workers=1, deadline=0.3
     ) as client:

@@ -431,8 +431,8 @@ def _trickles_cut_short(server: FaultServer) -> bool:
 
 @pytest.mark.parametrize("headers", [False, True], ids=["body", "headers and body"])
 def test_a_trickled_answer_cannot_hold_a_request_past_the_timeout(server, make_transport, headers):
-    # One byte every 50 ms: each read is far inside the timeout, the whole answer is not.
-    server.always("/metrics", trickle(every=0.05, headers=headers))
+    # One byte every 100 ms: each read is far inside the timeout, the whole answer is not.
+    server.always("/metrics", trickle(every=0.1, headers=headers))
     transport = make_transport(server.base_url, read_timeout=0.3, retries=1)
     with pytest.raises(TransportError, match=r"timed out after 0\.3 s: the timeout was exceeded") as caught:
         transport.get("/metrics", PARAMS)
@@ -454,7 +454,7 @@ def test_the_pull_deadline_stops_sending_once_passed(server, make_transport):
     def clock() -> float:
         return 10.0 * len(server.requests)
 
-    transport = make_transport(server.base_url, pool_size=1, clock=clock)
+    transport = make_transport(server.base_url, pool_size=1, clock=clock, read_timeout=1000.0)  # only the deadline
     with pull_deadline(35):
         replies = transport.get_many([("/metrics", {**PARAMS, "date": f"2024-03-{day}"}) for day in range(10, 16)])
     assert [isinstance(r, Reply) for r in replies] == [True, True, True, False, False, False]
@@ -465,7 +465,7 @@ def test_the_pull_deadline_stops_sending_once_passed(server, make_transport):
 
 
 def test_the_pull_deadline_cuts_a_trickle_and_is_not_retried_past(server, make_transport):
-    server.always("/metrics", trickle(every=0.05))
+    server.always("/metrics", trickle(every=0.1))
     transport = make_transport(server.base_url, read_timeout=30.0, retries=5, pool_size=4)
     with pull_deadline(0.3), pytest.raises(TransportError, match=r"deadline \(0\.3 s\) was exceeded") as caught:
         transport.get("/metrics", PARAMS)
@@ -474,7 +474,7 @@ def test_the_pull_deadline_cuts_a_trickle_and_is_not_retried_past(server, make_t
 
 
 def test_the_pull_deadline_reaches_the_worker_threads(server, make_transport):
-    server.always("/metrics", trickle(every=0.05))
+    server.always("/metrics", trickle(every=0.1))
     transport = make_transport(server.base_url, read_timeout=30.0, retries=0, pool_size=4)
     with pull_deadline(0.3):
         replies = transport.get_many([("/metrics", {**PARAMS, "date": f"2024-03-{day}"}) for day in range(10, 14)])
