@@ -270,7 +270,7 @@ def test_credentials_in_the_base_url_are_refused_and_never_shown(url, monkeypatc
 def test_metrics_kit_fetch_never_prints_credentials_of_the_base_url(tmp_path, key_set, how):
     url = CREDENTIAL_URLS[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
-    env.update(METRICS_KIT_CACHE_DIR=str(tmp_path / "cache"), METRICS_KIT_LOG_LEVEL="DEBUG")
+    env["METRICS_KIT_CACHE_DIR"] = str(tmp_path / "cache")
     if key_set:
         env["METRICS_KIT_API_KEY"] = KEY
     args = [COUNT, "--project", "demoswap", "--start", "2025-01-01", "--end", "2025-01-02", "--out"]
