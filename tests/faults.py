@@ -12,8 +12,10 @@ body). Every request is recorded (path, query, headers, client port) before it i
 Actions: ``status(code, body=, headers=, delay=)`` answers (after ``delay`` seconds, to be slower
 than a read timeout); ``reset()`` closes the connection without answering, with SO_LINGER 0 so the
 client gets a real RST; ``truncated(body, missing=)`` announces a Content-Length longer than what it
-sends, then closes. Every wait is bounded and cut short when the server stops; on exit the server
-closes its listening socket and every open connection, and joins every thread.
+sends, then closes; ``trickle(body, every=)`` sends the answer one byte at a time (the body, or with
+``headers=True`` the whole answer), recording in ``server.trickled`` how many bytes went out. Every
+wait is bounded and cut short when the server stops; on exit the server closes its listening socket
+and every open connection, and joins every thread.
 """
 
 from __future__ import annotations
@@ -36,12 +38,14 @@ OK_BODY = json.dumps({"metric_name": "m", "value": 1}).encode()
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # "status", "reset" or "truncated"
+    kind: str  # "status", "reset", "truncated" or "trickle"
     code: int = 200
     body: bytes = b""
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
     missing: int = 0
+    every: float = 0.0  # trickle: seconds between bytes
+    slow_headers: bool = False  # trickle: the status line and headers too
 
 
 def status(
@@ -70,6 +74,15 @@ def reset() -> Action:
 def truncated(body: bytes = OK_BODY, missing: int = 100) -> Action:
     """A 200 whose Content-Length promises ``missing`` more bytes than are sent before closing."""
     return Action("truncated", 200, body, missing=missing)
+
+
+def trickle(body: bytes = OK_BODY, *, every: float = 0.05, headers: bool = False) -> Action:
+    """A 200 whose body (with ``headers``, the whole answer) is sent one byte every ``every`` seconds.
+
+    Each byte goes out before its pause, and the whole is bounded by MAX_DELAY: a client that waits
+    long enough gets the whole answer."""
+    every = min(every, MAX_DELAY / max(1, len(body) + (200 if headers else 0)))
+    return Action("trickle", 200, body, every=every, slow_headers=headers)
 
 
 @dataclass(frozen=True)
@@ -125,6 +138,7 @@ class FaultServer:
         self.in_flight = 0
         self.max_in_flight = 0  # the most requests being answered at once
         self.errors: list[BaseException] = []
+        self.trickled: list[tuple[int, int]] = []  # per trickled answer: (bytes sent, bytes in the answer)
         self._httpd = _Server(("127.0.0.1", 0), _handler_for(self))
         self._httpd.owner = self
         host, port = self._httpd.server_address[:2]
@@ -254,6 +268,9 @@ def _handler_for(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(action.code)
             for name, value in action.headers.items():
                 self.send_header(name, value)
+            if action.kind == "trickle":
+                self._trickle(action)
+                return
             if "content-type" not in {name.lower() for name in action.headers}:
                 self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(action.body) + action.missing))
@@ -262,5 +279,28 @@ def _handler_for(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
             self.end_headers()
             self.wfile.write(action.body)
+
+        def _trickle(self, action: Action) -> None:
+            head = (
+                f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(action.body)}\r\n"
+                "Connection: close\r\n\r\n"
+            ).encode()
+            self.close_connection = True
+            slow = head + action.body if action.slow_headers else action.body
+            total = len(slow)
+            sent = 0
+            try:
+                if not action.slow_headers:
+                    self.wfile.write(head)
+                for byte in slow:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    sent += 1
+                    if owner._stopping.wait(action.every):
+                        break
+            except OSError:  # the client gave up and closed the connection
+                pass
+            with owner._lock:
+                owner.trickled.append((sent, total))
 
     return Handler

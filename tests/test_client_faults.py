@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
 
 import pytest
-from faults import FaultServer, reset, slow, status
+from faults import FaultServer, reset, slow, status, trickle
 
 import metrics_kit as mk
 
@@ -181,3 +185,103 @@ def test_the_key_travels_only_in_the_header(server, client):
         assert KEY not in request.target
         assert request.headers.get("x-api-key") == KEY
         assert request.headers.get("accept") == "application/json"
+
+
+# -- deadlines ---------------------------------------------------------------------------------------------
+
+
+def test_a_trickled_body_cannot_hold_value_past_the_timeout(server, client):
+    # 32 bytes, one every 100 ms: 3.2 s whole, each read far inside timeout=0.5.
+    server.always("/metrics", trickle(every=0.1))
+    with pytest.raises(mk.TransportError, match="the timeout was exceeded") as caught:
+        client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+    assert metric_attempts(server) == 3 and "3 attempts" in str(caught.value)  # retries=2
+    server.stop()
+    assert all(sent < total for sent, total in server.trickled)
+
+
+def test_the_deadline_bounds_a_whole_pull(server):
+    server.always("/metrics", trickle(every=0.1))
+    with mk.Client(
+        server.base_url, KEY, cache=False, progress=False, timeout=30, retries=5, workers=1, deadline=0.3
+    ) as client:
+        with pytest.raises(mk.FetchError) as caught:
+            client.series(COUNT, "demoswap", "2025-01-01", "2025-01-05")
+    failures = list(caught.value.failures.values())
+    assert len(failures) == 5 and all(isinstance(f, mk.TransportError) for f in failures)
+    assert "deadline (0.3 s) was exceeded" in str(failures[0])
+    assert all("not sent" in str(f) for f in failures[1:])
+    assert metric_attempts(server) == 1  # neither retried nor followed by the other four
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("inf"), float("nan"), "10", True])
+def test_a_bad_deadline_is_refused(bad):
+    with pytest.raises(mk.ConfigurationError, match="deadline must be a finite number of seconds") as caught:
+        mk.Client("http://127.0.0.1:9", KEY, deadline=bad)
+    assert caught.value.setting == "deadline"
+
+
+def test_a_deadline_is_refused_where_there_is_no_connection():
+    with pytest.raises(mk.ConfigurationError, match="deadline cannot apply to the embedded default"):
+        mk.Client(deadline=10)
+
+
+# -- credentials in the base URL -----------------------------------------------------------------------------
+
+SECRET = "pw-SECRET-7f3a"
+CREDENTIAL_URLS = [
+    f"http://alice:{SECRET}@127.0.0.1:9/",
+    f"https://{SECRET}@metrics.example.com/v1",
+    f"http://alice:{SECRET}@127.0.0.1:9/path@with-at",
+    f"htp://alice:{SECRET}@127.0.0.1:9",  # a bad scheme too: the message shows the URL, masked
+]
+
+
+def _error_text(error: BaseException) -> str:
+    return f"{error} {error!r} {error.args!r} {vars(error)!r}"
+
+
+@pytest.mark.parametrize("url", CREDENTIAL_URLS)
+def test_credentials_in_the_base_url_are_refused_and_never_shown(url, monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG)
+    errors = []
+    for make in (
+        lambda: mk.Client(url, KEY),
+        lambda: mk.Client(url),  # no key either: the missing key must not be what is reported
+        lambda: mk.configure(url, KEY),
+    ):
+        with pytest.raises(mk.ConfigurationError) as caught:
+            make()
+        errors.append(caught.value)
+    monkeypatch.setenv("METRICS_KIT_BASE_URL", url)
+    monkeypatch.setenv("METRICS_KIT_API_KEY", KEY)
+    with pytest.raises(mk.ConfigurationError) as caught:
+        mk.Client()
+    errors.append(caught.value)
+    for error in errors:
+        assert error.setting == "base_url"
+        assert SECRET not in _error_text(error)
+        assert error.__cause__ is None and error.__context__ is None
+    assert all(SECRET not in f"{r.getMessage()} {r.args!r}" for r in caplog.records)
+
+
+@pytest.mark.parametrize("key_set", [True, False], ids=["with a key", "without a key"])
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_metrics_kit_fetch_never_prints_credentials_of_the_base_url(tmp_path, key_set, how):
+    url = CREDENTIAL_URLS[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+    env["METRICS_KIT_CACHE_DIR"] = str(tmp_path / "cache")
+    if key_set:
+        env["METRICS_KIT_API_KEY"] = KEY
+    args = [COUNT, "--project", "demoswap", "--start", "2025-01-01", "--end", "2025-01-02", "--out"]
+    args.append(str(tmp_path / "out.csv"))
+    if how == "flag":
+        args += ["--base-url", url]
+    else:
+        env["METRICS_KIT_BASE_URL"] = url
+    done = subprocess.run(
+        [sys.executable, "-m", "metrics_kit", "fetch", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "user name or password" in done.stderr
+    assert SECRET not in done.stdout + done.stderr

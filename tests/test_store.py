@@ -73,7 +73,7 @@ def load_error(folder: Path, con=None) -> str:
 
 def shown_rows(message: str) -> list[tuple[int, str]]:
     """The ``row N: 'value'`` lines of a validation message, in order."""
-    return [(int(n), v) for n, v in re.findall(r"^  (?:\S+ )?row (\d+): (.*)$", message, re.M)]
+    return [(int(n), v) for n, v in re.findall(r"^  (?:\S+ )?row (\d+)(?: \(line \d+\))?: (.*)$", message, re.M)]
 
 
 def user_views(con) -> list[str]:
@@ -262,9 +262,9 @@ BAD_VALUES = [
         "transactions",
         TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,\n2024-03-13T08:00:00Z,,a,swp,swap,\n",
         "tx_id",
-        [(2, "None")],
+        [(2, "(empty)")],
     ),
-    ("empty signer", "transactions", TX_HEADER + "2024-03-13T08:00:00Z,t1,,swp,swap,\n", "signer", [(1, "None")]),
+    ("empty signer", "transactions", TX_HEADER + "2024-03-13T08:00:00Z,t1,,swp,swap,\n", "signer", [(1, "(empty)")]),
     (
         "bad csv timestamps",
         "transactions",
@@ -276,7 +276,7 @@ BAD_VALUES = [
             (2, "'yesterday'"),
             (3, "'2024-02-30T00:00:00Z'"),
             (4, "'03/01/2024'"),
-            (5, "None"),
+            (5, "(empty)"),
             (6, "'2024-03-01T25:00:00Z'"),
         ],
     ),
@@ -321,14 +321,14 @@ BAD_VALUES = [
         'project,kinds,initial_circulating_supply,regular_pools\na,dex,,\nb,"dex,bank",,\nc,,,\n'
         'd,"dex,,yield",,\ne,DEX,,\n',
         "kinds",
-        [(2, "'dex,bank'"), (3, "None"), (4, "'dex,,yield'"), (5, "'DEX'")],
+        [(2, "'dex,bank'"), (3, "(empty)"), (4, "'dex,,yield'"), (5, "'DEX'")],
     ),
     (
         "tokenomics project without initial supply",
         "projects",
         'project,kinds,initial_circulating_supply,regular_pools\ntok,tokenomics,100,\ngov,"dex,tokenomics",,\n',
         "initial_circulating_supply",
-        [(2, "None")],
+        [(2, "(empty)")],
     ),
     (
         "bad initial supply",
@@ -402,7 +402,7 @@ BAD_VALUES = [
         "chain_rewards",
         "block_time,project,account,reward_type,amount\n2024-03-13T00:00:00Z,sol,,rent,1\n",
         "account",
-        [(1, "None")],
+        [(1, "(empty)")],
     ),
     (
         "unknown reward type",
@@ -703,7 +703,7 @@ def test_error_in_a_part_names_the_folder_the_part_and_its_row(tmp_path):
     )
     message = load_error(folder)
     assert message.startswith("transactions/ (2 csv files), column 'action': 1 row breaks the rule")
-    assert "  part-1.csv row 2: 'bridge'" in message
+    assert "  part-1.csv row 2 (line 3): 'bridge'" in message
 
 
 def test_error_in_a_parquet_part_names_the_part_and_its_row(tmp_path):
@@ -779,3 +779,93 @@ def test_a_failed_validation_writes_nothing(tmp_path):
     with pytest.raises(DataFormatError):
         store.write_parquet(store.validate(folder), tmp_path / "layout")
     assert not (tmp_path / "layout").exists()
+
+
+# -- a CSV that breaks the format: the file, the line, the column ----------------------------------------
+
+GOOD_ROWS = "".join(f"2024-03-13T08:00:00Z,g{i},a,swp,swap,\n" for i in range(30_000))  # past DuckDB's sample
+
+
+def write_transactions(folder: Path, data: bytes | str) -> Path:
+    make(folder, transactions=None)
+    (folder / "transactions.csv").write_bytes(data if isinstance(data, bytes) else data.encode())
+    return folder
+
+
+@pytest.mark.parametrize("before", ["", GOOD_ROWS], ids=["near the top", "past the sniffed sample"])
+def test_a_short_row_names_the_line_and_the_missing_columns(tmp_path, before):
+    text = TX_HEADER + before + "2024-03-13T08:00:00Z,t1,a,swp,swap,\n2024-03-13T08:00:00Z,t2,a,swp\n"
+    line = 2 + before.count("\n") + 1
+    message = load_error(write_transactions(tmp_path, text))
+    assert message == (
+        f"transactions.csv, line {line}: the row has 4 values where the header has 6; it ends after column "
+        "'project', so 'action', 'pool_type' are missing (a short or cut-off row)"
+    )
+
+
+def test_a_long_row_names_the_line(tmp_path):
+    message = load_error(write_transactions(tmp_path, TX_HEADER + "2024-03-13T08:00:00Z,t1,a,swp,swap,,x\n"))
+    assert message.startswith("transactions.csv, line 2: the row has 7 values where the header has 6")
+
+
+@pytest.mark.parametrize("before", ["", GOOD_ROWS], ids=["near the top", "past the sniffed sample"])
+def test_a_csv_that_is_not_utf8_names_the_line_column_and_bytes(tmp_path, before):
+    # Past the sample, DuckDB used to load the Latin-1 byte as it was.
+    data = (TX_HEADER + before + "2024-03-13T08:00:00Z,t1,Jos\xe9,swp,swap,\n").encode("latin-1")
+    line = 2 + before.count("\n")
+    message = load_error(write_transactions(tmp_path, data))
+    assert message.startswith(
+        f"transactions.csv, line {line}, column 'signer': byte 0xe9 (character 28 of the line) is not UTF-8; "
+        "CSV files must be UTF-8"
+    ), message
+
+
+def test_a_quote_never_closed_is_an_error_not_part_of_a_value(tmp_path):
+    # Sniffed, the stray quote was taken as text: tx_id '"t1' loaded.
+    message = load_error(write_transactions(tmp_path, TX_HEADER + '2024-03-13T08:00:00Z,"t1,a,swp,swap,\n'))
+    assert message.startswith("transactions.csv, line 2: unexpected end of data"), message
+
+
+def test_a_part_of_a_folder_is_named_with_its_line(tmp_path):
+    folder = make(tmp_path, transactions=None)
+    (folder / "transactions").mkdir()
+    (folder / "transactions" / "part-0.csv").write_text(TRANSACTIONS)
+    (folder / "transactions" / "part-1.csv").write_text(TX_HEADER + "2024-03-13T08:00:00Z,x1\n")
+    assert load_error(folder).startswith("transactions/part-1.csv, line 2: the row has 2 values")
+
+
+def test_an_empty_required_value_names_the_row_its_line_and_the_column(tmp_path):
+    # A quoted line break inside row 1: row 2 starts on line 4.
+    text = TX_HEADER + '2024-03-13T08:00:00Z,"t\n1",a,swp,swap,\n2024-03-13T08:00:00Z,,a,swp,swap,\n'
+    message = load_error(write_transactions(tmp_path, text))
+    assert message == (
+        "transactions.csv, column 'tx_id': 1 row breaks the rule; allowed: a non-empty transaction id\n"
+        "  row 2 (line 4): (empty)"
+    )
+
+
+def test_a_null_in_parquet_is_shown_as_null(tmp_path):
+    folder = make(tmp_path, transactions=None)
+    _parquet_transactions(folder, pa.array([_epoch_ns("2024-03-13T08:00:00")] * 2, pa.timestamp("ns")))
+    table = pq.read_table(folder / "transactions.parquet")
+    table = table.set_column(1, "tx_id", pa.array(["t0", None], pa.string()))
+    pq.write_table(table, folder / "transactions.parquet")
+    assert load_error(folder).endswith("  row 2: (null)")
+
+
+@pytest.mark.parametrize(
+    ("data", "rows"),
+    [
+        (("\ufeff" + TRANSACTIONS).encode(), 3),
+        (TRANSACTIONS.replace("\n", "\r\n").encode(), 3),
+        (TX_HEADER.encode(), 0),
+        ((TX_HEADER + '2024-03-13T08:00:00Z,"t,1","Jos\u00e9 ""J""",swp,swap,\n').encode(), 1),
+    ],
+    ids=["byte order mark", "CRLF", "header only", "quoted commas, quotes and UTF-8"],
+)
+def test_csv_the_format_allows_still_loads(tmp_path, data, rows):
+    loaded = store.load(write_transactions(tmp_path, data))
+    found = loaded.con.execute("SELECT tx_id, signer FROM transactions ORDER BY tx_id").fetchall()
+    assert len(found) == rows
+    if b"Jos" in data:
+        assert found == [("t,1", 'Jos\u00e9 "J"')]

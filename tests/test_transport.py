@@ -17,11 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from faults import FaultServer, reset, slow, status, truncated, unaccepting_port
+from faults import OK_BODY, FaultServer, reset, slow, status, trickle, truncated, unaccepting_port
 from support import TEST_KEY, ServerProcess
 
 from metrics_kit import __version__
-from metrics_kit.client.transports import HTTPTransport, Reply
+from metrics_kit.client.transports import HTTPTransport, Reply, pull_deadline
 from metrics_kit.client.transports._http import _DeadlineRetry
 from metrics_kit.errors import ConfigurationError, TransportError, ValidationError
 
@@ -418,3 +418,82 @@ def test_real_server_never_limits_a_client_paced_below_its_rate(limited_server):
         replies, took = timed(lambda: run_many(transport, count, threads=8))
     assert [r.status for r in replies] == [200] * count
     assert took >= (count - 1) / 4 - 0.05
+
+
+# -- the timeout bounds the whole answer; a deadline bounds the whole pull -------------------------------
+
+
+def _trickles_cut_short(server: FaultServer) -> bool:
+    """Every trickled answer was abandoned by the client before its last byte went out."""
+    server.stop()  # joins the handlers, so every trickle has recorded what it sent
+    return bool(server.trickled) and all(sent < total for sent, total in server.trickled)
+
+
+@pytest.mark.parametrize("headers", [False, True], ids=["body", "headers and body"])
+def test_a_trickled_answer_cannot_hold_a_request_past_the_timeout(server, make_transport, headers):
+    # One byte every 100 ms: each read is far inside the timeout, the whole answer is not.
+    server.always("/metrics", trickle(every=0.1, headers=headers))
+    transport = make_transport(server.base_url, read_timeout=0.3, retries=1)
+    with pytest.raises(TransportError, match=r"timed out after 0\.3 s: the timeout was exceeded") as caught:
+        transport.get("/metrics", PARAMS)
+    assert "2 attempts" in str(caught.value)
+    assert server.attempts() == 2
+    assert _trickles_cut_short(server)
+    assert_no_key(caught.value)
+
+
+def test_a_trickle_that_ends_within_the_timeout_is_read_whole(server, make_transport):
+    server.script("/metrics", trickle(every=0.002))
+    reply = make_transport(server.base_url, read_timeout=5.0).get("/metrics", PARAMS)
+    assert (reply.status, reply.body) == (200, OK_BODY)
+    assert server.attempts() == 1
+
+
+def test_the_pull_deadline_stops_sending_once_passed(server, make_transport):
+    # A clock that moves 10 s with every request the server sees: deterministic, whatever the machine.
+    def clock() -> float:
+        return 10.0 * len(server.requests)
+
+    transport = make_transport(server.base_url, pool_size=1, clock=clock, read_timeout=1000.0)  # only the deadline
+    with pull_deadline(35):
+        replies = transport.get_many([("/metrics", {**PARAMS, "date": f"2024-03-{day}"}) for day in range(10, 16)])
+    assert [isinstance(r, Reply) for r in replies] == [True, True, True, False, False, False]
+    assert "deadline (35 s) was exceeded before the whole answer arrived" in str(replies[3])  # sent at 30, read at 40
+    assert all("not sent, as the pull's deadline (35 s) had passed" in str(r) for r in replies[4:])
+    assert server.attempts() == 4
+    assert transport.get("/metrics", PARAMS).status == 200  # outside the block, no deadline
+
+
+def test_the_pull_deadline_cuts_a_trickle_and_is_not_retried_past(server, make_transport):
+    server.always("/metrics", trickle(every=0.1))
+    transport = make_transport(server.base_url, read_timeout=30.0, retries=5, pool_size=4)
+    with pull_deadline(0.3), pytest.raises(TransportError, match=r"deadline \(0\.3 s\) was exceeded") as caught:
+        transport.get("/metrics", PARAMS)
+    assert "1 attempt," in str(caught.value) and server.attempts() == 1
+    assert _trickles_cut_short(server)
+
+
+def test_the_pull_deadline_reaches_the_worker_threads(server, make_transport):
+    server.always("/metrics", trickle(every=0.1))
+    transport = make_transport(server.base_url, read_timeout=30.0, retries=0, pool_size=4)
+    with pull_deadline(0.3):
+        replies = transport.get_many([("/metrics", {**PARAMS, "date": f"2024-03-{day}"}) for day in range(10, 14)])
+    assert all(isinstance(r, TransportError) and "deadline" in str(r) for r in replies)
+    assert _trickles_cut_short(server)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://alice:pw-SECRET-1@127.0.0.1:9/",
+        "https://alice:pw-SECRET-1@metrics.example.com/v1",
+        "http://pw-SECRET-1@127.0.0.1:9",
+        "ftp://alice:pw-SECRET-1@127.0.0.1:9",
+    ],
+)
+def test_credentials_in_the_base_url_are_refused_unechoed(url):
+    with pytest.raises(ConfigurationError, match="user name or password") as caught:
+        HTTPTransport(url, KEY)
+    assert caught.value.setting == "base_url"
+    assert "pw-SECRET-1" not in f"{caught.value} {caught.value.args!r} {vars(caught.value)!r}"
+    assert caught.value.__cause__ is None and caught.value.__context__ is None

@@ -23,8 +23,8 @@ from metrics_kit.client.cache import Entry, ValueCache
 from metrics_kit.client.discovery import Discovery, Projects
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.frames import Point, Result
-from metrics_kit.client.settings import Settings, check_seconds
-from metrics_kit.client.transports import HTTPTransport, Transport, default_transport
+from metrics_kit.client.settings import Settings
+from metrics_kit.client.transports import HTTPTransport, Transport, default_transport, within_deadline
 from metrics_kit.errors import (
     ConfigurationError,
     FetchError,
@@ -40,7 +40,6 @@ from metrics_kit.spec.catalogue import Catalogue, Metric, default_catalogue
 __all__ = ["Client", "Point", "Result"]
 
 log = logging.getLogger("metrics_kit.client")
-VERSION_TTL = 60.0  # seconds a data version, once seen, is trusted without asking again
 SAVE_EVERY = fetching.BATCH  # fetched values are written to the cache in batches of this many
 VERSION_CHANGES = 3  # times the data may change during one pull before it gives up
 Shape = Literal["wide", "long"]
@@ -84,6 +83,7 @@ class Client:
         incomplete_ttl: float | None = None,
         version_ttl: float | None = None,
         clock: Any = None,
+        deadline: float | None = None,
     ):
         self.settings = Settings.make(
             base_url=base_url,
@@ -101,6 +101,8 @@ class Client:
             refresh=refresh,
             progress=progress,
             clock=clock,
+            deadline=deadline,
+            version_ttl=version_ttl,
         )
         self.catalogue: Catalogue = default_catalogue(self.settings.chain_unit)
         self.calendar: Calendar = self.settings.calendar
@@ -108,10 +110,7 @@ class Client:
         self._transport: Transport | None = transport
         self._given_transport = transport is not None
         self._cache: ValueCache | None = None
-        self.version_ttl = check_seconds(
-            "version_ttl", VERSION_TTL if version_ttl is None else version_ttl, positive=False
-        )
-        self._discovery = Discovery(self.settings.clock, self.version_ttl)
+        self._discovery = Discovery(self.settings.clock, self.settings.version_ttl)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -287,7 +286,8 @@ class Client:
         saver = _Saver(cache, self._discovery, self.settings.clock)
         try:
             metrics = {p.metric: self._metric(p.metric) for p in missing}
-            for point, outcome, version in fetching.run(self.transport, missing, metrics, self.calendar):
+            pulled = fetching.run(self.transport, missing, metrics, self.calendar)
+            for point, outcome, version in within_deadline(self.settings.deadline, pulled):
                 if isinstance(outcome, Exception):
                     failures[point] = outcome
                 else:

@@ -5,9 +5,11 @@ A bad value raises :class:`~metrics_kit.errors.ConfigurationError` at once, nami
 
 Where the client connects: a transport given as ``transport=``, else the base URL and key from the
 arguments, then the environment (``METRICS_KIT_BASE_URL``, ``METRICS_KIT_API_KEY``), else the
-embedded default. ``timeout``, ``connect_timeout`` and ``retries`` shape the HTTP transport the
-client makes from a base URL; with a transport of your own or the embedded default there is no
-connection to time out or retry, so setting them there is refused, never silently ignored.
+embedded default. ``timeout``, ``connect_timeout``, ``retries`` and ``deadline`` shape the HTTP
+transport the client makes from a base URL; with a transport of your own or the embedded default
+there is no connection to time out or retry, so setting them there is refused, never silently ignored.
+A base URL with a user name or password in it (``https://user:pw@host``) is refused without
+echoing them: the key goes in ``api_key``.
 ``rate_limit`` is honoured by the HTTP and the embedded transports.
 """
 
@@ -19,6 +21,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.spec.calendar import WEEK_STARTS, Calendar
@@ -28,12 +31,21 @@ BASE_URL_ENV = "METRICS_KIT_BASE_URL"
 API_KEY_ENV = "METRICS_KIT_API_KEY"
 _VALID_KEY = re.compile(r"[\x21-\x7e]+")  # visible ASCII: a header value that cannot be mangled
 _CHAIN_UNIT = re.compile(r"[a-z_][a-z0-9_]*")
+_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//|)[^/?#@]*@")
 
 
 USER_AGENT = f"metrics-kit/{__version__}"
-DEFAULTS = {"workers": 16, "timeout": 30.0, "connect_timeout": 5.0, "retries": 5, "incomplete_ttl": 600.0}
+# version_ttl: seconds a data version, once seen, is trusted without asking the service again.
+DEFAULTS = {
+    "workers": 16,
+    "timeout": 30.0,
+    "connect_timeout": 5.0,
+    "retries": 5,
+    "incomplete_ttl": 600.0,
+    "version_ttl": 60.0,
+}
 # Settings of the connection the client makes from a base URL, and nothing else.
-HTTP_ONLY = ("timeout", "connect_timeout", "retries")
+HTTP_ONLY = ("timeout", "connect_timeout", "retries", "deadline")
 
 
 # -- the checks (also used by HTTPTransport) ------------------------------------------------------
@@ -85,10 +97,23 @@ def check_api_key(value: object) -> str:
     return value
 
 
+def shown_url(value: str, limit: int = 80) -> str:
+    """A URL for a message: anything before an '@' in its host part (a user name, a password) masked."""
+    return _USERINFO.sub(r"\1***@", value[:limit])
+
+
 def check_base_url(value: object) -> str:
     text = value.strip().rstrip("/") if isinstance(value, str) else ""
+    if isinstance(value, str) and "@" in urlsplit(text).netloc:
+        # Refused, not used as basic auth: the key travels in x-api-key, and a password in a URL ends
+        # up in logs, reprs and shell history. The message never repeats what preceded the '@'.
+        raise ConfigurationError(
+            f"base_url must not hold a user name or password (user:password@host): got {shown_url(text)!r}. "
+            "Give the service's address alone, and the key as api_key= or in METRICS_KIT_API_KEY",
+            setting="base_url",
+        )
     if not text.startswith(("http://", "https://")) or "?" in text or "#" in text or len(text) <= len("https://"):
-        shown = value[:80] if isinstance(value, str) else value
+        shown = shown_url(value) if isinstance(value, str) else value
         raise ConfigurationError(
             "base_url must be an http:// or https:// address without a query, such as "
             f"https://metrics.example.com/v1, not {shown!r}",
@@ -161,7 +186,9 @@ class Settings:
     timeout: float
     connect_timeout: float
     retries: int
+    deadline: float | None
     incomplete_ttl: float
+    version_ttl: float
     calendar: Calendar
     chain_unit: str | None
     cache: bool
@@ -188,6 +215,8 @@ class Settings:
         refresh: bool,
         progress: bool | None,
         clock: Callable[[], float] | None,
+        deadline: float | None = None,
+        version_ttl: float | None = None,
     ) -> Settings:
         if clock is not None and not callable(clock):
             raise ConfigurationError(f"clock must be a function returning seconds, not {clock!r}", setting="clock")
@@ -211,10 +240,14 @@ class Settings:
                 positive=True,
             ),
             retries=check_int("retries", DEFAULTS["retries"] if retries is None else retries, minimum=0),
+            deadline=None if deadline is None else check_seconds("deadline", deadline, positive=True),
             incomplete_ttl=check_seconds(
                 "incomplete_ttl",
                 DEFAULTS["incomplete_ttl"] if incomplete_ttl is None else incomplete_ttl,
                 positive=False,
+            ),
+            version_ttl=check_seconds(
+                "version_ttl", DEFAULTS["version_ttl"] if version_ttl is None else version_ttl, positive=False
             ),
             calendar=check_week_start(week_start),
             chain_unit=check_chain_unit(chain_unit),
@@ -228,7 +261,7 @@ class Settings:
                 "give either transport= or base_url=/api_key=, not both: a transport carries its own address and key",
                 setting="transport",
             )
-        given = {"timeout": timeout, "connect_timeout": connect_timeout, "retries": retries}
+        given = {"timeout": timeout, "connect_timeout": connect_timeout, "retries": retries, "deadline": deadline}
         refused = [name for name in HTTP_ONLY if connection.embedded and given[name] is not None]
         if refused:
             where = "the transport you gave" if transport is not None else "the embedded default (no base_url)"

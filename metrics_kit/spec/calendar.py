@@ -5,8 +5,9 @@ answers for that period. Weeks are ISO weeks (Monday to Sunday) unless a calenda
 ``week_start="sunday"``, for a service whose weeks run Sunday to Saturday. The reference service
 uses ISO weeks (:data:`ISO`); the client takes the week convention of the service it talks to.
 
-Dates past 9999-12-31 do not exist in Python: a period that would end there is a ValidationError,
-never an OverflowError.
+Dates past 9999-12-31 do not exist in Python: a period that would end after it (the week of
+9999-12-27, Monday, would end on 10000-01-02) does not exist either, and naming one (``start``,
+``end``, ``starts``) is a ValidationError, never an OverflowError. December 9999 is whole.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ class Calendar:
             back = dt.timedelta(days=(day.weekday() + self._week_offset) % 7)
             if day - dt.date.min < back:
                 raise ValidationError(f"the week containing {day.isoformat()} starts before 0001-01-01", "date")
+            if dt.date.max - (day - back) < dt.timedelta(days=6):
+                raise _too_far(f"the week containing {day.isoformat()}")
             return day - back
         if granularity == "1_month":
             return day.replace(day=1)
@@ -78,10 +81,7 @@ class Calendar:
         """The last day of the period containing ``day``."""
         start = self.start(day, granularity)  # refuses an unknown granularity
         if granularity == "1_week":
-            try:
-                return start + dt.timedelta(days=6)
-            except OverflowError:
-                raise _too_far(f"the period containing {day.isoformat()}") from None
+            return start + dt.timedelta(days=6)  # start() refused a week that would end after 9999-12-31
         if granularity == "1_month":
             if start.month == 12:
                 return start.replace(day=31)
@@ -106,10 +106,16 @@ class Calendar:
         if granularity == "1_day":
             return (day - origin).days
         if granularity == "1_week":
-            return (self.start(day, granularity) - self.start(origin, granularity)).days // 7
+            # Week numbers from the ordinals, not from start(): the server looks up any date, even in
+            # a week that would end after 9999-12-31 (it answers that it lies outside its coverage).
+            return self._week_number(day) - self._week_number(origin)
         if granularity == "1_month":
             return (day.year - origin.year) * 12 + day.month - origin.month
         raise _unknown(granularity)
+
+    def _week_number(self, day: dt.date) -> int:
+        # 0001-01-01 (ordinal 1) is a Monday
+        return (day.toordinal() - 1 + self._week_offset) // 7
 
     def label(self, start: dt.date, granularity: str) -> str:
         """A short human label: ``2025-06-04``, ``week of 2025-06-02`` (``2025-W23`` for ISO weeks), ``2025-06``."""

@@ -93,39 +93,76 @@ def unknown_metric(name: object, names: Sequence[str], listing: str) -> Validati
 
 
 _ISO_START = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].*)?$")
+_BEYOND_MICROSECONDS = re.compile(r"(\.[0-9]{6})[0-9]+")
+
+
+def _parse_iso(text: str) -> dt.date | None:
+    """A date or datetime from ISO 8601 text; None when it is not one. Python's own parser first, as
+    pandas' nanosecond Timestamps end in 2262; pandas for the ISO forms Python does not read."""
+    import pandas as pd
+
+    if not _ISO_START.match(text):
+        return None
+    try:
+        if len(text) == 10:
+            return dt.date.fromisoformat(text)
+        return dt.datetime.fromisoformat(_BEYOND_MICROSECONDS.sub(r"\1", text))
+    except ValueError:
+        pass
+    try:
+        stamp = pd.to_datetime(text, format="ISO8601")
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return None if stamp is pd.NaT else stamp
 
 
 def to_date(value: object, argument: str) -> dt.date:
     """A UTC calendar date from a user's ISO 8601 string, date, datetime, pandas Timestamp or numpy
     datetime64. Strings must be ISO: '01/02/2025' means January to some and February to others. A
-    time zone is converted to UTC before the date is taken."""
+    time zone is converted to UTC before the date is taken; a date that is then outside 0001-01-01
+    to 9999-12-31 is a ValidationError."""
     import numpy as np
     import pandas as pd
 
-    if isinstance(value, dt.datetime | pd.Timestamp | np.datetime64 | str):
-        stamp: pd.Timestamp | None
+    given = value
+    if isinstance(value, str):
+        value = _parse_iso(value.strip())
+        if value is None:
+            raise _not_a_date(given, argument)
+    elif isinstance(value, np.datetime64):
         try:
-            if isinstance(value, str):
-                text = value.strip()
-                stamp = pd.to_datetime(text, format="ISO8601") if _ISO_START.match(text) else None
-            else:
-                stamp = pd.Timestamp(value)
-        except (ValueError, TypeError, OverflowError):
-            stamp = None
-        if stamp is None or stamp is pd.NaT:
-            raise ValidationError(
-                f"{argument} {clip(value)} is not a date; give an ISO date such as '2025-01-31', "
-                "a datetime.date, a datetime or a pandas Timestamp",
-                argument,
-            )
-        if stamp.tzinfo is not None:
-            stamp = stamp.tz_convert("UTC")
-        day: dt.date = stamp.date()
-        return day
+            value = pd.Timestamp(value)
+        except (ValueError, OverflowError):
+            raise _out_of_range(given, argument) from None
+    if value is pd.NaT:
+        raise _not_a_date(given, argument)
+    if isinstance(value, dt.datetime):
+        try:
+            if value.utcoffset() is not None:
+                value = value.astimezone(dt.UTC)
+            return dt.date(value.year, value.month, value.day)
+        except (ValueError, OverflowError, NotImplementedError):  # pandas: outside its or Python's range
+            raise _out_of_range(given, argument) from None
     if isinstance(value, dt.date):
         return value
     raise ValidationError(
         f"{argument} must be a date (ISO string, datetime.date, datetime or pandas Timestamp), "
         f"not {type(value).__name__}",
+        argument,
+    )
+
+
+def _not_a_date(value: object, argument: str) -> ValidationError:
+    return ValidationError(
+        f"{argument} {clip(value)} is not a date; give an ISO date such as '2025-01-31', "
+        "a datetime.date, a datetime or a pandas Timestamp",
+        argument,
+    )
+
+
+def _out_of_range(value: object, argument: str) -> ValidationError:
+    return ValidationError(
+        f"{argument} {clip(value)} falls outside the dates metrics_kit can represent, 0001-01-01 to "
+        "9999-12-31 (in UTC); choose a date within them",
         argument,
     )

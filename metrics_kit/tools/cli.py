@@ -302,6 +302,7 @@ def _fetch(args) -> int:
     import warnings
 
     from metrics_kit.client.client import Client
+    from metrics_kit.client.settings import check_base_url
 
     suffix = args.out.suffix.lower()
     if suffix not in OUTPUT_FORMATS:
@@ -310,6 +311,8 @@ def _fetch(args) -> int:
     if not folder.is_dir():
         return _fail(f"the folder of --out ({folder}) does not exist")
     base_url = args.base_url or os.environ.get(BASE_URL_ENV) or None
+    if base_url:
+        base_url = check_base_url(base_url)  # refuses a user name or password in it, without echoing them
     if base_url and not os.environ.get(API_KEY_ENV):
         return _fail(
             f"the service {base_url} needs an API key: set the environment variable {API_KEY_ENV} "

@@ -7,17 +7,22 @@
 ``Client(transport=...)`` takes any of them. A client given neither a base URL nor a transport uses
 the default transport registered here with :func:`set_default_transport` (the package root
 registers the embedded reference service; the client layer never imports the server).
+:func:`pull_deadline` bounds every request made inside it by one deadline (HTTPTransport honours it).
 """
 
 from metrics_kit.client.transports._asgi import ASGITransport
 from metrics_kit.client.transports._base import (
     Clock,
+    Deadline,
     Pacer,
     Reply,
     Sleep,
     Transport,
+    current_deadline,
     default_transport,
+    pull_deadline,
     set_default_transport,
+    within_deadline,
 )
 from metrics_kit.client.transports._http import HTTPTransport
 from metrics_kit.client.transports._mock import MockTransport, Request, Response
@@ -25,6 +30,7 @@ from metrics_kit.client.transports._mock import MockTransport, Request, Response
 __all__ = [
     "ASGITransport",
     "Clock",
+    "Deadline",
     "HTTPTransport",
     "MockTransport",
     "Pacer",
@@ -33,6 +39,9 @@ __all__ = [
     "Response",
     "Sleep",
     "Transport",
+    "current_deadline",
     "default_transport",
+    "pull_deadline",
     "set_default_transport",
+    "within_deadline",
 ]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from metrics_kit.errors import ConfigurationError, TransportError
 
@@ -90,6 +92,65 @@ class Pacer:
         with self._lock:
             self._hold = max(self._hold, until)
             self._next = max(self._next, until)
+
+
+class Deadline:
+    """A bound on a whole pull: no request of it is sent, and no answer waited for, after ``seconds``
+    from its first request. It starts on the clock of the transport that first asks (:meth:`at`)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self._at: float | None = None
+        self._lock = threading.Lock()
+
+    def at(self, clock: Clock) -> float:
+        with self._lock:
+            if self._at is None:
+                self._at = clock() + self.seconds
+            return self._at
+
+
+# The deadline of the pull under way in this context. A context variable, not a transport setting:
+# a pull spans many calls of a transport, and the transport cannot tell where one pull ends.
+_pull: ContextVar[Deadline | None] = ContextVar("metrics_kit_pull_deadline", default=None)
+T = TypeVar("T")
+
+
+def current_deadline() -> Deadline | None:
+    """The deadline of the pull under way, if any (transports that honour one read it here)."""
+    return _pull.get()
+
+
+@contextmanager
+def pull_deadline(seconds: float | None) -> Iterator[Deadline | None]:
+    """Bound every request made inside the block by one deadline of ``seconds`` (None: no new bound)."""
+    if seconds is None:
+        yield _pull.get()
+        return
+    deadline = Deadline(seconds)
+    token = _pull.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _pull.reset(token)
+
+
+def within_deadline(seconds: float | None, steps: Iterator[T]) -> Iterator[T]:
+    """The items of ``steps`` (a generator making requests), each made under one deadline of
+    ``seconds`` for them all. The deadline is in effect only while ``steps`` runs, not between items."""
+    if seconds is None:
+        yield from steps
+        return
+    deadline = Deadline(seconds)
+    while True:
+        token = _pull.set(deadline)
+        try:
+            item = next(steps)
+        except StopIteration:
+            return
+        finally:
+            _pull.reset(token)
+        yield item
 
 
 def get_each(transport: Transport, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:

@@ -23,6 +23,14 @@ Retries (urllib3 ``Retry``, not a hand-written loop):
   fit is returned as it is (a Reply; the client raises RateLimitError/ServerError), without
   sleeping; a connection error whose backoff does not fit raises TransportError. The worst case is
   therefore ``retry_deadline`` plus one attempt's timeouts.
+- ``read_timeout`` (the Client's ``timeout``) bounds one attempt's whole answer: status line,
+  headers and body. urllib3's read timeout bounds each socket read only, so a server sending a byte
+  a second held a request forever; here every read of the answer waits only for what is left
+  (``_TimedReader``, installed through the pools' connection class), and running out is a read
+  timeout to urllib3, retried like one.
+- a pull's deadline (:func:`~metrics_kit.client.transports.pull_deadline`, the Client's
+  ``deadline``) bounds every request made under it: none is sent once it has passed, no retry is
+  made whose wait would cross it, and an answer still arriving when it passes is cut.
 - a redirect is never followed (it comes back as a Reply): following one to another host would
   send the key there.
 - the body is read inside the attempt, so a body cut off (reset mid-body, a Content-Length longer
@@ -49,9 +57,11 @@ once (the pool blocks): more threads than that wait for a free connection.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import http.client
+import io
 import itertools
 import logging
 import random
@@ -60,11 +70,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 import requests
 import urllib3
+import urllib3.connection
 from requests.adapters import HTTPAdapter
 from requests.models import PreparedRequest
 from requests.structures import CaseInsensitiveDict
@@ -81,7 +93,7 @@ from urllib3.exceptions import (
 from urllib3.util.retry import Retry
 
 from metrics_kit.client import settings
-from metrics_kit.client.transports._base import Clock, Pacer, Reply, Sleep, get_each
+from metrics_kit.client.transports._base import Clock, Deadline, Pacer, Reply, Sleep, current_deadline
 from metrics_kit.errors import ConfigurationError, TransportError, ValidationError
 
 log = logging.getLogger("metrics_kit.transport")
@@ -131,6 +143,7 @@ class _DeadlineRetry(Retry):
         *args: Any,
         retry_deadline: float = 120.0,
         started: float | None = None,
+        until: float | None = None,
         pacer: Pacer | None = None,
         clock: Clock = time.monotonic,
         pause: Sleep = time.sleep,
@@ -140,13 +153,14 @@ class _DeadlineRetry(Retry):
         super().__init__(*args, **kwargs)
         self.retry_deadline = retry_deadline
         self.started = started
+        self.until = until  # the pull's deadline, on ``clock``
         self.pacer = pacer
         self.clock = clock
         self.pause = pause
         self.jitter = jitter
 
     def new(self, **kw: Any) -> _DeadlineRetry:
-        for name in ("retry_deadline", "started", "pacer", "clock", "pause", "jitter"):
+        for name in ("retry_deadline", "started", "until", "pacer", "clock", "pause", "jitter"):
             kw.setdefault(name, getattr(self, name))
         return super().new(**kw)
 
@@ -213,6 +227,15 @@ class _DeadlineRetry(Retry):
                 _pool, url or "", exc.reason, attempts=attempts, why=f"{_attempts(attempts)}, retries exhausted"
             ) from exc.reason
         wait = new._planned_wait(response)
+        if self.until is not None and self.clock() + wait >= self.until:
+            log.debug("not retrying %s: waiting %.1f s would cross the pull's deadline", full_url, wait)
+            raise _GaveUp(
+                _pool,
+                url or "",
+                error or ResponseError(_cause(response, error)),
+                attempts=attempts,
+                why=f"{_attempts(attempts)}, as the next retry would cross the pull's deadline",
+            )
         if self.started is not None:
             elapsed = self.clock() - self.started
             if elapsed + wait > self.retry_deadline:
@@ -254,22 +277,106 @@ def _cause(response: Any, error: Exception | None) -> str:
     return type(error).__name__ if error is not None else "unknown"
 
 
+class _AnswerTimeout(TimeoutError):
+    """The whole answer did not arrive in time. A socket timeout to urllib3, so it is a read error
+    (retried as one); ``pull``: the pull's deadline came first, not the request's timeout."""
+
+    def __init__(self, pull: bool):
+        super().__init__("the whole answer did not arrive in time")
+        self.pull = pull
+
+
+@dataclass(frozen=True)
+class _AnswerBy:
+    until: float  # on ``clock``
+    clock: Clock
+    pull: bool
+
+
+class _TimedReader(io.RawIOBase):
+    """A socket's reads, each bounded by what is left until ``by.until``: a server that trickles its
+    headers or body cannot hold a request past it, however often it sends a byte."""
+
+    def __init__(self, sock: Any, by: _AnswerBy):
+        super().__init__()
+        self._sock = sock
+        self._io = sock.makefile("rb", buffering=0)  # holds the socket open while the answer is read
+        self._by = by
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        left = self._by.until - self._by.clock()
+        if left <= 0:
+            raise _AnswerTimeout(self._by.pull)
+        self._sock.settimeout(left)
+        try:
+            return int(self._io.readinto(buffer))
+        except TimeoutError:
+            raise _AnswerTimeout(self._by.pull) from None
+
+    def close(self) -> None:
+        self._io.close()
+        super().close()
+
+
+class _TimedResponse(http.client.HTTPResponse):
+    def __init__(self, sock: Any, *args: Any, by: _AnswerBy, **kwargs: Any):
+        super().__init__(sock, *args, **kwargs)
+        self.fp.close()
+        self.fp = io.BufferedReader(_TimedReader(sock, by))
+
+
+class _Timed:
+    """Mixed into urllib3's connection classes: the answer (status line, headers, body) must arrive
+    within ``answer_timeout`` of the request, or by the pull's deadline if that comes first."""
+
+    answer_timeout: float
+    answer_clock: Clock
+    answer_local: threading.local  # .until: the pull's deadline of the request on this thread
+
+    def getresponse(self) -> Any:
+        now = self.answer_clock()
+        until = getattr(self.answer_local, "until", None)
+        pull = until is not None and until < now + self.answer_timeout
+        by = _AnswerBy(until if pull and until is not None else now + self.answer_timeout, self.answer_clock, pull)
+        self.response_class = functools.partial(_TimedResponse, by=by)
+        return super().getresponse()  # type: ignore[misc]
+
+
 class _Adapter(HTTPAdapter):
-    """An HTTPAdapter that hands urllib3 a Retry stamped with the moment the request starts.
+    """An HTTPAdapter that hands urllib3 a Retry stamped with the moment the request starts (and the
+    pull's deadline), and whose pools make connections that bound the whole answer.
 
     requests reads ``max_retries`` once per request, in ``send``; the template stays unstamped.
     """
+
+    answer: tuple[float, Clock, threading.local] | None = None
 
     @property
     def max_retries(self) -> Retry:
         template = self._retry_template
         if isinstance(template, _DeadlineRetry):
-            return template.new(started=template.clock())
+            local = self.answer[2] if self.answer else None
+            return template.new(started=template.clock(), until=getattr(local, "until", None))
         return template
 
     @max_retries.setter
     def max_retries(self, value: Retry) -> None:
         self._retry_template = value
+
+    def get_connection_with_tls_context(self, *args: Any, **kwargs: Any) -> Any:
+        pool = super().get_connection_with_tls_context(*args, **kwargs)
+        if self.answer is not None and not issubclass(pool.ConnectionCls, _Timed):
+            timeout, clock, local = self.answer
+            base = pool.ConnectionCls
+            pool.ConnectionCls = type(
+                f"Timed{base.__name__}",
+                (_Timed, base),
+                {"answer_timeout": timeout, "answer_clock": staticmethod(clock), "answer_local": local},
+            )
+        return pool
 
 
 class HTTPTransport:
@@ -297,7 +404,8 @@ class HTTPTransport:
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
     ):
-        if not isinstance(base_url, str) or not re.match(r"https?://[^/?#\s]+", base_url):
+        settings.check_base_url(base_url)  # refuses a user name or password without echoing them
+        if not re.match(r"https?://[^/?#\s]+", base_url):
             raise ConfigurationError(
                 f"base_url must be an http:// or https:// URL, got {base_url!r}", setting="base_url"
             )
@@ -350,6 +458,8 @@ class HTTPTransport:
         # pool_connections: pools kept per host; there is one host. pool_block: at most pool_size
         # connections, ever (threads beyond that wait for one instead of opening throwaway ones).
         adapter = _Adapter(pool_connections=1, pool_maxsize=pool_size, pool_block=True, max_retries=retry)
+        self._local = threading.local()  # .until: the pull's deadline of this thread's request
+        adapter.answer = (self.timeout[1], clock, self._local)
         session = requests.Session()
         session.mount("http://", adapter)
         session.mount("https://", adapter)
@@ -370,20 +480,35 @@ class HTTPTransport:
             self._pool = adapter.get_connection_with_tls_context(
                 probe, self._settings["verify"], None, self._settings["cert"]
             )
-            self._pool_timeout = urllib3.Timeout(connect=self.timeout[0], read=self.timeout[1])
 
     def get(self, path: str, params: Mapping[str, str]) -> Reply:
         """GET ``base_url + path`` with ``params`` as the query string.
 
         Returns the Reply of the last attempt for every HTTP status; raises TransportError when no
-        answer came, still after the retries.
+        answer came, still after the retries, or when the pull's deadline (:func:`pull_deadline`) passed.
         """
+        return self._get(path, params, current_deadline())
+
+    def _get(self, path: str, params: Mapping[str, str], deadline: Deadline | None) -> Reply:
         url = self._url(path, params)
+        until = deadline.at(self._clock) if deadline is not None else None
         self._pacer.wait()
         started = self._clock()
         error: TransportError | None = None
         response_headers: Mapping[str, str]
         headers = {"User-Agent": self._user_agent, "Accept": "application/json", "x-api-key": self._key.reveal()}
+        connect_timeout, read_timeout = self.timeout
+        if until is not None:
+            if started >= until:
+                assert deadline is not None
+                error = TransportError(
+                    f"GET {url}: not sent, as the pull's deadline ({deadline.seconds:g} s) had passed. "
+                    "What to do: raise deadline, or pull fewer points at once."
+                )
+                error.url = url  # type: ignore[attr-defined]
+                raise error
+            connect_timeout = min(connect_timeout, until - started)
+        self._local.until = until
         try:
             if self._pool is not None:
                 raw = self._pool.urlopen(
@@ -394,7 +519,7 @@ class HTTPTransport:
                     retries=self._adapter.max_retries,
                     redirect=False,
                     assert_same_host=False,
-                    timeout=self._pool_timeout,
+                    timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
                     preload_content=True,
                     decode_content=True,
                 )
@@ -403,16 +528,18 @@ class HTTPTransport:
                 request = PreparedRequest()
                 request.method, request.url, request.body = "GET", url, None
                 request.headers = CaseInsensitiveDict(headers)
-                response = self._adapter.send(request, timeout=self.timeout, **self._settings)
+                response = self._adapter.send(request, timeout=(connect_timeout, read_timeout), **self._settings)
                 body = response.content  # read here, so a truncated body fails inside this try
                 status, response_headers = response.status_code, response.headers
         except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
-            error = TransportError(self._describe(exc, url, self._clock() - started))
+            error = TransportError(self._describe(exc, url, self._clock() - started, deadline))
             error.url = url  # type: ignore[attr-defined]
         else:
             reply = Reply(status, response_headers, body, url)
             log.debug("GET %s -> %d in %.2f s", reply.url, reply.status, self._clock() - started)
             return reply
+        finally:
+            self._local.until = None
         # Raised outside the except block, so that neither __cause__ nor __context__ links to the
         # requests exception, whose .request carries the headers (and so the key).
         log.debug("GET %s failed: %s", url, error)
@@ -428,7 +555,7 @@ class HTTPTransport:
             )
         return url
 
-    def _describe(self, exc: Exception, url: str, elapsed: float) -> str:
+    def _describe(self, exc: Exception, url: str, elapsed: float, deadline: Deadline | None = None) -> str:
         """What happened, for whom, and what to do.
 
         Built from the error types (and an OS error's strerror), never from the exceptions' own text.
@@ -454,6 +581,14 @@ class HTTPTransport:
             else:
                 what = f"could not connect ({_os_error(inner) or type(inner).__name__})"
             todo = f"check that the service is running at {self.base_url} and that base_url is right"
+        elif _has_cause(inner, _AnswerTimeout) or _has_cause(exc, _AnswerTimeout):
+            if any(isinstance(e, _AnswerTimeout) and e.pull for e in (*_chain(inner), *_chain(exc))):
+                seconds = f" ({deadline.seconds:g} s)" if deadline is not None else ""
+                what = f"the pull's deadline{seconds} was exceeded before the whole answer arrived"
+                todo = "raise deadline, or pull fewer points at once"
+            else:
+                what = f"timed out after {read_timeout:g} s: the timeout was exceeded before the whole answer arrived"
+                todo = "try again later, or raise the timeout (Client timeout=, HTTPTransport read_timeout=)"
         elif isinstance(inner, ConnectTimeoutError) or isinstance(exc, requests.ConnectTimeout):
             what = f"connecting timed out after {connect_timeout:g} s"
             todo = f"check that {self.base_url} is reachable, or raise connect_timeout"
@@ -487,12 +622,22 @@ class HTTPTransport:
     def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
         """Answers to several requests, ``pool_size`` in flight at once, in the order asked."""
         if self.pool_size == 1 or len(requests) <= 1:
-            return get_each(self, requests)
+            deadline = current_deadline()
+            return [self._get_or_error(request, deadline) for request in requests]
         with self._threads_lock:
             if self._threads is None:
                 self._threads = ThreadPoolExecutor(self.pool_size, thread_name_prefix="metrics-kit")
             threads = self._threads
-        return list(threads.map(lambda request: get_each(self, [request])[0], requests))
+        deadline = current_deadline()  # the worker threads do not share this thread's context
+        return list(threads.map(lambda request: self._get_or_error(request, deadline), requests))
+
+    def _get_or_error(
+        self, request: tuple[str, Mapping[str, str]], deadline: Deadline | None
+    ) -> Reply | TransportError:
+        try:
+            return self._get(*request, deadline)
+        except TransportError as error:
+            return error
 
     def close(self) -> None:
         """Close the pooled connections. The transport cannot be used afterwards."""

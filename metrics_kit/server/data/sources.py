@@ -1,4 +1,5 @@
-"""Which files hold a data folder's tables, and a fingerprint that changes when any of them does.
+"""Which files hold a data folder's tables, and a fingerprint that changes when any of them does;
+and, for a CSV file the store could not read, the first line that breaks the format, in words.
 
 Kept apart from the store so that finding saved aggregates (a fingerprint from file names, sizes
 and times) needs no database engine: the embedded service starts without importing DuckDB.
@@ -6,7 +7,9 @@ and times) needs no database engine: the embedded service starts without importi
 
 from __future__ import annotations
 
+import csv
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,3 +78,87 @@ def fingerprint(sources: dict[str, Source]) -> str:
             stat = path.stat()
             digest.update(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:32]
+
+
+# -- what is wrong with a CSV file -----------------------------------------------------------------------
+# DuckDB reports a bad CSV as "CSV Error on Line: 2", or, when a short row or a stray quote upsets
+# its dialect detection, as missing columns. On that path only, the file is read again here, with the
+# csv module, to name the line, the column and the problem.
+
+
+class _BadBytes(Exception):
+    def __init__(self, line: int, column: str, detail: str):
+        super().__init__(detail)
+        self.line, self.column, self.detail = line, column, detail
+
+
+def _utf8_lines(path: Path, header: list[str]) -> Iterator[str]:
+    """The file's lines as text; bytes that are not UTF-8 raise _BadBytes naming the line and column."""
+    with path.open("rb") as raw:
+        for number, line in enumerate(raw, 1):
+            try:
+                yield line.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                before = line[: error.start].decode("utf-8", "replace")
+                fields = next(csv.reader([before])) if before else [""]
+                index = len(fields) - 1
+                column = header[index] if number > 1 and index < len(header) else f"field {index + 1}"
+                bad = line[error.start : error.end]
+                raise _BadBytes(
+                    number,
+                    column,
+                    f"byte{'s' if len(bad) > 1 else ''} {' '.join(f'0x{b:02x}' for b in bad)} "
+                    f"(character {len(before) + 1} of the line) is not UTF-8",
+                ) from None
+
+
+def csv_problem(path: Path, label: str) -> str | None:
+    """The first line of ``path`` that breaks "comma-separated, a header row, UTF-8", or None."""
+    header: list[str] = []
+    reader = csv.reader(_utf8_lines(path, header), strict=True)
+    try:
+        header.extend(next(reader, []))
+        for record in reader:
+            if not record:
+                continue  # a blank line
+            if len(record) < len(header):
+                missing = header[len(record) :]
+                return (
+                    f"{label}, line {reader.line_num}: the row has {len(record)} values where the header has "
+                    f"{len(header)}; it ends after column {header[len(record) - 1]!r}, so "
+                    f"{', '.join(map(repr, missing))} {'is' if len(missing) == 1 else 'are'} missing "
+                    "(a short or cut-off row)"
+                )
+            if len(record) > len(header):
+                return (
+                    f"{label}, line {reader.line_num}: the row has {len(record)} values where the header has "
+                    f"{len(header)}; the extra values come after column {header[-1]!r} (an unquoted comma?)"
+                )
+    except _BadBytes as bad:
+        return (
+            f"{label}, line {bad.line}, column {bad.column!r}: {bad.detail}; CSV files must be UTF-8 "
+            "(save it again as UTF-8, for example as 'CSV UTF-8' from a spreadsheet)"
+        )
+    except csv.Error as error:
+        return f"{label}, line {reader.line_num}: {error} (a quote without its closing quote?)"
+    return None
+
+
+def csv_lines(path: Path, rows: set[int]) -> dict[int, int]:
+    """The line on which each of ``rows`` (data rows numbered from 1) starts in a readable CSV file."""
+    found: dict[int, int] = {}
+    if not rows:
+        return found
+    with path.open(encoding="utf-8-sig", errors="replace", newline="") as text:
+        reader = csv.reader(text)
+        next(reader, None)
+        row, line = 0, reader.line_num + 1
+        for record in reader:
+            if record:
+                row += 1
+                if row in rows:
+                    found[row] = line
+                    if len(found) == len(rows):
+                        break
+            line = reader.line_num + 1
+    return found

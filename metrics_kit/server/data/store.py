@@ -42,7 +42,13 @@ from metrics_kit.server.data.schema import (
     REWARD_TYPES,
     TABLES,
 )
-from metrics_kit.server.data.sources import Source, find_sources, fingerprint  # noqa: F401 (the store's API)
+from metrics_kit.server.data.sources import (  # noqa: F401 (find_sources: the store's API)
+    Source,
+    csv_lines,
+    csv_problem,
+    find_sources,
+    fingerprint,
+)
 from metrics_kit.spec.catalogue import KINDS
 from metrics_kit.spec.ids import PROJECT_PATTERN
 
@@ -129,11 +135,25 @@ def _scan(source: Source) -> str:
     files = _sql_list(str(p) for p in source.files)
     if source.fmt == "parquet":
         return f"read_parquet({files}, union_by_name = true, filename = true, file_row_number = true)"
-    # Every CSV column is read as text so that a bad value is reported, not silently guessed.
+    # Every CSV column is read as text so that a bad value is reported, not silently guessed. The
+    # dialect is the format's (docs/data-format.md), not sniffed: sniffing took a stray quote for
+    # part of a value, and without the encoding named, bytes that are not UTF-8 past the sniffed
+    # sample were loaded as they were.
     return (
         f"read_csv({files}, header = true, all_varchar = true, union_by_name = true, "
-        f"filename = true, strict_mode = true)"
+        "filename = true, strict_mode = true, delim = ',', quote = '\"', escape = '\"', encoding = 'utf-8')"
     )
+
+
+def _csv_error(source: Source) -> DataFormatError | None:
+    """The first line of a CSV source that breaks the format, named (None: not that kind of problem)."""
+    if source.fmt != "csv":
+        return None
+    for path in source.files:
+        problem = csv_problem(path, f"{source.table}/{path.name}" if source.folder else path.name)
+        if problem:
+            return DataFormatError(problem)
+    return None
 
 
 def _row_expr(source: Source) -> str:
@@ -147,7 +167,7 @@ def _column_types(con, source: Source) -> dict[str, str]:
     try:
         rows = con.execute(f"DESCRIBE SELECT * FROM {_scan(source)}").fetchall()
     except duckdb.Error as exc:
-        raise DataFormatError(
+        raise _csv_error(source) or DataFormatError(
             f"{source.label}: cannot be read as {source.fmt.upper()}: {str(exc).splitlines()[0]}"
         ) from None
     return {name: typ for name, typ, *_ in rows}
@@ -314,7 +334,8 @@ def _relation(con, source: Source) -> _Relation:
     wanted = COLUMNS[source.table]
     missing = [c for c in wanted if c not in types]
     if missing:
-        raise DataFormatError(
+        # A short row or a stray quote can make a CSV's header unreadable: name that line first.
+        raise _csv_error(source) or DataFormatError(
             f"{source.label}: missing column{'s' if len(missing) > 1 else ''} "
             f"{', '.join(map(repr, missing))}; the {source.table} table has columns "
             f"{', '.join(wanted)} (found: {', '.join(c for c in types if c not in ('filename', 'file_row_number'))})"
@@ -364,19 +385,35 @@ def _first_bad_rows(con, source: Source, relation: _Relation, check: _Check) -> 
         con.execute(f"SET threads = {int(threads)}")
 
 
+def _shown_rows(source: Source, rows: list[tuple]) -> list[str]:
+    """``row N (line L): 'value'`` for each bad row; an empty value shown as such, not as None."""
+    lines: dict[str, dict[int, int]] = {}
+    if source.fmt == "csv":
+        for name in {f for f, _row, _value in rows}:
+            lines[name] = csv_lines(Path(name), {row for f, row, _value in rows if f == name})
+    out = []
+    for name, row, value in rows:
+        where = f"{Path(name).name} " if source.folder else ""
+        line = lines.get(name, {}).get(row)
+        at = f" (line {line})" if line else ""
+        shown = repr(value) if value is not None else "(empty)" if source.fmt == "csv" else "(null)"
+        out.append(f"  {where}row {row}{at}: {shown}")
+    return out
+
+
 def _validate(con, source: Source, relation: _Relation, checks: list[_Check]) -> None:
     try:
         counts = con.execute(_profile_sql(source.table, relation, checks)).fetchone()
     except duckdb.Error as exc:
-        raise DataFormatError(f"{source.label}: cannot be read: {str(exc).splitlines()[0]}") from None
+        raise _csv_error(source) or DataFormatError(
+            f"{source.label}: cannot be read: {str(exc).splitlines()[0]}"
+        ) from None
     for check, count in zip(checks, counts, strict=True):
         if not count:
             continue
         # Only now, on the way to an error, is the slower numbered scan worth it.
         rows = _first_bad_rows(con, source, relation, check)
-        shown = "\n".join(
-            f"  {Path(f).name + ' ' if source.folder else ''}row {row}: {value!r}" for f, row, value in rows
-        )
+        shown = "\n".join(_shown_rows(source, rows))
         more = f"\n  ... and {count - len(rows)} more" if count > len(rows) else ""
         noun = "row breaks" if count == 1 else "rows break"
         raise DataFormatError(
