@@ -39,7 +39,7 @@ from serve import Server
 # What the core install must not bring: the [lab] and [serve] extras' top-level modules.
 EXTRAS_MODULES = ("jupyterlab", "notebook", "ipykernel", "IPython", "ipywidgets", "matplotlib")
 EXTRAS_MODULES += ("papermill", "nbconvert", "nbformat", "jupyter_client", "uvicorn", "uvloop", "httptools")
-# Loaded on first use, not on import (see tests/test_public_api.py).
+# Loaded on first use, not on import (see tests/unit/test_public_api.py).
 ENGINE_MODULES = ("duckdb", "ibis")
 QUERY = ("swap_active_users", "demoswap", "1_week", "2025-06-04")
 

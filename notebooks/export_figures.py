@@ -4,7 +4,7 @@
 
 Each family notebook tags one chart cell ``readme-figure``; the first image/png output of that
 cell, exactly as stored in the notebook (so nbval's run and the picture agree), is written to
-docs/<family>.png. tests/test_notebooks.py fails when a picture and its notebook disagree.
+docs/<family>.png. tests/notebooks/test_notebooks.py fails when a picture and its notebook disagree.
 """
 
 from __future__ import annotations

@@ -12,31 +12,6 @@ import pytest
 
 KINDS = ("unit", "service", "notebooks", "browser", "spark")
 # A test file in tests/<kind>/ is of that kind; so is every notebook nbval collects in notebooks/.
-# Files still directly in tests/ are listed here (or start with a kind's prefix below).
-FLAT_FILES = {
-    "test_cache.py": "unit",
-    "test_catalogue.py": "unit",
-    "test_demo.py": "unit",
-    "test_docs.py": "unit",
-    "test_environment.py": "unit",
-    "test_layers.py": "unit",
-    "test_plotting.py": "unit",
-    "test_public_api.py": "unit",
-    "test_store.py": "unit",
-    "test_aggregates.py": "service",
-    "test_cli_fetch.py": "service",
-    "test_client.py": "service",
-    "test_client_faults.py": "service",
-    "test_demo_served.py": "service",
-    "test_families.py": "service",
-    "test_golden.py": "service",
-    "test_http.py": "service",
-    "test_properties.py": "service",
-    "test_schema.py": "service",
-    "test_transport.py": "service",
-    "test_notebooks.py": "notebooks",
-}
-FLAT_PREFIXES = {"test_browser": "browser", "test_spark": "spark"}
 
 _saved_environment: dict[str, str] = {}
 _session_cache_dir: str | None = None
@@ -78,26 +53,21 @@ def _isolated_environment(tmp_path_factory):
 
 
 def kind_of(path: Path, rootdir: Path) -> str | None:
-    """The kind of the test file at ``path``: by its folder, else by its name; None if neither says."""
+    """The kind of the test file at ``path``, by its folder; None outside tests/<kind>/ and notebooks/."""
     try:
         parts = path.resolve().relative_to(rootdir.resolve()).parts
     except ValueError:
         return None
     if parts[0] == "notebooks":
         return "notebooks"
-    if parts[0] != "tests" or len(parts) < 2:
+    if parts[0] != "tests" or len(parts) < 3:
         return None
-    if len(parts) > 2:
-        return parts[1] if parts[1] in KINDS else None
-    name = parts[1]
-    if name in FLAT_FILES:
-        return FLAT_FILES[name]
-    return next((kind for prefix, kind in FLAT_PREFIXES.items() if name.startswith(prefix)), None)
+    return parts[1] if parts[1] in KINDS else None
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark every test with its kind. A test file of no known kind stops the run: put it in
-    tests/<kind>/ (or, while it is directly in tests/, name it in FLAT_FILES above)."""
+    tests/<kind>/."""
     unknown = set()
     for item in items:
         kind = kind_of(item.path, config.rootpath)
@@ -107,6 +77,5 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(kind)
     if unknown:
         raise pytest.UsageError(
-            f"test files of no kind: {sorted(unknown)}; move each into tests/<kind>/, kind one of {KINDS}, "
-            "or name it in FLAT_FILES in tests/conftest.py"
+            f"test files of no kind: {sorted(unknown)}; move each into tests/<kind>/, kind one of {KINDS}"
         )

@@ -1,5 +1,5 @@
 """The client against services made of functions (MockTransport) and a fake clock: no sockets, no
-sleeping, no monkeypatching. The real-server tests (tests/test_client.py) are the end-to-end layer."""
+sleeping, no monkeypatching. The real-server tests (tests/service/test_client.py) are the end-to-end layer."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from support import ServerProcess
 
 from metrics_kit import AuthenticationError, Client, FetchError, NotFoundError, PartialDataWarning, ValidationError
 
-GOLDEN = Path(__file__).parent / "golden" / "data"
+GOLDEN = Path(__file__).parents[1] / "golden" / "data"
 TS = pd.Timestamp
 
 

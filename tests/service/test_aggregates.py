@@ -15,7 +15,7 @@ from support import ServerProcess
 from metrics_kit.server import build as aggregates
 from metrics_kit.spec.catalogue import default_catalogue
 
-GOLDEN = Path(__file__).parent / "golden" / "data"
+GOLDEN = Path(__file__).parents[1] / "golden" / "data"
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from support import ServerProcess
 
 from metrics_kit.spec.catalogue import DEFAULT_CHAIN_UNIT, default_catalogue
 
-DATA = Path(__file__).parent / "golden" / "data"
+DATA = Path(__file__).parents[1] / "golden" / "data"
 
 
 # The probes every metric is asserted at: (granularity, date) -> (period_start, period_end, complete).

@@ -20,7 +20,7 @@ from metrics_kit.client import families
 from metrics_kit.client.transports import HTTPTransport, MockTransport, Request, Response
 from metrics_kit.spec.catalogue import FAMILIES
 
-GOLDEN = Path(__file__).parent / "golden" / "data"
+GOLDEN = Path(__file__).parents[1] / "golden" / "data"
 TS = pd.Timestamp
 NAN = float("nan")
 WEEKS = ("2024-12-28", "2025-01-20", "1_week")  # W52, W01, W02, W03, W04

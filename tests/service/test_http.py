@@ -29,7 +29,7 @@ from support import TEST_KEY, ServerProcess
 
 from metrics_kit.spec.catalogue import default_catalogue
 
-DATA = Path(__file__).parent / "http_data"
+DATA = Path(__file__).parents[1] / "http_data"
 COVERAGE = ("2024-03-13", "2024-04-02")
 GOOD = {"metric_name": "swap_active_users", "project": "swapper", "granularity": "1_week", "date": "2024-03-20"}
 PARAMS = ("metric_name", "project", "granularity", "date")

@@ -5,7 +5,7 @@ from pathlib import Path
 from metrics_kit.spec.catalogue import default_catalogue
 from metrics_kit.tools import docgen
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 
 def test_metrics_table_is_current():

@@ -30,7 +30,7 @@ SECOND_KEY = "second-key-SECRET-fedcba9876543210"
 KEYS = (KEY, TEST_KEY, SECOND_KEY)
 PARAMS = {"metric_name": "swap_active_users", "project": "swapper", "granularity": "1_week", "date": "2024-03-20"}
 FAST = {"connect_timeout": 2.0, "read_timeout": 2.0, "backoff_factor": 0.01, "backoff_max": 0.1}
-DATA = Path(__file__).parent / "http_data"
+DATA = Path(__file__).parents[1] / "http_data"
 
 
 # -- plumbing ---------------------------------------------------------------------------------------------

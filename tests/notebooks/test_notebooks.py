@@ -29,7 +29,7 @@ from metrics_kit.errors import MetricsKitError, ValidationError
 from metrics_kit.tools import notebooks
 from metrics_kit.tools.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 DOCS = ROOT / "docs"

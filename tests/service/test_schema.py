@@ -27,7 +27,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase
 from support import ServerProcess
 
-DATA = Path(__file__).parent / "http_data"
+DATA = Path(__file__).parents[1] / "http_data"
 MAX_EXAMPLES = 60
 SEEN: list[tuple[str, str | None, int]] = []  # (operation, generation mode, status) of every call
 

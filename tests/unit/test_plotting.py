@@ -15,7 +15,7 @@ from matplotlib.testing.compare import compare_images
 from metrics_kit.notebook import charts
 from metrics_kit.spec.catalogue import default_catalogue
 
-BASELINES = Path(__file__).resolve().parent / "notebooks" / "baseline"
+BASELINES = Path(__file__).resolve().parents[1] / "notebooks" / "baseline"
 TOLERANCE = 2.0  # RMS over 0-255 pixel values: fonts may antialias a little differently
 UPDATE = "UPDATE_CHART_BASELINES"  # set to 1 to write new baselines (then look at them)
 

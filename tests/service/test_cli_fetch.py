@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from support import ServerProcess
 
-GOLDEN = Path(__file__).parent / "golden" / "data"
+GOLDEN = Path(__file__).parents[1] / "golden" / "data"
 TS = pd.Timestamp
 WEEKS = ["--start", "2024-12-28", "--end", "2025-01-12", "--granularity", "1_week"]
 SWAPX = ["swap_active_users", "--project", "swapx", "--start", "2025-01-01", "--end", "2025-01-02"]

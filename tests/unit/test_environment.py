@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # conda-forge name -> the PyPI requirement name it stands for (with extras, as pyproject.toml has it)
 CONDA_TO_PYPI = {
