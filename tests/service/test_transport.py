@@ -86,6 +86,22 @@ def refused_port() -> int:
         return sock.getsockname()[1]
 
 
+class Waits:
+    """A clock that moves only when the transport sleeps, and the sleeps it asked for: how long a wait
+    was meant to be, without waiting or timing anything (one thread only)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 def timed(call):
     started = time.monotonic()
     result = call()
@@ -97,11 +113,13 @@ def timed(call):
 
 def test_429_retry_after_is_honoured_in_full(server, make_transport):
     server.script("/metrics", status(429, headers={"Retry-After": "1"}), status(200))
-    transport = make_transport(server.base_url, backoff_max=0.1)  # backoff_max caps backoff, not Retry-After
-    reply, took = timed(lambda: transport.get("/metrics", PARAMS))
+    waits = Waits()
+    # backoff_max caps backoff, not Retry-After
+    transport = make_transport(server.base_url, backoff_max=0.1, clock=waits.clock, sleep=waits.sleep)
+    reply = transport.get("/metrics", PARAMS)
     assert isinstance(reply, Reply)
     assert reply.status == 200
-    assert took >= 0.95
+    assert len(waits.slept) == 1 and waits.slept[0] >= 1.0  # the whole second, plus jitter
     assert server.attempts() == 2
 
 
@@ -154,12 +172,13 @@ def test_redirect_is_returned_not_followed(server, make_transport):
 
 def test_retry_after_beyond_the_deadline_returns_the_429_without_sleeping(server, make_transport):
     server.always("/metrics", status(429, headers={"Retry-After": "30"}))
-    transport = make_transport(server.base_url, retry_deadline=2.0)
-    reply, took = timed(lambda: transport.get("/metrics", PARAMS))
+    waits = Waits()
+    transport = make_transport(server.base_url, retry_deadline=2.0, clock=waits.clock, sleep=waits.sleep)
+    reply = transport.get("/metrics", PARAMS)
     assert reply.status == 429
     assert reply.headers["Retry-After"] == "30"
     assert server.attempts() == 1
-    assert took < 10  # not the 30 s asked for
+    assert waits.slept == []  # not the 30 s asked for, nor any part of it
 
 
 def test_backoff_beyond_the_deadline_stops_the_retries(server, make_transport):
@@ -222,11 +241,11 @@ def test_always_slow_raises_timed_out(server, make_transport):
 
 def test_connection_refused_raises_transport_error_quickly(make_transport):
     port = refused_port()
-    transport = make_transport(f"http://127.0.0.1:{port}", retries=3)
-    started = time.monotonic()
+    waits = Waits()
+    transport = make_transport(f"http://127.0.0.1:{port}", retries=3, clock=waits.clock, sleep=waits.sleep)
     with pytest.raises(TransportError, match="refused") as caught:
         transport.get("/metrics", PARAMS)
-    assert time.monotonic() - started < 10  # a few 10 ms backoffs, no timeout
+    assert sum(waits.slept) < 1  # a few 10 ms backoffs, no timeout
     message = str(caught.value)
     assert f"http://127.0.0.1:{port}/metrics?" in message
     assert "is running" in message  # what to do
