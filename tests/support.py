@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import signal
@@ -117,3 +118,13 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def load_file(path: Path, name: str):
+    """The Python file at ``path`` as a module named ``name`` (a script or a conftest.py, which
+    `import` might not find, or might find under the same name elsewhere on sys.path)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

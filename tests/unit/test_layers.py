@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "metrics_kit"
@@ -256,10 +257,4 @@ def test_kind_by_folder_or_file_name(path, kind):
 def _tests_conftest():
     """tests/conftest.py as a module of its own: `import conftest` may find a folder's conftest.py
     (tests/spark/ has one) first on sys.path."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_tests_conftest", ROOT / "tests" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(ROOT / "tests" / "conftest.py", "_tests_conftest")
