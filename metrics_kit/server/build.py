@@ -14,6 +14,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from metrics_kit import files
+from metrics_kit.server import increments
+from metrics_kit.server.data.schema import EVENT_TABLES
 from metrics_kit.server.data.sources import find_sources, fingerprint
 from metrics_kit.spec.catalogue import Catalogue
 
@@ -126,18 +129,46 @@ def cache_path(fingerprint: str, catalogue: Catalogue) -> Path:
     return files.cache_dir() / "aggregates" / f"{fingerprint}-{catalogue_key(catalogue)}.parquet"
 
 
+def compute(backend, catalogue: Catalogue) -> pd.DataFrame:
+    """Every metric's sparse values over the tables ``backend`` holds, all granularities in one frame."""
+    from metrics_kit.server import engine
+
+    frames = [sparse.assign(granularity=g) for g, sparse in engine.compute(backend, catalogue)]
+    if not frames:
+        return increments.normalise(pd.DataFrame(columns=increments.SPARSE_COLUMNS))
+    return increments.normalise(pd.concat(frames, ignore_index=True))
+
+
 def build(event_store: EventStore, catalogue: Catalogue) -> Aggregates:
     """Run the engine over the whole data set, on the store's backend, and densify its result."""
     started = time.perf_counter()
-    backend = event_store.backend
-    projects = event_store.projects
     coverage = event_store.coverage
+    sparse = compute(event_store.backend, catalogue) if coverage is not None else compute_nothing()
+    meta = {"engine": event_store.backend.name, "fingerprint": event_store.fingerprint}
+    meta["data_dir"] = event_store.location
+    return assemble(sparse, coverage, event_store.projects, catalogue, meta, started)
+
+
+def compute_nothing() -> pd.DataFrame:
+    return increments.normalise(pd.DataFrame(columns=increments.SPARSE_COLUMNS))
+
+
+def assemble(
+    sparse: pd.DataFrame,
+    coverage: tuple[dt.date, dt.date] | None,
+    projects: dict[str, Project],
+    catalogue: Catalogue,
+    meta: dict,
+    started: float,
+) -> Aggregates:
+    """The dense aggregates of ``sparse``: a value for every applicable metric and period of coverage."""
     values: dict[tuple[str, str, str], list] = {}
     if coverage is not None:
-        from metrics_kit.server import engine
-
-        for granularity, sparse in engine.compute(backend, catalogue):
-            values.update(_densify(sparse, granularity, coverage, projects, catalogue))
+        for granularity, rows in sparse.groupby("granularity", sort=False):
+            values.update(_densify(rows, str(granularity), coverage, projects, catalogue))
+        for granularity in GRANULARITIES:  # a granularity with no events at all is still dense zeros
+            if not any(key[2] == granularity for key in values):
+                values.update(_densify(sparse.iloc[:0], granularity, coverage, projects, catalogue))
     meta = {
         "coverage": None if coverage is None else [coverage[0].isoformat(), coverage[1].isoformat()],
         "projects": {
@@ -151,9 +182,7 @@ def build(event_store: EventStore, catalogue: Catalogue) -> Aggregates:
         "chain_unit": catalogue.chain_unit,
         "count_metrics": [m.name for m in catalogue if m.is_count],
         "catalogue_key": catalogue_key(catalogue),
-        "engine": backend.name,
-        "fingerprint": event_store.fingerprint,
-        "data_dir": event_store.location,
+        **meta,
         "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "build_seconds": round(time.perf_counter() - started, 3),
     }
@@ -167,14 +196,16 @@ def _densify(
     projects: dict[str, Project],
     catalogue: Catalogue,
 ) -> dict:
-    grid = {start: i for i, start in enumerate(period_starts(coverage[0], coverage[1], granularity))}
-    sparse = sparse.dropna(subset=["value"])
-    sparse = sparse.assign(i=sparse["period_start"].map(lambda d: grid[pd.Timestamp(d).date()]))
+    starts = list(period_starts(coverage[0], coverage[1], granularity))
+    grid = pd.Index(pd.to_datetime(starts)).as_unit("us")
+    sparse = sparse.assign(i=grid.get_indexer(sparse["period_start"]))
+    if (sparse["i"] < 0).any():
+        raise AssertionError(f"{granularity} values outside coverage {coverage}")  # a bug, never data
     groups = {key: frame for key, frame in sparse.groupby(["metric", "project"], sort=False)}
     out = {}
     for project in projects.values():
         for metric in catalogue.applicable(project.kinds, project.regular_pools):
-            dense = np.zeros(len(grid))
+            dense = np.zeros(len(starts))
             frame = groups.get((metric.name, project.project))
             if frame is not None:
                 dense[frame["i"].to_numpy()] = frame["value"].to_numpy(dtype="float64")
@@ -191,7 +222,8 @@ def _densify(
 
 
 def load_or_build(data_dir: str | os.PathLike, catalogue: Catalogue, *, rebuild: bool = False, log=print) -> Aggregates:
-    """The aggregates of ``data_dir``: from the cache while the data is unchanged, else built."""
+    """The aggregates of ``data_dir``: from the cache while the data is unchanged, else built
+    (incrementally when only files of table folders changed since the last build)."""
     # The fingerprint needs only file names, sizes and times: unchanged data is neither validated
     # nor scanned again.
     path = cache_path(fingerprint(find_sources(Path(data_dir))), catalogue)
@@ -202,13 +234,106 @@ def load_or_build(data_dir: str | os.PathLike, catalogue: Catalogue, *, rebuild:
             return aggregates
         except Exception as exc:  # a damaged cache file is rebuilt, never fatal
             log(f"Rebuilding unreadable aggregates {path.name}: {exc}")
-    from metrics_kit.server.data import store  # DuckDB only when building
-
-    event_store = store.views(store.validate(data_dir, _build_connection()))
-    aggregates = build(event_store, catalogue)
-    aggregates.save(cache_path(event_store.fingerprint, catalogue))
-    log(f"Built aggregates in {aggregates.meta['build_seconds']} s ({path.name})")
+    aggregates = build_folder(Path(data_dir), catalogue, rebuild=rebuild, log=log)
+    aggregates.save(cache_path(aggregates.meta["fingerprint"], catalogue))
     return aggregates
+
+
+def build_folder(
+    directory: Path,
+    catalogue: Catalogue,
+    *,
+    rebuild: bool = False,
+    log=print,
+    stage: Path | None = None,
+    on_spark=None,
+) -> Aggregates:
+    """Validate and build the data folder ``directory``: incrementally from the saved build of this
+    folder when one applies (``increments``), else in full; then save the new build state.
+
+    ``on_spark``, a Spark backend, computes there instead of on DuckDB; ``stage`` also writes the
+    whole validated data set as the normalised layout (which takes a full build)."""
+    from metrics_kit.server.data import store
+
+    started = time.perf_counter()
+    con = _build_connection()
+    state_file = increments.state_path(directory, catalogue_key(catalogue))
+    state = None if rebuild or stage is not None else increments.State.read(state_file)
+    sources = find_sources(directory)
+    todo = increments.plan(state.manifest, directory, sources) if state else "no saved build of this folder"
+    if isinstance(todo, increments.Plan):
+        assert state is not None
+        checked = store.validate(directory, con, only=todo.new)
+        after = increments.manifest(directory, sources, checked.days, state.manifest)
+        affected = todo.gone_days.union(*(set(d) for t in EVENT_TABLES for d in checked.days.get(t, {}).values()))
+        starts = increments.periods(affected)
+        ranges = increments.spans(starts)
+        meeting = increments.files_meeting(directory, sources, after, ranges)
+        validated = store.window(checked, meeting, ranges, checked.fingerprint)
+        fresh, projects = _compute(validated, catalogue, on_spark, ranges)
+        sparse = increments.merge(state.sparse, fresh, starts)
+        read, total = (sum(len(s.files) for s in group.values()) for group in (meeting, _events(sources)))
+        how = {
+            "build": "incremental",
+            "changes": todo.describe(),
+            "recomputed": {g: len(s) for g, s in starts.items()},
+            "files_read": [read, total],
+        }
+    else:
+        validated = store.validate(directory, con)
+        if on_spark is not None:  # progress before the long part
+            log(f"Validated {directory}")
+        if stage is not None:
+            store.write_parquet(validated, stage)
+            log(f"Wrote the normalised layout to {stage}")
+        after = increments.manifest(directory, sources, validated.days)
+        sparse, projects = _compute(validated, catalogue, on_spark, None, stage)
+        how = {"build": "full", "why": todo}
+    coverage = increments.coverage(after)
+    engine_name = "duckdb" if on_spark is None else on_spark.name
+    meta = {"engine": engine_name, "fingerprint": validated.fingerprint, "data_dir": str(directory), **how}
+    aggregates = assemble(sparse, coverage, projects, catalogue, meta, started)
+    increments.State(after, sparse).save(state_file)
+    log(_summary(aggregates.meta))
+    return aggregates
+
+
+def _events(sources: dict) -> dict:
+    return {t: s for t, s in sources.items() if t in EVENT_TABLES}
+
+
+def _summary(meta: dict) -> str:
+    if meta["build"] == "full":
+        return f"Built aggregates in {meta['build_seconds']} s ({meta['why']}: full build)"
+    recomputed = ", ".join(f"{n} {g[2:]}{'' if n == 1 else 's'}" for g, n in meta["recomputed"].items())
+    read, total = meta["files_read"]
+    return (
+        f"Updated aggregates incrementally in {meta['build_seconds']} s: {meta['changes']}; "
+        f"recomputed {recomputed} from {read} of {total} event files"
+    )
+
+
+def _compute(
+    validated, catalogue: Catalogue, on_spark, ranges, staged: Path | None = None
+) -> tuple[pd.DataFrame, dict[str, Project]]:
+    """The sparse values of ``validated``'s tables and its projects, on DuckDB or on ``on_spark``
+    (which reads them as the normalised layout: ``staged`` if it was written, else a temporary one)."""
+    from metrics_kit.server.data import store
+
+    if on_spark is None:
+        event_store = store.views(validated)
+        if event_store.coverage is None or ranges == []:  # nothing to compute (an empty window)
+            return compute_nothing(), event_store.projects
+        return compute(event_store.backend, catalogue), event_store.projects
+    with contextlib.ExitStack() as stack:
+        if staged is None:
+            (files.cache_dir() / "stage").mkdir(parents=True, exist_ok=True)
+            staged = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=files.cache_dir() / "stage")))
+            store.write_parquet(validated, staged)
+        # Absolute: executors do not share the driver's working directory.
+        event_store = store.open_parquet(on_spark, str(staged.resolve()))
+        sparse = compute(on_spark, catalogue) if event_store.coverage is not None else compute_nothing()
+        return sparse, event_store.projects
 
 
 def _build_connection():
@@ -233,15 +358,15 @@ def build_on(
     engine: str = "duckdb",
     spark_master: str | None = None,
     stage: Path | None = None,
+    rebuild: bool = False,
     log=print,
 ) -> Aggregates:
-    """Build ``data`` on ``engine``, whatever is cached (``metrics-kit build``).
+    """Build ``data`` on ``engine`` (``metrics-kit build --out`` or ``--engine spark``).
 
-    ``data`` is a data folder, validated on DuckDB whatever the engine; Spark then reads it as the
-    normalised layout written to ``stage`` (default: a temporary folder in the cache folder). For
-    Spark, ``data`` may also be the path or URL of a normalised layout written before."""
-    import tempfile
-
+    ``data`` is a data folder, validated on DuckDB whatever the engine, and built incrementally
+    when a saved build of it applies; Spark then reads what it computes as the normalised layout.
+    For Spark, ``data`` may also be the path or URL of a normalised layout written before, which
+    is built in full."""
     from metrics_kit.errors import ConfigurationError
     from metrics_kit.server.data import store
 
@@ -249,35 +374,19 @@ def build_on(
         raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
     if engine != "spark" and spark_master:
         raise ConfigurationError("--spark-master is for --engine spark")
-    validated = None
-    if is_url(data):
-        if engine != "spark":
-            raise ConfigurationError(f"{data}: only --engine spark reads a URL; DuckDB reads a local data folder")
-    else:
-        validated = store.validate(data, _build_connection())
-        log(f"Validated {data}")
-        if stage is not None:
-            store.write_parquet(validated, stage)
-            log(f"Wrote the normalised layout to {stage}")
+    if is_url(data) and engine != "spark":
+        raise ConfigurationError(f"{data}: only --engine spark reads a URL; DuckDB reads a local data folder")
     if engine == "duckdb":
-        assert validated is not None
-        return build(store.views(validated), catalogue)
+        return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage)
 
     from metrics_kit.server import spark
 
-    with contextlib.ExitStack() as stack:
-        location = str(data)
-        if validated is not None:
-            if stage is None:
-                (files.cache_dir() / "stage").mkdir(parents=True, exist_ok=True)
-                stage = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=files.cache_dir() / "stage")))
-                store.write_parquet(validated, stage)
-            # Absolute: executors do not share the driver's working directory.
-            location = str(stage.resolve())
-        started = time.perf_counter()
-        backend = stack.enter_context(spark.backend(spark_master))
-        log(f"Spark {backend.version} started in {time.perf_counter() - started:.1f} s; reads {location}")
-        return build(store.open_parquet(backend, location), catalogue)
+    started = time.perf_counter()
+    with spark.backend(spark_master) as backend:
+        log(f"Spark {backend.version} started in {time.perf_counter() - started:.1f} s")
+        if is_url(data):
+            return build(store.open_parquet(backend, str(data)), catalogue)
+        return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage, on_spark=backend)
 
 
 def read_prebuilt(path: Path, chain_unit: str | None = None) -> tuple[Aggregates, Catalogue]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -100,12 +100,16 @@ class EventStore:
 
 @dataclass(frozen=True)
 class Validated:
-    """A data folder whose every row passed: each table as a DuckDB query of normalised columns."""
+    """A data folder whose every row passed: each table as a DuckDB query of normalised columns.
+
+    ``days`` holds, per event table and file checked, the days its rows fall on: what an
+    incremental build (``server/increments.py``) needs to know which periods a file touches."""
 
     con: duckdb.DuckDBPyConnection
     directory: Path
     relations: dict[str, str]
     fingerprint: str
+    days: dict[str, dict[Path, tuple[dt.date, ...]]] = field(default_factory=dict)
 
 
 def _quote(text: str) -> str:
@@ -321,10 +325,11 @@ class _Relation:
     raw: str  # the columns as found, prefixed r_
     normalised: str  # the columns as the views show them
 
-    def sql(self, *, detail: bool = False) -> str:
-        """The normalised table; with ``detail``, also the raw columns, row numbers and file names."""
+    def sql(self, *, detail: bool = False, files: bool = False) -> str:
+        """The normalised table; with ``files``, also each row's file (``_file``); with ``detail``,
+        also the raw columns, row numbers and file names."""
         if not detail:
-            return f"SELECT {self.normalised} FROM {_scan(self.source)}"
+            return f"SELECT {self.normalised}{', filename AS _file' if files else ''} FROM {_scan(self.source)}"
         numbered = f"(SELECT *, {_row_expr(self.source)} AS _row, filename AS _file FROM {_scan(self.source)})"
         return f"SELECT {self.normalised}, {self.raw}, _row, _file FROM {numbered}"
 
@@ -353,20 +358,34 @@ def _relation(con, source: Source) -> _Relation:
     )
 
 
-def _profile_sql(table: str, relation: _Relation, checks: list[_Check]) -> str:
-    """One scan that counts the rows breaking each check."""
+_PROFILE = "_metrics_kit_profile"
+
+
+def _profile(con, table: str, relation: _Relation, checks: list[_Check]) -> tuple[tuple, dict[Path, tuple]]:
+    """One scan that counts the rows breaking each check and finds the days each file's rows fall on."""
     grouped = _GROUPED.get(table)
     if not grouped:  # small tables (projects): flag every row, window checks included
         flags = ", ".join(f"({c.bad}) AS bad_{i}" for i, c in enumerate(checks))
         counts = ", ".join(f"count(*) FILTER (WHERE bad_{i})" for i in range(len(checks)))
-        return f"SELECT {counts} FROM (SELECT {flags} FROM ({relation.sql(detail=True)}))"
+        return con.execute(f"SELECT {counts} FROM (SELECT {flags} FROM ({relation.sql(detail=True)}))").fetchone(), {}
+    # Grouped by file and day too: few more groups, and the days come with the same scan.
     row_counts = "".join(f", count(*) FILTER (WHERE {c.bad}) AS bad_{i}" for i, c in enumerate(checks) if c.per_row)
-    inner = f"SELECT {', '.join(grouped)}, count(*) AS n{row_counts} FROM ({relation.sql()}) GROUP BY ALL"
-    totals = ", ".join(
-        f"coalesce(sum(bad_{i}), 0)" if c.per_row else f"coalesce(sum(n) FILTER (WHERE {c.bad}), 0)"
-        for i, c in enumerate(checks)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_PROFILE} AS SELECT _file, CAST(block_time AS DATE) AS _day, "
+        f"{', '.join(grouped)}, count(*) AS n{row_counts} FROM ({relation.sql(files=True)}) GROUP BY ALL"
     )
-    return f"SELECT {totals} FROM ({inner})"
+    try:
+        totals = ", ".join(
+            f"coalesce(sum(bad_{i}), 0)" if c.per_row else f"coalesce(sum(n) FILTER (WHERE {c.bad}), 0)"
+            for i, c in enumerate(checks)
+        )
+        counts = con.execute(f"SELECT {totals} FROM {_PROFILE}").fetchone()
+        rows = con.execute(
+            f"SELECT _file, list(DISTINCT _day ORDER BY _day) FROM {_PROFILE} WHERE _day IS NOT NULL GROUP BY _file"
+        ).fetchall()
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {_PROFILE}")
+    return counts, {Path(name): tuple(days) for name, days in rows}
 
 
 def _first_bad_rows(con, source: Source, relation: _Relation, check: _Check) -> list[tuple]:
@@ -401,9 +420,9 @@ def _shown_rows(source: Source, rows: list[tuple]) -> list[str]:
     return out
 
 
-def _validate(con, source: Source, relation: _Relation, checks: list[_Check]) -> None:
+def _validate(con, source: Source, relation: _Relation, checks: list[_Check]) -> dict[Path, tuple]:
     try:
-        counts = con.execute(_profile_sql(source.table, relation, checks)).fetchone()
+        counts, days = _profile(con, source.table, relation, checks)
     except duckdb.Error as exc:
         raise _csv_error(source) or DataFormatError(
             f"{source.label}: cannot be read: {str(exc).splitlines()[0]}"
@@ -419,6 +438,7 @@ def _validate(con, source: Source, relation: _Relation, checks: list[_Check]) ->
         raise DataFormatError(
             f"{source.label}, column {check.column!r}: {count} {noun} the rule; allowed: {check.allowed}\n{shown}{more}"
         )
+    return days
 
 
 def _empty_view(table: str) -> str:
@@ -426,25 +446,56 @@ def _empty_view(table: str) -> str:
     return f"SELECT {cols} WHERE false"
 
 
-def validate(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | None = None) -> Validated:
-    """Check every rule of the data format on DuckDB; nothing is created in ``con``."""
+def validate(
+    directory: str | os.PathLike,
+    con: duckdb.DuckDBPyConnection | None = None,
+    *,
+    only: dict[str, tuple[Path, ...]] | None = None,
+) -> Validated:
+    """Check every rule of the data format on DuckDB; nothing is created in ``con``.
+
+    ``only`` restricts the check of the tables it names to those of their files (an incremental
+    build checks the new files only); the relations then hold those files alone."""
     directory = Path(directory)
     sources = find_sources(directory)
     con = con or connect()
     relations: dict[str, str] = {}
+    days: dict[str, dict[Path, tuple[dt.date, ...]]] = {}
     projects: list[str] = []
     for table in TABLES:
         source = sources.get(table)
+        if source is not None and only is not None and table in only:
+            source = replace(source, files=only[table]) if only[table] else None
         if source is None:
             relations[table] = _empty_view(table)
             continue
         relation = _relation(con, source)
-        _validate(con, source, relation, _checks(table, projects))
+        days[table] = _validate(con, source, relation, _checks(table, projects))
         relations[table] = relation.sql()
         if table == "projects":
             rows = con.execute(f"SELECT project FROM ({relations[table]}) ORDER BY 1").fetchall()
             projects = [project for (project,) in rows]
-    return Validated(con, directory, relations, fingerprint(sources))
+    return Validated(con, directory, relations, fingerprint(sources), days)
+
+
+def window(
+    validated: Validated, sources: dict[str, Source], days: list[tuple[dt.date, dt.date]], fingerprint: str
+) -> Validated:
+    """The event tables of files validated before (``sources``), restricted to rows on ``days``
+    (inclusive ranges), with ``validated``'s projects: what an incremental build recomputes from.
+    Nothing is checked again."""
+    con = validated.con
+    spans = " OR ".join(
+        f"(block_time >= TIMESTAMP '{lo}' AND block_time < TIMESTAMP '{hi + dt.timedelta(days=1)}')" for lo, hi in days
+    )
+    relations = {"projects": validated.relations["projects"]}
+    for table in EVENT_TABLES:
+        source = sources.get(table)
+        if source is None or not source.files or not days:
+            relations[table] = _empty_view(table)
+        else:
+            relations[table] = f"SELECT * FROM ({_relation(con, source).sql()}) WHERE {spans}"
+    return Validated(con, validated.directory, relations, fingerprint)
 
 
 def load(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | None = None) -> EventStore:

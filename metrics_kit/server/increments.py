@@ -1,0 +1,277 @@
+"""Incremental builds: when files of a table folder come, change or go, only the periods their rows
+touch are computed again and merged into the stored results.
+
+What a build keeps (one Parquet file per data folder and set of metric definitions, in the cache
+folder, written atomically, so a reader sees the old state or the new one):
+
+- the *sparse* results: ``(granularity, project, period_start, metric, value)`` for periods with
+  events only. The dense grid (zeros, balances carried forward) is derived from them at every
+  build, so a balance after a changed period follows from the new values;
+- a *manifest*: every file of every table with its size, modification time and the days its rows
+  fall on (found by the validation scan, at no extra read).
+
+How a build decides what to compute (:func:`plan`, then :func:`periods`):
+
+1. Files are compared with the manifest by size and modification time, as the data fingerprint
+   does: added, changed, removed, unchanged.
+2. A full build instead when the projects table changed, when a table given as one file changed,
+   when a table switched between one file and a folder or between CSV and Parquet, or when the
+   metric definitions or the engine version differ (they are in the state's file name).
+3. Only the added and changed files are validated. Their days, and the manifest's days of the
+   changed and removed files, are the *affected days*.
+4. Every day, ISO week and month that holds an affected day is computed again, whole: the engine
+   reads the rows of the days those periods span, from the files whose days meet them, and keeps
+   only those periods. Every other stored value stands.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from metrics_kit import files
+from metrics_kit.server.data.schema import EVENT_TABLES
+from metrics_kit.server.data.sources import Source
+from metrics_kit.spec.calendar import GRANULARITIES, ISO
+
+STATE_VERSION = 1
+SPARSE_COLUMNS = ["granularity", "project", "period_start", "metric", "value"]
+
+
+@dataclass
+class State:
+    manifest: dict
+    sparse: pd.DataFrame
+
+    def save(self, path: Path) -> None:
+        table = pa.Table.from_pandas(self.sparse[SPARSE_COLUMNS], preserve_index=False)
+        table = table.replace_schema_metadata({"metrics_kit_build": json.dumps(self.manifest)})
+        with files.atomic_write(path) as tmp:
+            pq.write_table(table, tmp)
+
+    @classmethod
+    def read(cls, path: Path) -> State | None:
+        """The saved state, or None when there is none this version can use (then: a full build)."""
+        try:
+            table = pq.ParquetFile(path).read()
+            manifest = json.loads(table.schema.metadata[b"metrics_kit_build"])
+        except Exception:  # missing or damaged: a full build rewrites it
+            return None
+        if manifest.get("version") != STATE_VERSION:
+            return None
+        return cls(manifest, normalise(table.to_pandas()))
+
+
+def state_path(directory: Path, catalogue_key: str) -> Path:
+    folder = hashlib.sha256(str(Path(directory).resolve()).encode()).hexdigest()[:16]
+    return files.cache_dir() / "builds" / f"{folder}-{catalogue_key}.parquet"
+
+
+def normalise(sparse: pd.DataFrame) -> pd.DataFrame:
+    """Sparse rows with one dtype per column, whichever backend computed them."""
+    out = sparse.dropna(subset=["value"])
+    return pd.DataFrame(
+        {
+            "granularity": out["granularity"].astype(str).to_numpy(),
+            "project": out["project"].astype(str).to_numpy(),
+            "period_start": pd.to_datetime(out["period_start"]).to_numpy(dtype="datetime64[us]"),
+            "metric": out["metric"].astype(str).to_numpy(),
+            "value": out["value"].to_numpy(dtype="float64"),
+        }
+    )
+
+
+# -- the manifest -------------------------------------------------------------------------------------
+
+
+def _runs(days: Iterable[dt.date]) -> list[list[str]]:
+    """Days as runs of consecutive days, ``[[first, last], ...]``: a year of daily rows is one run."""
+    runs: list[list[dt.date]] = []
+    for day in sorted(set(days)):
+        if runs and day == runs[-1][1] + dt.timedelta(days=1):
+            runs[-1][1] = day
+        else:
+            runs.append([day, day])
+    return [[lo.isoformat(), hi.isoformat()] for lo, hi in runs]
+
+
+def _days(runs: list[list[str]]) -> set[dt.date]:
+    out: set[dt.date] = set()
+    for lo, hi in runs:
+        day, last = dt.date.fromisoformat(lo), dt.date.fromisoformat(hi)
+        while day <= last:
+            out.add(day)
+            day += dt.timedelta(days=1)
+    return out
+
+
+def _name(directory: Path, path: Path) -> str:
+    return path.relative_to(directory).as_posix()
+
+
+def _stat(path: Path) -> dict:
+    stat = path.stat()
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def manifest(
+    directory: Path,
+    sources: dict[str, Source],
+    days: dict[str, dict[Path, tuple[dt.date, ...]]],
+    previous: dict | None = None,
+) -> dict:
+    """The manifest of ``sources``: days from ``days`` (the files just validated), else from ``previous``."""
+    tables = {}
+    for table, source in sources.items():
+        known = (previous or {}).get("tables", {}).get(table, {}).get("files", {})
+        entries = {}
+        for path in source.files:
+            name = _name(directory, path)
+            checked = days.get(table, {}).get(path)
+            runs = _runs(checked) if checked is not None else known.get(name, {}).get("days", [])
+            entries[name] = {**_stat(path), "days": runs}
+        tables[table] = {"folder": source.folder, "fmt": source.fmt, "files": entries}
+    return {"version": STATE_VERSION, "data_dir": str(Path(directory).resolve()), "tables": tables}
+
+
+def coverage(manifest: dict) -> tuple[dt.date, dt.date] | None:
+    """First and last day with an event, from the manifest's runs."""
+    bounds = [
+        (dt.date.fromisoformat(run[0]), dt.date.fromisoformat(run[1]))
+        for table in EVENT_TABLES
+        for entry in manifest["tables"].get(table, {}).get("files", {}).values()
+        for run in entry["days"]
+    ]
+    if not bounds:
+        return None
+    return min(lo for lo, _ in bounds), max(hi for _, hi in bounds)
+
+
+# -- what changed -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    new: dict[str, tuple[Path, ...]] = field(default_factory=dict)  # added or changed files, to validate
+    gone_days: set[dt.date] = field(default_factory=set)  # the old days of changed and removed files
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+
+    def describe(self) -> str:
+        return f"{self.added} file(s) added, {self.changed} changed, {self.removed} removed"
+
+
+def plan(previous: dict, directory: Path, sources: dict[str, Source]) -> Plan | str:
+    """What changed since ``previous``: a :class:`Plan`, or the reason a full build is needed."""
+    if previous.get("data_dir") != str(Path(directory).resolve()):
+        return "the saved build is of another folder"
+    old_tables = previous["tables"]
+    if set(old_tables) - set(EVENT_TABLES) != {"projects"} or "projects" not in sources:
+        return "the projects table changed"
+    if _entries(directory, sources["projects"]) != _entries_of(old_tables["projects"]):
+        return "the projects table changed"
+    result = Plan()
+    for table in EVENT_TABLES:
+        source, old = sources.get(table), old_tables.get(table)
+        if source is None and old is None:
+            continue
+        if (source is not None and not source.folder) or (old is not None and not old["folder"]):
+            if source is not None and old is not None and _entries(directory, source) == _entries_of(old):
+                continue
+            return f"the {table} table is one file, and it changed (a folder of files is built incrementally)"
+        if source is not None and old is not None and source.fmt != old["fmt"]:
+            return f"the {table} folder changed from {old['fmt']} to {source.fmt}"
+        now = _entries(directory, source) if source is not None else {}
+        before = old["files"] if old is not None else {}
+        new = []
+        for name, stat in now.items():
+            if name not in before:
+                result.added += 1
+                new.append(directory / name)
+            elif {k: before[name][k] for k in stat} != stat:
+                result.changed += 1
+                new.append(directory / name)
+                result.gone_days |= _days(before[name]["days"])
+        for name in before.keys() - now.keys():
+            result.removed += 1
+            result.gone_days |= _days(before[name]["days"])
+        result.new[table] = tuple(new)
+    return result
+
+
+def _entries(directory: Path, source: Source) -> dict[str, dict]:
+    return {_name(directory, path): _stat(path) for path in source.files}
+
+
+def _entries_of(table: dict) -> dict[str, dict]:
+    return {name: {k: v for k, v in entry.items() if k != "days"} for name, entry in table["files"].items()}
+
+
+# -- what to compute again --------------------------------------------------------------------------
+
+
+def periods(affected: set[dt.date]) -> dict[str, set[dt.date]]:
+    """The start of every period, per granularity, that holds an affected day."""
+    return {granularity: {ISO.start(day, granularity) for day in affected} for granularity in GRANULARITIES}
+
+
+def spans(starts: dict[str, set[dt.date]]) -> list[tuple[dt.date, dt.date]]:
+    """The days those periods cover, as few inclusive ranges as possible."""
+    ranges = sorted(ISO.bounds(start, granularity) for granularity, chosen in starts.items() for start in chosen)
+    merged: list[tuple[dt.date, dt.date]] = []
+    for lo, hi in ranges:
+        if merged and lo <= merged[-1][1] + dt.timedelta(days=1):
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def files_meeting(
+    directory: Path, sources: dict[str, Source], after: dict, ranges: list[tuple[dt.date, dt.date]]
+) -> dict[str, Source]:
+    """Each event table's files with rows on a day of ``ranges``, per the manifest ``after``."""
+
+    def meets(runs: list[list[str]]) -> bool:
+        return any(
+            dt.date.fromisoformat(first) <= hi and dt.date.fromisoformat(last) >= lo
+            for first, last in runs
+            for lo, hi in ranges
+        )
+
+    out = {}
+    for table in EVENT_TABLES:
+        source = sources.get(table)
+        if source is not None:
+            entries = after["tables"][table]["files"]
+            chosen = tuple(path for path in source.files if meets(entries[_name(directory, path)]["days"]))
+            out[table] = Source(table, chosen, source.fmt, source.folder)
+    return out
+
+
+def merge(stored: pd.DataFrame, fresh: pd.DataFrame, starts: dict[str, set[dt.date]]) -> pd.DataFrame:
+    """``stored`` with the recomputed periods replaced by ``fresh``'s values for them."""
+    recomputed = pd.concat(
+        [
+            pd.DataFrame({"granularity": g, "period_start": pd.to_datetime(sorted(s)).as_unit("us")})
+            for g, s in starts.items()
+        ],
+        ignore_index=True,
+    )
+    keys = ["granularity", "period_start"]
+
+    def outside(frame: pd.DataFrame) -> pd.Series:
+        flagged = frame[keys].merge(recomputed.assign(_hit=True), on=keys, how="left")["_hit"]
+        return flagged.isna().to_numpy()
+
+    kept_fresh = fresh[~outside(fresh)]
+    return pd.concat([stored[outside(stored)], kept_fresh], ignore_index=True)
