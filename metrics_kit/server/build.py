@@ -257,7 +257,8 @@ def build_folder(
 
     started = time.perf_counter()
     con = _build_connection()
-    state_file = increments.state_path(directory, catalogue_key(catalogue))
+    engine_name = "duckdb" if on_spark is None else on_spark.name
+    state_file = increments.state_path(directory, catalogue_key(catalogue), engine_name)
     state = None if rebuild or stage is not None else increments.State.read(state_file)
     sources = find_sources(directory)
     todo = increments.plan(state.manifest, directory, sources) if state else "no saved build of this folder"
@@ -290,7 +291,6 @@ def build_folder(
         sparse, projects = _compute(validated, catalogue, on_spark, None, stage)
         how = {"build": "full", "why": todo}
     coverage = increments.coverage(after)
-    engine_name = "duckdb" if on_spark is None else on_spark.name
     meta = {"engine": engine_name, "fingerprint": validated.fingerprint, "data_dir": str(directory), **how}
     aggregates = assemble(sparse, coverage, projects, catalogue, meta, started)
     increments.State(after, sparse).save(state_file)

@@ -1,8 +1,8 @@
 """Incremental builds: when files of a table folder come, change or go, only the periods their rows
 touch are computed again and merged into the stored results.
 
-What a build keeps (one Parquet file per data folder and set of metric definitions, in the cache
-folder, written atomically, so a reader sees the old state or the new one):
+What a build keeps (one Parquet file per data folder, set of metric definitions and engine, in the
+cache folder, written atomically, so a reader sees the old state or the new one):
 
 - the *sparse* results: ``(granularity, project, period_start, metric, value)`` for periods with
   events only. The dense grid (zeros, balances carried forward) is derived from them at every
@@ -70,9 +70,11 @@ class State:
         return cls(manifest, normalise(table.to_pandas()))
 
 
-def state_path(directory: Path, catalogue_key: str) -> Path:
+def state_path(directory: Path, catalogue_key: str, engine: str) -> Path:
+    """Where the build of ``directory`` on ``engine`` is kept: one per engine, so that a build asked
+    of Spark is computed by Spark even when DuckDB built the same data before."""
     folder = hashlib.sha256(str(Path(directory).resolve()).encode()).hexdigest()[:16]
-    return files.cache_dir() / "builds" / f"{folder}-{catalogue_key}.parquet"
+    return files.cache_dir() / "builds" / f"{folder}-{catalogue_key}-{engine}.parquet"
 
 
 def normalise(sparse: pd.DataFrame) -> pd.DataFrame:
@@ -160,14 +162,17 @@ def coverage(manifest: dict) -> tuple[dt.date, dt.date] | None:
 
 @dataclass
 class Plan:
-    new: dict[str, tuple[Path, ...]] = field(default_factory=dict)  # added or changed files, to validate
+    # Per event table, its added and changed files: the only ones validated again.
+    new: dict[str, tuple[Path, ...]] = field(default_factory=dict)
     gone_days: set[dt.date] = field(default_factory=set)  # the old days of changed and removed files
     added: int = 0
     changed: int = 0
     removed: int = 0
 
     def describe(self) -> str:
-        return f"{self.added} file(s) added, {self.changed} changed, {self.removed} removed"
+        return (
+            f"{self.added} file{'' if self.added == 1 else 's'} added, {self.changed} changed, {self.removed} removed"
+        )
 
 
 def plan(previous: dict, directory: Path, sources: dict[str, Source]) -> Plan | str:
@@ -186,6 +191,7 @@ def plan(previous: dict, directory: Path, sources: dict[str, Source]) -> Plan | 
             continue
         if (source is not None and not source.folder) or (old is not None and not old["folder"]):
             if source is not None and old is not None and _entries(directory, source) == _entries_of(old):
+                result.new[table] = ()  # unchanged: nothing to validate again
                 continue
             return f"the {table} table is one file, and it changed (a folder of files is built incrementally)"
         if source is not None and old is not None and source.fmt != old["fmt"]:
