@@ -174,4 +174,4 @@ def test_a_day_added_to_a_table_folder_is_built_incrementally(tmp_path):
     assert incremental.meta["build"] == "incremental" and full.meta["build"] == "full"
     assert incremental.values == full.values
     day = dt.date(2025, 1, 1)
-    assert incremental.find("swap_transaction_count", "swapx", "1_day", day)[0] > 0
+    assert incremental.find("unstaking_transaction_count", "farm", "1_day", day)[0] == 1

@@ -78,7 +78,8 @@ rows = {
 
 @st.composite
 def histories(draw):
-    """Files (table, name, rows) and the steps that bring them: ("add", files), ("replace", file, rows), ("remove", file)."""
+    """Files (table, name, rows) and the steps that bring them:
+    ("add", files), ("replace", file, rows), ("remove", file)."""
     files = []
     for table, strategy in rows.items():
         table_rows = draw(st.lists(strategy, min_size=1, max_size=25))
