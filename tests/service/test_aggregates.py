@@ -174,4 +174,5 @@ def test_a_day_added_to_a_table_folder_is_built_incrementally(tmp_path):
     assert incremental.meta["build"] == "incremental" and full.meta["build"] == "full"
     assert incremental.values == full.values
     day = dt.date(2025, 1, 1)
-    assert incremental.find("unstaking_transaction_count", "farm", "1_day", day)[0] == 1
+    # u4 at 00:00Z and u5 at 20:00-05:00 on 2024-12-31 (a file of the first build): both on 2025-01-01 UTC.
+    assert incremental.find("unstaking_transaction_count", "farm", "1_day", day)[0] == 2
