@@ -128,3 +128,16 @@ def load_file(path: Path, name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def split_by_day(source: Path, folder: Path, table: str, days: set[str] | None = None) -> None:
+    """Write the CSV ``table`` of ``source`` as ``folder/table/DAY.csv`` files, one per day its rows are
+    written on (``days``: only those), as a daily export would give them."""
+    lines = (source / f"{table}.csv").read_text().splitlines()
+    (folder / table).mkdir(parents=True, exist_ok=True)
+    by_day: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        by_day.setdefault(line[:10], []).append(line)
+    for day, rows in by_day.items():
+        if days is None or day in days:
+            (folder / table / f"{day}.csv").write_text("\n".join([lines[0], *rows]) + "\n")

@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds a client has to send a request line and headers, else 408 (default 10)",
     )
     serve.add_argument("--chain-unit", default=None, help="unit segment of the chain reward metrics (default: sol)")
-    serve.add_argument("--rebuild", action="store_true", help="rebuild the aggregates even if cached")
+    serve.add_argument("--rebuild", action="store_true", help="build the aggregates in full even if cached")
     serve.add_argument(
         "--aggregates",
         type=Path,
@@ -143,7 +143,11 @@ def _parser() -> argparse.ArgumentParser:
         "(default with --engine spark: a temporary folder)",
     )
     build.add_argument("--chain-unit", default=None)
-    build.add_argument("--rebuild", action="store_true", help="rebuild even if cached (without --out)")
+    build.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="build in full, even if cached or if only files of table folders changed (docs/data-format.md)",
+    )
 
     lab = commands.add_parser(
         "lab",
@@ -285,7 +289,12 @@ def _build(args) -> int:
         built = aggregates.load_or_build(args.data, catalogue, rebuild=args.rebuild)
     else:
         built = aggregates.build_on(
-            args.data, catalogue, engine=args.engine, spark_master=args.spark_master, stage=args.stage
+            args.data,
+            catalogue,
+            engine=args.engine,
+            spark_master=args.spark_master,
+            stage=args.stage,
+            rebuild=args.rebuild,
         )
         out = args.out or aggregates.cache_path(built.meta["fingerprint"], catalogue)
         built.save(out)

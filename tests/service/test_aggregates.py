@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import ServerProcess
+from support import ServerProcess, split_by_day
 
 from metrics_kit.server import build as aggregates
 from metrics_kit.spec.catalogue import default_catalogue
@@ -140,18 +140,6 @@ def test_build_options_that_do_not_fit_are_clear_errors(data):
     assert master.returncode == 2 and "--spark-master is for --engine spark" in master.stderr
 
 
-def _split_by_day(source: Path, folder: Path, table: str, days: set[str] | None = None) -> None:
-    """Write ``table`` of ``source`` as ``folder/table/DAY.csv`` files, those of ``days`` only if given."""
-    lines = (source / f"{table}.csv").read_text().splitlines()
-    (folder / table).mkdir(parents=True, exist_ok=True)
-    by_day: dict[str, list[str]] = {}
-    for line in lines[1:]:
-        by_day.setdefault(line[:10], []).append(line)
-    for day, rows in by_day.items():
-        if days is None or day in days:
-            (folder / table / f"{day}.csv").write_text("\n".join([lines[0], *rows]) + "\n")
-
-
 def test_a_day_added_to_a_table_folder_is_built_incrementally(tmp_path):
     """``metrics-kit build`` on a folder of day files: the first build is full, adding a day's files
     recomputes that day, its week and its month only, and the values equal a fresh full build."""
@@ -160,10 +148,10 @@ def test_a_day_added_to_a_table_folder_is_built_incrementally(tmp_path):
     shutil.copy(GOLDEN / "projects.csv", data)
     for table in ("fees", "token_flows", "chain_rewards"):
         shutil.copy(GOLDEN / f"{table}.csv", data)
-    _split_by_day(GOLDEN, data, "transactions", days={"2024-12-28", "2024-12-30", "2024-12-31"})
+    split_by_day(GOLDEN, data, "transactions", days={"2024-12-28", "2024-12-30", "2024-12-31"})
     first = _cli("build", "--data", str(data))
     assert first.returncode == 0 and "full build" in first.stdout, first.stdout + first.stderr
-    _split_by_day(GOLDEN, data, "transactions", days={"2025-01-01"})
+    split_by_day(GOLDEN, data, "transactions", days={"2025-01-01"})
     second = _cli("build", "--data", str(data))
     assert second.returncode == 0, second.stderr
     assert "Updated aggregates incrementally" in second.stdout, second.stdout

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from spark_support import cli
-from support import ServerProcess
+from support import ServerProcess, split_by_day
 
 from metrics_kit.server.build import Aggregates
 from metrics_kit.server.data import demo
@@ -115,3 +115,23 @@ def test_demo_data_on_a_standalone_cluster_equals_duckdb(on_cluster):
 def test_demo_data_served_from_the_cluster_build(on_cluster):
     duckdb, _, path = on_cluster
     assert assert_served(path, duckdb, every=7) > 5_000
+
+
+def test_a_table_folder_grows_incrementally_on_spark(tmp_path):
+    """A Spark build of a folder of day files, then two more days' files: the second Spark build
+    recomputes only their periods and equals a full DuckDB build of the folder as it is then."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for table in ("projects", "fees", "token_flows", "chain_rewards"):
+        (data / f"{table}.csv").write_text((GOLDEN / f"{table}.csv").read_text())
+    split_by_day(GOLDEN, data, "transactions", days={"2024-12-28", "2024-12-29", "2024-12-30"})
+    first = cli("build", "--data", data, "--engine", "spark", "--spark-master", "local[2]", "--out", tmp_path / "a")
+    assert "full build" in first, first
+    split_by_day(GOLDEN, data, "transactions", days={"2025-01-01", "2025-01-05"})
+    out = tmp_path / "spark.parquet"
+    second = cli("build", "--data", data, "--engine", "spark", "--spark-master", "local[2]", "--out", out)
+    assert "Updated aggregates incrementally" in second and "2 files added" in second, second
+    cli("build", "--data", data, "--rebuild", "--out", tmp_path / "duckdb.parquet")
+    spark = Aggregates.read(out)
+    assert spark.meta["build"] == "incremental"
+    assert assert_same_values(Aggregates.read(tmp_path / "duckdb.parquet"), spark) > 1000
