@@ -43,34 +43,51 @@ class Run:
     output: str
 
 
-def run_child(cmd: list[str], env: dict[str, str], timeout: float) -> Run:
-    """Run ``cmd`` to completion (killed after ``timeout`` s); time it and read its peak RSS.
+# Linux keeps a process's peak RSS (ru_maxrss) across exec: a child forked from this benchmark, which
+# has imported pandas and generated data, would report at least this process's peak. So every child
+# is started by this tiny launcher (no site, no imports beyond os and sys: ~10 MiB), which forks
+# and execs the command and reports, on a pipe, the rusage of exactly that command.
+_LAUNCHER = (
+    "import os, sys\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "_, status, ru = os.wait4(pid, 0)\n"
+    "os.write(int(sys.argv[1]), f'{ru.ru_maxrss} {ru.ru_utime + ru.ru_stime}'.encode())\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
 
-    Output goes to a temporary file rather than a pipe, so that nothing has to drain it while we
-    wait with ``os.wait4`` (which gives the rusage of exactly this child).
-    """
+
+def run_child(cmd: list[str], env: dict[str, str], timeout: float) -> Run:
+    """Run ``cmd`` to completion (killed after ``timeout`` s); time it and read its own peak RSS
+    and CPU time (through the launcher above)."""
     import tempfile
 
+    read_end, write_end = os.pipe()
     with tempfile.TemporaryFile(mode="w+") as out:
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-        deadline = started + timeout
-        status, usage = None, None
-        while status is None:
-            pid, st, ru = os.wait4(proc.pid, os.WNOHANG)
-            if pid == proc.pid:
-                status, usage = st, ru
-                break
-            if time.perf_counter() > deadline:
-                os.kill(proc.pid, signal.SIGKILL)
-                _, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.005)
+        proc = subprocess.Popen(
+            [sys.executable, "-S", "-c", _LAUNCHER, str(write_end), *cmd],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+            pass_fds=(write_end,),
+            start_new_session=True,  # one group: a timeout kills the command with its launcher
+        )
+        os.close(write_end)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         seconds = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped: keep Popen from waiting again
+        report = os.read(read_end, 200).decode().split()
+        os.close(read_end)
         out.seek(0)
         text = out.read()
-    return Run(cmd, proc.returncode, seconds, usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime, text)
+    peak_kib, cpu = (float(report[0]), float(report[1])) if report else (float("nan"), float("nan"))
+    return Run(cmd, proc.returncode, seconds, peak_kib / 1024.0, cpu, text)
 
 
 def metrics_kit(*args: str) -> list[str]:

@@ -37,6 +37,8 @@ from metrics_kit.spec.calendar import GRANULARITIES, period_bounds, period_index
 # Bump when the engine's results change for the same data and catalogue.
 ENGINE_VERSION = 1
 BUILD_MEMORY_LIMIT = "2GB"
+# Event tables small enough to read into memory once per build (the engine reads them per granularity).
+SMALL_TABLES = ("fees", "token_flows", "chain_rewards")
 _DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run to run
 
 
@@ -271,7 +273,7 @@ def build_folder(
         ranges = increments.spans(starts)
         meeting = increments.files_meeting(directory, sources, after, ranges)
         validated = store.window(checked, meeting, ranges, checked.fingerprint)
-        fresh, projects = _compute(validated, catalogue, on_spark, ranges)
+        fresh, projects = _compute(validated, catalogue, on_spark, bool(ranges))
         sparse = increments.merge(state.sparse, fresh, starts)
         read, total = (sum(len(s.files) for s in group.values()) for group in (meeting, _events(sources)))
         how = {
@@ -288,7 +290,7 @@ def build_folder(
             store.write_parquet(validated, stage)
             log(f"Wrote the normalised layout to {stage}")
         after = increments.manifest(directory, sources, validated.days)
-        sparse, projects = _compute(validated, catalogue, on_spark, None, stage)
+        sparse, projects = _compute(validated, catalogue, on_spark, increments.coverage(after) is not None, stage)
         how = {"build": "full", "why": todo}
     coverage = increments.coverage(after)
     meta = {"engine": engine_name, "fingerprint": validated.fingerprint, "data_dir": str(directory), **how}
@@ -314,17 +316,19 @@ def _summary(meta: dict) -> str:
 
 
 def _compute(
-    validated, catalogue: Catalogue, on_spark, ranges, staged: Path | None = None
+    validated, catalogue: Catalogue, on_spark, rows: bool, staged: Path | None = None
 ) -> tuple[pd.DataFrame, dict[str, Project]]:
-    """The sparse values of ``validated``'s tables and its projects, on DuckDB or on ``on_spark``
-    (which reads them as the normalised layout: ``staged`` if it was written, else a temporary one)."""
+    """The sparse values of ``validated``'s tables (``rows``: whether they hold any event) and its
+    projects, on DuckDB or on ``on_spark`` (which reads them as the normalised layout: ``staged`` if
+    it was written, else a temporary one)."""
     from metrics_kit.server.data import store
 
     if on_spark is None:
-        event_store = store.views(validated)
-        if event_store.coverage is None or ranges == []:  # nothing to compute (an empty window)
-            return compute_nothing(), event_store.projects
-        return compute(event_store.backend, catalogue), event_store.projects
+        backend = store.provide(validated, in_memory=SMALL_TABLES)
+        projects = store.read_projects(backend)
+        if not rows:
+            return compute_nothing(), projects
+        return compute(backend, catalogue), projects
     with contextlib.ExitStack() as stack:
         if staged is None:
             (files.cache_dir() / "stage").mkdir(parents=True, exist_ok=True)

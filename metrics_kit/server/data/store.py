@@ -126,6 +126,8 @@ def connect(
     con = duckdb.connect()
     # Naive timestamps are UTC, and tz-aware ones are converted to UTC, whatever the machine's zone.
     con.execute("SET TimeZone = 'UTC'")
+    # A table folder of many Parquet files is read by every query of a build: keep their footers.
+    con.execute("SET parquet_metadata_cache = true")
     if threads:
         con.execute(f"SET threads = {int(threads)}")
     if memory_limit:
@@ -505,11 +507,19 @@ def load(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | None = N
 
 def views(validated: Validated) -> EventStore:
     """The validated tables as views in the validating DuckDB connection."""
+    return _store(provide(validated), str(validated.directory), validated.fingerprint)
+
+
+def provide(validated: Validated, in_memory: tuple[str, ...] = ()) -> ibis.BaseBackend:
+    """The validated tables in the validating DuckDB connection, as an Ibis backend: views, but
+    the tables named in ``in_memory`` read once into temporary tables (a build reads the small
+    tables once per granularity, which over a folder of many files costs more than the reading)."""
     # Only now that every table passed does anything become visible.
     for table, relation in validated.relations.items():
-        validated.con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS {relation}")
-    backend = ibis.duckdb.from_connection(validated.con)
-    return _store(backend, str(validated.directory), validated.fingerprint)
+        kind = "TABLE" if table in in_memory else "VIEW"
+        validated.con.execute(f"DROP VIEW IF EXISTS {table}; DROP TABLE IF EXISTS {table}")
+        validated.con.execute(f"CREATE TEMP {kind} {table} AS {relation}")
+    return ibis.duckdb.from_connection(validated.con)
 
 
 # Marks a folder as a normalised layout (one JSON line). No leading "_" or ".": Spark skips such files.
