@@ -39,6 +39,7 @@ ENGINE_VERSION = 1
 BUILD_MEMORY_LIMIT = "2GB"
 # Event tables small enough to read into memory once per build (the engine reads them per granularity).
 SMALL_TABLES = ("fees", "token_flows", "chain_rewards")
+WINDOW_IN_MEMORY_BYTES = 64 * 2**20  # transactions files of an incremental build read into memory up to this size
 _DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run to run
 
 
@@ -273,7 +274,10 @@ def build_folder(
         ranges = increments.spans(starts)
         meeting = increments.files_meeting(directory, sources, after, ranges)
         validated = store.window(checked, meeting, ranges, checked.fingerprint)
-        fresh, projects = _compute(validated, catalogue, on_spark, bool(ranges))
+        # A window of a few files is read into memory once, rather than by each of the engine's reads.
+        window_bytes = sum(p.stat().st_size for p in meeting["transactions"].files) if "transactions" in meeting else 0
+        in_memory = (*SMALL_TABLES, "transactions") if window_bytes <= WINDOW_IN_MEMORY_BYTES else SMALL_TABLES
+        fresh, projects = _compute(validated, catalogue, on_spark, bool(ranges), in_memory=in_memory)
         sparse = increments.merge(state.sparse, fresh, starts)
         read, total = (sum(len(s.files) for s in group.values()) for group in (meeting, _events(sources)))
         how = {
@@ -316,7 +320,12 @@ def _summary(meta: dict) -> str:
 
 
 def _compute(
-    validated, catalogue: Catalogue, on_spark, rows: bool, staged: Path | None = None
+    validated,
+    catalogue: Catalogue,
+    on_spark,
+    rows: bool,
+    staged: Path | None = None,
+    in_memory: tuple[str, ...] = SMALL_TABLES,
 ) -> tuple[pd.DataFrame, dict[str, Project]]:
     """The sparse values of ``validated``'s tables (``rows``: whether they hold any event) and its
     projects, on DuckDB or on ``on_spark`` (which reads them as the normalised layout: ``staged`` if
@@ -324,7 +333,7 @@ def _compute(
     from metrics_kit.server.data import store
 
     if on_spark is None:
-        backend = store.provide(validated, in_memory=SMALL_TABLES)
+        backend = store.provide(validated, in_memory=in_memory)
         projects = store.read_projects(backend)
         if not rows:
             return compute_nothing(), projects
