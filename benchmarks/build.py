@@ -49,6 +49,7 @@ SCAN = """
 import sys, time, duckdb
 con = duckdb.connect()
 con.execute("SET TimeZone = 'UTC'")
+con.execute("SET enable_progress_bar = false")
 started = time.perf_counter()
 groups = con.execute(
     "SELECT count(*) FROM (SELECT project, action, CAST(block_time AS DATE) AS day, count(DISTINCT signer) "

@@ -78,9 +78,11 @@ def run_child(cmd: list[str], env: dict[str, str], timeout: float) -> Run:
         os.close(write_end)
         try:
             proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        except BaseException:  # a timeout, or this benchmark stopped: the command's group goes with it
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            if not isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+                raise
         seconds = time.perf_counter() - started
         report = os.read(read_end, 200).decode().split()
         os.close(read_end)

@@ -264,11 +264,12 @@ def build_folder(
     state_file = increments.state_path(directory, catalogue_key(catalogue), engine_name)
     state = None if rebuild or stage is not None else increments.State.read(state_file)
     sources = find_sources(directory)
-    todo = increments.plan(state.manifest, directory, sources) if state else "no saved build of this folder"
+    stats = increments.stat_all(sources)
+    todo = increments.plan(state.manifest, directory, sources, stats) if state else "no saved build of this folder"
     if isinstance(todo, increments.Plan):
         assert state is not None
         checked = store.validate(directory, con, only=todo.new)
-        after = increments.manifest(directory, sources, checked.days, state.manifest)
+        after = increments.manifest(directory, sources, stats, checked.days, state.manifest)
         affected = todo.gone_days.union(*(set(d) for t in EVENT_TABLES for d in checked.days.get(t, {}).values()))
         starts = increments.periods(affected)
         ranges = increments.spans(starts)
@@ -293,7 +294,7 @@ def build_folder(
         if stage is not None:
             store.write_parquet(validated, stage)
             log(f"Wrote the normalised layout to {stage}")
-        after = increments.manifest(directory, sources, validated.days)
+        after = increments.manifest(directory, sources, stats, validated.days)
         sparse, projects = _compute(validated, catalogue, on_spark, increments.coverage(after) is not None, stage)
         how = {"build": "full", "why": todo}
     coverage = increments.coverage(after)

@@ -124,9 +124,19 @@ def _stat(path: Path) -> dict:
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
+Stats = dict[Path, dict]
+
+
+def stat_all(sources: dict[str, Source]) -> Stats:
+    """Size and modification time of every file, taken once, before any is read: a file rewritten
+    while the build reads it then looks changed to the next build, never unchanged."""
+    return {path: _stat(path) for source in sources.values() for path in source.files}
+
+
 def manifest(
     directory: Path,
     sources: dict[str, Source],
+    stats: Stats,
     days: dict[str, dict[Path, tuple[dt.date, ...]]],
     previous: dict | None = None,
 ) -> dict:
@@ -139,7 +149,7 @@ def manifest(
             name = _name(directory, path)
             checked = days.get(table, {}).get(path)
             runs = _runs(checked) if checked is not None else known.get(name, {}).get("days", [])
-            entries[name] = {**_stat(path), "days": runs}
+            entries[name] = {**stats[path], "days": runs}
         tables[table] = {"folder": source.folder, "fmt": source.fmt, "files": entries}
     return {"version": STATE_VERSION, "data_dir": str(Path(directory).resolve()), "tables": tables}
 
@@ -175,14 +185,14 @@ class Plan:
         )
 
 
-def plan(previous: dict, directory: Path, sources: dict[str, Source]) -> Plan | str:
+def plan(previous: dict, directory: Path, sources: dict[str, Source], stats: Stats) -> Plan | str:
     """What changed since ``previous``: a :class:`Plan`, or the reason a full build is needed."""
     if previous.get("data_dir") != str(Path(directory).resolve()):
         return "the saved build is of another folder"
     old_tables = previous["tables"]
     if set(old_tables) - set(EVENT_TABLES) != {"projects"} or "projects" not in sources:
         return "the projects table changed"
-    if _entries(directory, sources["projects"]) != _entries_of(old_tables["projects"]):
+    if _entries(directory, sources["projects"], stats) != _entries_of(old_tables["projects"]):
         return "the projects table changed"
     result = Plan()
     for table in EVENT_TABLES:
@@ -190,13 +200,13 @@ def plan(previous: dict, directory: Path, sources: dict[str, Source]) -> Plan | 
         if source is None and old is None:
             continue
         if (source is not None and not source.folder) or (old is not None and not old["folder"]):
-            if source is not None and old is not None and _entries(directory, source) == _entries_of(old):
+            if source is not None and old is not None and _entries(directory, source, stats) == _entries_of(old):
                 result.new[table] = ()  # unchanged: nothing to validate again
                 continue
             return f"the {table} table is one file, and it changed (a folder of files is built incrementally)"
         if source is not None and old is not None and source.fmt != old["fmt"]:
             return f"the {table} folder changed from {old['fmt']} to {source.fmt}"
-        now = _entries(directory, source) if source is not None else {}
+        now = _entries(directory, source, stats) if source is not None else {}
         before = old["files"] if old is not None else {}
         new = []
         for name, stat in now.items():
@@ -214,8 +224,8 @@ def plan(previous: dict, directory: Path, sources: dict[str, Source]) -> Plan | 
     return result
 
 
-def _entries(directory: Path, source: Source) -> dict[str, dict]:
-    return {_name(directory, path): _stat(path) for path in source.files}
+def _entries(directory: Path, source: Source, stats: Stats) -> dict[str, dict]:
+    return {_name(directory, path): stats[path] for path in source.files}
 
 
 def _entries_of(table: dict) -> dict[str, dict]:

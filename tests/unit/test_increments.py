@@ -49,7 +49,13 @@ def _manifest(folder: Path) -> dict:
             folder / "transactions" / "2025-01-02.csv": (D(2025, 1, 2),),
         }
     }
-    return increments.manifest(folder, find_sources(folder), days)
+    sources = find_sources(folder)
+    return increments.manifest(folder, sources, increments.stat_all(sources), days)
+
+
+def _plan(before: dict, folder: Path):
+    sources = find_sources(folder)
+    return increments.plan(before, folder, sources, increments.stat_all(sources))
 
 
 def _touch(path: Path) -> None:
@@ -64,7 +70,7 @@ def test_added_changed_and_removed_files_of_a_folder(tmp_path):
     (folder / "transactions" / "2025-01-03.csv").write_text("block_time,tx_id,signer,project,action,pool_type\n")
     _touch(folder / "transactions" / "2025-01-02.csv")
     (folder / "transactions" / "2025-01-01.csv").unlink()
-    plan = increments.plan(before, folder, find_sources(folder))
+    plan = _plan(before, folder)
     assert isinstance(plan, increments.Plan)
     assert (plan.added, plan.changed, plan.removed) == (1, 1, 1)
     assert set(plan.new["transactions"]) == {
@@ -77,7 +83,7 @@ def test_added_changed_and_removed_files_of_a_folder(tmp_path):
 
 def test_unchanged_files_plan_nothing(tmp_path):
     folder = _folder(tmp_path)
-    plan = increments.plan(_manifest(folder), folder, find_sources(folder))
+    plan = _plan(_manifest(folder), folder)
     assert isinstance(plan, increments.Plan)
     assert (plan.added, plan.changed, plan.removed, plan.gone_days) == (0, 0, 0, set())
 
@@ -86,14 +92,14 @@ def test_what_takes_a_full_build(tmp_path):
     folder = _folder(tmp_path)
     before = _manifest(folder)
     _touch(folder / "fees.csv")
-    assert "fees table is one file" in increments.plan(before, folder, find_sources(folder))
+    assert "fees table is one file" in _plan(before, folder)
     before = _manifest(folder)
     _touch(folder / "projects.csv")
-    assert increments.plan(before, folder, find_sources(folder)) == "the projects table changed"
+    assert _plan(before, folder) == "the projects table changed"
     before = _manifest(folder)
     other = tmp_path.parent / (tmp_path.name + "-moved")
     folder.rename(other)
-    assert increments.plan(before, other, find_sources(other)) == "the saved build is of another folder"
+    assert _plan(before, other) == "the saved build is of another folder"
 
 
 def test_only_files_with_rows_in_the_window_are_read(tmp_path):
