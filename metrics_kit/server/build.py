@@ -10,14 +10,16 @@ and the catalogue's, so the next start with unchanged data skips the build.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -137,9 +139,7 @@ def compute(backend, catalogue: Catalogue) -> pd.DataFrame:
     from metrics_kit.server import engine
 
     frames = [sparse.assign(granularity=g) for g, sparse in engine.compute(backend, catalogue)]
-    if not frames:
-        return increments.normalise(pd.DataFrame(columns=increments.SPARSE_COLUMNS))
-    return increments.normalise(pd.concat(frames, ignore_index=True))
+    return increments.normalise(pd.concat(frames, ignore_index=True)) if frames else compute_nothing()
 
 
 def build(event_store: EventStore, catalogue: Catalogue) -> Aggregates:
@@ -256,53 +256,76 @@ def build_folder(
 
     ``on_spark``, a Spark backend, computes there instead of on DuckDB; ``stage`` also writes the
     whole validated data set as the normalised layout (which takes a full build)."""
-    from metrics_kit.server.data import store
-
     started = time.perf_counter()
-    con = _build_connection()
     engine_name = "duckdb" if on_spark is None else on_spark.name
     state_file = increments.state_path(directory, catalogue_key(catalogue), engine_name)
     state = None if rebuild or stage is not None else increments.State.read(state_file)
     sources = find_sources(directory)
     stats = increments.stat_all(sources)
     todo = increments.plan(state.manifest, directory, sources, stats) if state else "no saved build of this folder"
+    job = _Job(directory, catalogue, sources, stats, _build_connection(), on_spark, log)
     if isinstance(todo, increments.Plan):
         assert state is not None
-        checked = store.validate(directory, con, only=todo.new)
-        after = increments.manifest(directory, sources, stats, checked.days, state.manifest)
-        affected = todo.gone_days.union(*(set(d) for t in EVENT_TABLES for d in checked.days.get(t, {}).values()))
-        starts = increments.periods(affected)
+        validated, after, sparse, projects, how = job.incremental(todo, state)
+    else:
+        validated, after, sparse, projects = job.full(stage)
+        how = {"build": "full", "why": todo}
+    meta = {"engine": engine_name, "fingerprint": validated.fingerprint, "data_dir": str(directory), **how}
+    aggregates = assemble(sparse, increments.coverage(after), projects, catalogue, meta, started)
+    increments.State(after, sparse).save(state_file)
+    log(_summary(aggregates.meta))
+    return aggregates
+
+
+@dataclasses.dataclass
+class _Job:
+    """One build of a data folder: what both kinds of build need."""
+
+    directory: Path
+    catalogue: Catalogue
+    sources: dict
+    stats: increments.Stats
+    con: Any  # a DuckDB connection (validation always runs on DuckDB)
+    on_spark: Any  # the Spark backend, or None for DuckDB
+    log: Callable[[str], Any]
+
+    def full(self, stage: Path | None):
+        from metrics_kit.server.data import store
+
+        validated = store.validate(self.directory, self.con)
+        if self.on_spark is not None:  # progress before the long part
+            self.log(f"Validated {self.directory}")
+        if stage is not None:
+            store.write_parquet(validated, stage)
+            self.log(f"Wrote the normalised layout to {stage}")
+        after = increments.manifest(self.directory, self.sources, self.stats, validated.days)
+        rows = increments.coverage(after) is not None
+        sparse, projects = _compute(validated, self.catalogue, self.on_spark, rows, stage)
+        return validated, after, sparse, projects
+
+    def incremental(self, todo: increments.Plan, state: increments.State):
+        from metrics_kit.server.data import store
+
+        checked = store.validate(self.directory, self.con, only=todo.new)
+        after = increments.manifest(self.directory, self.sources, self.stats, checked.days, state.manifest)
+        new_days = (set(days) for table in EVENT_TABLES for days in checked.days.get(table, {}).values())
+        starts = increments.periods(todo.gone_days.union(*new_days))
         ranges = increments.spans(starts)
-        meeting = increments.files_meeting(directory, sources, after, ranges)
+        meeting = increments.files_meeting(self.directory, self.sources, after, ranges)
         validated = store.window(checked, meeting, ranges, checked.fingerprint)
         # A window of a few files is read into memory once, rather than by each of the engine's reads.
-        window_bytes = sum(p.stat().st_size for p in meeting["transactions"].files) if "transactions" in meeting else 0
+        window = meeting.get("transactions")
+        window_bytes = sum(self.stats[p]["size"] for p in window.files) if window else 0
         in_memory = (*SMALL_TABLES, "transactions") if window_bytes <= WINDOW_IN_MEMORY_BYTES else SMALL_TABLES
-        fresh, projects = _compute(validated, catalogue, on_spark, bool(ranges), in_memory=in_memory)
-        sparse = increments.merge(state.sparse, fresh, starts)
-        read, total = (sum(len(s.files) for s in group.values()) for group in (meeting, _events(sources)))
+        fresh, projects = _compute(validated, self.catalogue, self.on_spark, bool(ranges), in_memory=in_memory)
+        read, total = (sum(len(s.files) for s in group.values()) for group in (meeting, _events(self.sources)))
         how = {
             "build": "incremental",
             "changes": todo.describe(),
             "recomputed": {g: len(s) for g, s in starts.items()},
             "files_read": [read, total],
         }
-    else:
-        validated = store.validate(directory, con)
-        if on_spark is not None:  # progress before the long part
-            log(f"Validated {directory}")
-        if stage is not None:
-            store.write_parquet(validated, stage)
-            log(f"Wrote the normalised layout to {stage}")
-        after = increments.manifest(directory, sources, stats, validated.days)
-        sparse, projects = _compute(validated, catalogue, on_spark, increments.coverage(after) is not None, stage)
-        how = {"build": "full", "why": todo}
-    coverage = increments.coverage(after)
-    meta = {"engine": engine_name, "fingerprint": validated.fingerprint, "data_dir": str(directory), **how}
-    aggregates = assemble(sparse, coverage, projects, catalogue, meta, started)
-    increments.State(after, sparse).save(state_file)
-    log(_summary(aggregates.meta))
-    return aggregates
+        return validated, after, increments.merge(state.sparse, fresh, starts), projects, how
 
 
 def _events(sources: dict) -> dict:
