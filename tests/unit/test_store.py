@@ -869,3 +869,40 @@ def test_csv_the_format_allows_still_loads(tmp_path, data, rows):
     assert len(found) == rows
     if b"Jos" in data:
         assert found == [("t,1", 'Jos\u00e9 "J"')]
+
+
+def test_validation_finds_the_utc_days_of_each_file(tmp_path):
+    folder = make(tmp_path, transactions=None)
+    (folder / "transactions").mkdir()
+    (folder / "transactions" / "a.csv").write_text(
+        TX_HEADER + "2024-03-13T08:00:00Z,t1,alice,swp,swap,regular\n2024-03-14T01:00:00+02:00,t2,bob,farm,stake,\n"
+    )
+    (folder / "transactions" / "b.csv").write_text(TX_HEADER + "2024-03-15T23:59:59.999999Z,t3,carol,farm,stake,\n")
+    validated = store.validate(folder)
+    days = validated.days["transactions"]
+    # 01:00 at UTC+2 on the 14th is the 13th in UTC.
+    assert days[folder / "transactions" / "a.csv"] == (dt.date(2024, 3, 13),)
+    assert days[folder / "transactions" / "b.csv"] == (dt.date(2024, 3, 15),)
+    assert validated.days["fees"] == {folder / "fees.csv": (dt.date(2024, 3, 13), dt.date(2024, 3, 14))}
+
+
+def test_validating_only_some_files_reads_only_those(tmp_path):
+    folder = make(tmp_path, transactions=None)
+    (folder / "transactions").mkdir()
+    (folder / "transactions" / "good.csv").write_text(TX_HEADER + "2024-03-13T08:00:00Z,t1,alice,swp,swap,regular\n")
+    (folder / "transactions" / "bad.csv").write_text(TX_HEADER + "2024-03-13T08:00:00Z,t1,alice,swp,teleport,\n")
+    checked = store.validate(folder, only={"transactions": (folder / "transactions" / "good.csv",)})
+    assert list(checked.days["transactions"]) == [folder / "transactions" / "good.csv"]
+    with pytest.raises(DataFormatError, match="teleport"):
+        store.validate(folder)
+
+
+def test_a_window_holds_the_rows_of_its_days_only(tmp_path):
+    folder = make(tmp_path)
+    validated = store.validate(folder)
+    sources = store.find_sources(folder)
+    window = store.window(validated, sources, [(dt.date(2024, 3, 14), dt.date(2024, 3, 15))], validated.fingerprint)
+    rows = validated.con.execute(f"SELECT tx_id FROM ({window.relations['transactions']}) ORDER BY 1").fetchall()
+    assert rows == [("t2",), ("t3",)]
+    empty = store.window(validated, sources, [], validated.fingerprint)
+    assert validated.con.execute(f"SELECT count(*) FROM ({empty.relations['fees']})").fetchone() == (0,)
