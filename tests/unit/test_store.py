@@ -906,3 +906,42 @@ def test_a_window_holds_the_rows_of_its_days_only(tmp_path):
     assert rows == [("t2",), ("t3",)]
     empty = store.window(validated, sources, [], validated.fingerprint)
     assert validated.con.execute(f"SELECT count(*) FROM ({empty.relations['fees']})").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("statistics", [True, False])
+@pytest.mark.parametrize(("column", "value", "shown"), [("tx_id", "", "''"), ("signer", None, "(null)")])
+def test_parquet_statistics_never_hide_an_empty_id(tmp_path, statistics, column, value, shown):
+    # Validation skips reading an id column only when the file's statistics show no null and no
+    # empty string; a file with one (or without statistics) is read and the row is named.
+    folder = make(tmp_path, transactions=None)
+    rows = {
+        "block_time": pa.array([dt.datetime(2024, 3, 13, 8, tzinfo=dt.UTC)] * 3, pa.timestamp("us", "UTC")),
+        "tx_id": ["t1", "t2", "t3"],
+        "signer": ["alice", "bob", "carol"],
+        "project": ["swp"] * 3,
+        "action": ["swap"] * 3,
+        "pool_type": ["regular"] * 3,
+    }
+    rows[column] = [rows[column][0], value, rows[column][2]]
+    pq.write_table(pa.table(rows), folder / "transactions.parquet", write_statistics=statistics, row_group_size=2)
+    with pytest.raises(
+        DataFormatError, match=rf"column '{column}': 1 row breaks the rule(.|\n)*row 2: {re.escape(shown)}"
+    ):
+        store.validate(folder)
+
+
+def test_parquet_statistics_settle_clean_id_columns(tmp_path):
+    folder = make(tmp_path, transactions=None)
+    rows = {
+        "block_time": pa.array([dt.datetime(2024, 3, 13, 8, tzinfo=dt.UTC)] * 2, pa.timestamp("us", "UTC")),
+        "tx_id": ["t1", "t2"],
+        "signer": ["alice", "bob"],
+        "project": ["swp"] * 2,
+        "action": ["swap"] * 2,
+        "pool_type": ["regular", None],
+    }
+    pq.write_table(pa.table(rows), folder / "transactions.parquet")
+    source = store.find_sources(folder)["transactions"]
+    con = store.connect()
+    assert store._settled(con, source, store._relation(con, source).types) == {"tx_id", "signer", "project", "action"}
+    assert store.load(folder).backend.table("transactions").count().execute() == 2

@@ -217,6 +217,7 @@ class _Check:
     allowed: str  # what the rule allows, in words
     bad: str  # SQL predicate over raw ("r_") and normalised columns that flags a bad row
     per_row: bool = True  # False: it reads only _GROUPED columns, so it runs on distinct values
+    required: bool = False  # "not null, not empty": Parquet statistics may settle it without a read
 
 
 # Low-cardinality columns: validation groups by them, so their checks (lowercase ids, known
@@ -231,7 +232,7 @@ _GROUPED = {
 
 def _checks(table: str, projects: list[str]) -> list[_Check]:
     def required(column: str, allowed: str) -> _Check:
-        return _Check(column, allowed, f'"{column}" IS NULL')
+        return _Check(column, allowed, f'"{column}" IS NULL', required=True)
 
     def one_of(column: str, values, nullable: bool = False) -> _Check:
         allowed = "one of " + ", ".join(values) + (" or empty" if nullable else "")
@@ -326,6 +327,7 @@ class _Relation:
     source: Source
     raw: str  # the columns as found, prefixed r_
     normalised: str  # the columns as the views show them
+    types: dict[str, str]  # each column's type as found
 
     def sql(self, *, detail: bool = False, files: bool = False) -> str:
         """The normalised table; with ``files``, also each row's file (``_file``); with ``detail``,
@@ -357,6 +359,7 @@ def _relation(con, source: Source) -> _Relation:
         source=source,
         raw=", ".join(f'"{c}" AS "r_{c}"' for c in wanted),
         normalised=", ".join(f'{_normalised(c, k, types[c])} AS "{c}"' for c, k in wanted.items()),
+        types=types,
     )
 
 
@@ -422,8 +425,27 @@ def _shown_rows(source: Source, rows: list[tuple]) -> list[str]:
     return out
 
 
+def _settled(con, source: Source, types: dict[str, str]) -> set[str]:
+    """The text columns of a Parquet source that its own statistics show to hold no null and no
+    empty string in any row group: their "required" check needs no read of the column (reading
+    the long id columns is most of validation's cost). Statistics missing anywhere settle nothing."""
+    if source.fmt != "parquet":
+        return set()
+    columns = [c for c, kind in COLUMNS[source.table].items() if kind == "str" and types.get(c) == "VARCHAR"]
+    if not columns:
+        return set()
+    rows = con.execute(
+        "SELECT path_in_schema, bool_and(stats_null_count = 0 AND stats_min_value > '') "
+        f"FROM parquet_metadata({_sql_list(str(p) for p in source.files)}) "
+        f"WHERE path_in_schema IN ({', '.join(_quote(c) for c in columns)}) GROUP BY 1"
+    ).fetchall()
+    return {column for column, clean in rows if clean}
+
+
 def _validate(con, source: Source, relation: _Relation, checks: list[_Check]) -> dict[Path, tuple]:
     try:
+        settled = _settled(con, source, relation.types)
+        checks = [replace(c, bad="false") if c.required and c.column in settled else c for c in checks]
         counts, days = _profile(con, source.table, relation, checks)
     except duckdb.Error as exc:
         raise _csv_error(source) or DataFormatError(
