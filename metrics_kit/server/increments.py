@@ -116,7 +116,8 @@ def _days(runs: list[list[str]]) -> set[dt.date]:
 
 
 def _name(directory: Path, path: Path) -> str:
-    return path.relative_to(directory).as_posix()
+    # The files of a source are the folder's own entries (find_sources): a cheap "table/file" name.
+    return path.name if path.parent == directory else f"{path.parent.name}/{path.name}"
 
 
 def _stat(path: Path) -> dict:
@@ -257,12 +258,10 @@ def files_meeting(
 ) -> dict[str, Source]:
     """Each event table's files with rows on a day of ``ranges``, per the manifest ``after``."""
 
-    def meets(runs: list[list[str]]) -> bool:
-        return any(
-            dt.date.fromisoformat(first) <= hi and dt.date.fromisoformat(last) >= lo
-            for first, last in runs
-            for lo, hi in ranges
-        )
+    wanted = [(lo.isoformat(), hi.isoformat()) for lo, hi in ranges]
+
+    def meets(runs: list[list[str]]) -> bool:  # ISO dates compare as strings
+        return any(first <= hi and last >= lo for first, last in runs for lo, hi in wanted)
 
     out = {}
     for table in EVENT_TABLES:

@@ -73,10 +73,12 @@ def find_sources(directory: Path) -> dict[str, Source]:
 def fingerprint(sources: dict[str, Source]) -> str:
     """Changes whenever a file is added, removed, rewritten or touched."""
     digest = hashlib.sha256()
+    folders: dict[Path, Path] = {}  # resolved once per folder: a table folder may hold thousands of files
     for table in sorted(sources):
         for path in sources[table].files:
             stat = path.stat()
-            digest.update(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+            folder = folders.get(path.parent) or folders.setdefault(path.parent, path.parent.resolve())
+            digest.update(f"{folder / path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:32]
 
 
