@@ -121,34 +121,32 @@ def _rows(con, t: ir.Table, measures: Measures) -> pd.DataFrame:
 
 
 def _repeated(con, t: ir.Table, measures: Measures, hash64: Hash64) -> pd.DataFrame:
-    """One row per (project, action, hash of tx_id) seen more than once: see the module docstring."""
-    day = _day(t)
-    check = hash64(t.tx_id.concat("#"))
-    counts = {name: t.count(where=_where(t, r)) if r else t.count() for name, r in measures.row_counts.items()}
-    groups = t.group_by(project=t.project, action=t.action, tx_hash=hash64(t.tx_id)).aggregate(
-        **counts, first_day=day.min(), last_day=day.max(), check_lo=check.min(), check_hi=check.max()
-    )
-    return con.execute(groups.filter(groups.n > 1))
+    """Every row whose tx_id's hash occurs more than once: its project, action, day, exact tx_id,
+    and whether it meets each restriction of a row count. A superset of the rows of repeated
+    transactions (distinct tx_ids whose hashes collide come along, and do no harm: the corrections
+    count their exact strings)."""
+    # Grouping by the hash alone, with nothing but a count, keeps the 10-million-group table small.
+    # The two sides are separate expressions on purpose: one shared expression becomes a CTE that
+    # DuckDB materialises whole.
+    hashes = t.select(tx_hash=hash64(t.tx_id))
+    repeated = hashes.group_by("tx_hash").aggregate(n=hashes.count()).filter(lambda r: r.n > 1).drop("n")
+    rows = t.mutate(tx_hash=hash64(t.tx_id)).semi_join(repeated, "tx_hash")
+    flags = {name: _where(rows, r) for name, r in measures.row_counts.items() if r}
+    return con.execute(rows.select("project", "action", "tx_id", day=_day(rows), **flags))
 
 
-def _exact_corrections(con, t: ir.Table, groups: pd.DataFrame, measures: Measures, hash64: Hash64, granularity: str):
-    """What the rows of ``groups`` (project, action, tx_hash) add beyond one per distinct tx_id and
-    period, from their exact strings: the fallback, reading the table again."""
-    keys = ibis.memtable(groups[["project", "action", "tx_hash"]])
-    rows = t.mutate(tx_hash=hash64(t.tx_id)).semi_join(keys, ["project", "action", "tx_hash"])
-    extra = {}
-    for name, r in measures.row_counts.items():
-        where = _where(rows, r) if r else None
-        extra[name] = rows.count(where=where) - rows.tx_id.nunique(where=where)
-    period = _truncate_expr(_day(rows), granularity)
-    frame = con.execute(rows.group_by(project=rows.project, action=rows.action, period_start=period).aggregate(**extra))
-    return _as_periods(frame, "period_start")
-
-
-def _truncate_expr(day: ir.DateValue, granularity: str) -> ir.DateValue:
-    if granularity == "1_day":
-        return day
-    return day.truncate("W" if granularity == "1_week" else "M")
+def _corrections(repeated: pd.DataFrame, measures: Measures, granularity: str) -> pd.DataFrame:
+    """Per (project, action, period) and row count: the rows beyond one per distinct tx_id."""
+    rows = repeated.assign(period_start=_period(repeated["day"], granularity))
+    frames = []
+    for name in measures.row_counts:
+        chosen = rows[rows[name].fillna(False).astype(bool)] if name in rows.columns else rows
+        grouped = chosen.groupby([*_KEYS, "period_start"], as_index=False).agg(
+            n=("tx_id", "size"), distinct=("tx_id", "nunique")
+        )
+        frames.append(grouped.assign(measure=name, extra=grouped["n"] - grouped["distinct"]))
+    columns = [*_KEYS, "period_start", "measure", "extra"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
 # -- the signer pass ------------------------------------------------------------------------------
@@ -228,7 +226,7 @@ def _as_periods(frame: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def _week_start(days: pd.Series) -> pd.Series:
-    return days - pd.to_timedelta(days.dt.weekday, unit="D")
+    return days - pd.to_timedelta(days.dt.day_of_week, unit="D")
 
 
 def _period(days: pd.Series, granularity: str) -> pd.Series:
@@ -263,19 +261,12 @@ def _users(per_month: pd.DataFrame, split: pd.DataFrame, name: str, granularity:
     return weeks[[*_KEYS, "period_start", "value"]]
 
 
-def _transactions(
-    rows: pd.DataFrame, simple: pd.DataFrame, exact: pd.DataFrame, name: str, granularity: str
-) -> pd.DataFrame:
+def _transactions(rows: pd.DataFrame, corrections: pd.DataFrame, name: str, granularity: str) -> pd.DataFrame:
     """(project, action, period_start, value) of distinct transactions for one row count."""
     counted = rows.assign(period_start=_period(rows["day"], granularity))
     counted = counted.groupby([*_KEYS, "period_start"], as_index=False)[name].sum()
-    extra = simple.assign(period_start=_period(simple["first_day"], granularity))
-    extra = extra.assign(extra=extra[name] - (extra[name] > 0).astype("int64")).groupby(
-        [*_KEYS, "period_start"], as_index=False
-    )
-    parts = [extra["extra"].sum(), exact[[*_KEYS, "period_start", name]].rename(columns={name: "extra"})]
-    extras = pd.concat(parts, ignore_index=True).groupby([*_KEYS, "period_start"], as_index=False)["extra"].sum()
-    counted = counted.merge(extras, on=[*_KEYS, "period_start"], how="left")
+    extra = corrections.loc[corrections["measure"] == name, [*_KEYS, "period_start", "extra"]]
+    counted = counted.merge(extra, on=[*_KEYS, "period_start"], how="left")
     counted["value"] = counted[name] - counted["extra"].fillna(0).astype("int64")
     return counted[[*_KEYS, "period_start", "value"]]
 
@@ -284,11 +275,7 @@ def transaction_metrics(con, t: ir.Table, metrics: list[Metric], hash64: Hash64)
     """Per granularity, the sparse long frame (project, period_start, metric, value) of ``metrics``."""
     measures = Measures(metrics)
     rows = _as_periods(_rows(con, t, measures), "day")
-    repeated = _repeated(con, t, measures, hash64)
-    for column in ("first_day", "last_day"):
-        _as_periods(repeated, column)
-    one_day = (repeated["first_day"] == repeated["last_day"]) & (repeated["check_lo"] == repeated["check_hi"])
-    simple, fallback = repeated[one_day], repeated[~one_day]
+    repeated = _as_periods(_repeated(con, t, measures, hash64), "day")
     month_starts = sorted({d.date() for d in rows["day"].dt.to_period("M").dt.to_timestamp()})
     with _signer_months(t, measures).cache() as months:
         per_month = _per_month(con, months, measures)
@@ -296,18 +283,14 @@ def transaction_metrics(con, t: ir.Table, metrics: list[Metric], hash64: Hash64)
     # Only periods with events: the (project, action, period) that have rows.
     out = {}
     for granularity in ("1_day", "1_week", "1_month"):
-        exact = (
-            _exact_corrections(con, t, fallback, measures, hash64, granularity)
-            if len(fallback)
-            else pd.DataFrame(columns=[*_KEYS, "period_start", *measures.row_counts])
-        )
+        corrections = _corrections(repeated, measures, granularity)
         present = rows.assign(period_start=_period(rows["day"], granularity))[[*_KEYS, "period_start"]]
         present = present.drop_duplicates()
         values = {}
         for name in measures.user_masks:
             values[name] = _users(per_month, split, name, granularity)
         for name in measures.row_counts:
-            values[name] = _transactions(rows, simple, exact, name, granularity)
+            values[name] = _transactions(rows, corrections, name, granularity)
         frames = []
         for metric in metrics:
             key = measure_key(metric)
