@@ -108,45 +108,39 @@ def _day(t: ir.Table) -> ir.DateValue:
     return t.block_time.truncate("D").date()
 
 
-# -- the row pass ---------------------------------------------------------------------------------
-
-
-def _rows(con, t: ir.Table, measures: Measures) -> pd.DataFrame:
-    """Rows per (project, action, day), and under each restriction of a transaction count."""
-    counts = {name: t.count(where=_where(t, r)) if r else t.count() for name, r in measures.row_counts.items()}
-    return con.execute(t.group_by(project=t.project, action=t.action, day=_day(t)).aggregate(**counts))
-
-
 # -- the transaction pass -------------------------------------------------------------------------
 
 
-def _repeated(con, t: ir.Table, measures: Measures, hash64: Hash64) -> pd.DataFrame:
-    """Every row whose tx_id's hash occurs more than once: its project, action, day, exact tx_id,
-    and whether it meets each restriction of a row count. A superset of the rows of repeated
-    transactions (distinct tx_ids whose hashes collide come along, and do no harm: the corrections
-    count their exact strings)."""
+def _day_rows(con, t: ir.Table, measures: Measures, hash64: Hash64) -> pd.DataFrame:
+    """Rows per (project, action, day, tx_id), and under each restriction of a transaction count,
+    where tx_id is the exact id for a row whose id's hash occurs more than once, else null: so one
+    row per (project, action, day) for the ids seen once, and the rows of every repeated tx_id
+    apart (with, rarely, those of distinct ids whose hashes collide: counted by their exact strings,
+    they do no harm)."""
     # Grouping by the hash alone, with nothing but a count, keeps the 10-million-group table small.
-    # The two sides are separate expressions on purpose: one shared expression becomes a CTE that
-    # DuckDB materialises whole.
+    # The two sides of the join are separate expressions on purpose: one shared expression becomes
+    # a CTE that DuckDB materialises whole.
     hashes = t.select(tx_hash=hash64(t.tx_id))
-    repeated = hashes.group_by("tx_hash").aggregate(n=hashes.count()).filter(lambda r: r.n > 1).drop("n")
-    rows = t.mutate(tx_hash=hash64(t.tx_id)).semi_join(repeated, "tx_hash")
-    flags = {name: _where(rows, r) for name, r in measures.row_counts.items() if r}
-    return con.execute(rows.select("project", "action", "tx_id", day=_day(rows), **flags))
+    repeated = hashes.group_by("tx_hash").aggregate(n=hashes.count()).filter(lambda r: r.n > 1)
+    repeated = repeated.select(repeated_hash=repeated.tx_hash)
+    rows = t.mutate(tx_hash=hash64(t.tx_id)).left_join(repeated, ibis._.tx_hash == repeated.repeated_hash)
+    tx_id = ibis.ifelse(rows.repeated_hash.notnull(), rows.tx_id, ibis.null("string"))
+    counts = {name: rows.count(where=_where(rows, r)) if r else rows.count() for name, r in measures.row_counts.items()}
+    grouped = rows.group_by(project=rows.project, action=rows.action, day=_day(rows), tx_id=tx_id)
+    return con.execute(grouped.aggregate(**counts))
 
 
 def _corrections(repeated: pd.DataFrame, measures: Measures, granularity: str) -> pd.DataFrame:
     """Per (project, action, period) and row count: the rows beyond one per distinct tx_id."""
     rows = repeated.assign(period_start=_period(repeated["day"], granularity))
+    per_tx = rows.groupby([*_KEYS, "period_start", "tx_id"], as_index=False)[list(measures.row_counts)].sum()
     frames = []
     for name in measures.row_counts:
-        chosen = rows[rows[name].fillna(False).astype(bool)] if name in rows.columns else rows
-        grouped = chosen.groupby([*_KEYS, "period_start"], as_index=False).agg(
-            n=("tx_id", "size"), distinct=("tx_id", "nunique")
-        )
-        frames.append(grouped.assign(measure=name, extra=grouped["n"] - grouped["distinct"]))
+        extra = per_tx[name] - (per_tx[name] > 0).astype("int64")
+        grouped = per_tx.assign(extra=extra).groupby([*_KEYS, "period_start"], as_index=False)["extra"].sum()
+        frames.append(grouped.assign(measure=name))
     columns = [*_KEYS, "period_start", "measure", "extra"]
-    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)[columns]
 
 
 # -- the signer pass ------------------------------------------------------------------------------
@@ -274,8 +268,9 @@ def _transactions(rows: pd.DataFrame, corrections: pd.DataFrame, name: str, gran
 def transaction_metrics(con, t: ir.Table, metrics: list[Metric], hash64: Hash64) -> dict[str, pd.DataFrame]:
     """Per granularity, the sparse long frame (project, period_start, metric, value) of ``metrics``."""
     measures = Measures(metrics)
-    rows = _as_periods(_rows(con, t, measures), "day")
-    repeated = _as_periods(_repeated(con, t, measures, hash64), "day")
+    day_rows = _as_periods(_day_rows(con, t, measures, hash64), "day")
+    repeated = day_rows[day_rows["tx_id"].notna()]
+    rows = day_rows.groupby([*_KEYS, "day"], as_index=False)[list(measures.row_counts)].sum()
     month_starts = sorted({d.date() for d in rows["day"].dt.to_period("M").dt.to_timestamp()})
     with _signer_months(t, measures).cache() as months:
         per_month = _per_month(con, months, measures)
