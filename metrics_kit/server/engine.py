@@ -21,6 +21,7 @@ import ibis.expr.types as ir
 import pandas as pd
 
 from metrics_kit.server.passes import Hash64, measure_key, transaction_metrics
+from metrics_kit.server.passes import where as _where
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
 
@@ -31,14 +32,6 @@ _NET_KEY = {"chain_rewards": "account"}
 
 def _period(t: ir.Table, granularity: str) -> ir.DateValue:
     return t.block_time.truncate(_TRUNCATE[granularity]).date()
-
-
-def _where(t: ir.Table, select: Mapping[str, tuple[str, ...]]) -> ir.BooleanValue | None:
-    predicate = None
-    for column, values in select.items():
-        term = t[column].isin(list(values))
-        predicate = term if predicate is None else predicate & term
-    return predicate
 
 
 def _signed_amount(t: ir.Table) -> ir.NumericValue:
@@ -104,10 +97,9 @@ _AMOUNT = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amou
 def compute(con: ibis.BaseBackend, catalogue: Catalogue) -> Iterator[tuple[str, pd.DataFrame]]:
     """Yield (granularity, sparse long frame) for every metric of the catalogue.
 
-    Reads: ``transactions`` in three scans of different columns (``passes``: signer and tx_id, the
-    wide ones, are each read once; a detected hash collision or a transaction repeated on several
-    days reads it once more); fees, token_flows and chain_rewards once per granularity and metric
-    kind (a few hundred thousand rows: not worth holding)."""
+    Reads: ``transactions`` in two queries, for all granularities at once (``passes``: signer read
+    once, tx_id twice, whatever the data); fees, token_flows and chain_rewards once per granularity
+    and kind of metric (sums, nets: a few hundred thousand rows, not worth holding)."""
     by_source: dict[str, list[Metric]] = {}
     for metric in catalogue:
         by_source.setdefault(metric.source, []).append(metric)
