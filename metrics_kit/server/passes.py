@@ -268,23 +268,21 @@ def transaction_metrics(con, t: ir.Table, metrics: list[Metric], hash64: Hash64)
     with _signer_months(t, measures).cache() as months:
         per_month = _per_month(con, months, measures)
         split = _split_weeks(con, months, measures, month_starts)
-    # Only periods with events: the (project, action, period) that have rows.
     out = {}
     for granularity in ("1_day", "1_week", "1_month"):
+        # Only periods with events: the (project, action, period) that have rows.
+        wide = rows.assign(period_start=_period(rows["day"], granularity))[[*_KEYS, "period_start"]].drop_duplicates()
         corrections = _corrections(repeated, measures, granularity)
-        present = rows.assign(period_start=_period(rows["day"], granularity))[[*_KEYS, "period_start"]]
-        present = present.drop_duplicates()
-        values = {}
         for name in measures.user_masks:
-            values[name] = _users(per_month, split, name, granularity)
+            values = _users(per_month, split, name, granularity).rename(columns={"value": name})
+            wide = wide.merge(values, on=[*_KEYS, "period_start"], how="left")
         for name in measures.row_counts:
-            values[name] = _transactions(rows, corrections, name, granularity)
+            values = _transactions(rows, corrections, name, granularity).rename(columns={"value": name})
+            wide = wide.merge(values, on=[*_KEYS, "period_start"], how="left")
         frames = []
         for metric in metrics:
-            key = measure_key(metric)
-            found = present[present["action"] == metric.select["action"][0]]
-            found = found.merge(values[measures.source(key)], on=[*_KEYS, "period_start"], how="left")
-            found["value"] = found["value"].fillna(0).astype("int64")
-            frames.append(found[["project", "period_start", "value"]].assign(metric=metric.name))
-        out[granularity] = pd.concat(frames, ignore_index=True)[["project", "period_start", "metric", "value"]]
+            found = wide[wide["action"] == metric.select["action"][0]]
+            value = found[measures.source(measure_key(metric))].fillna(0).astype("int64")
+            frames.append(found[["project", "period_start"]].assign(metric=metric.name, value=value))
+        out[granularity] = pd.concat(frames, ignore_index=True)
     return out
