@@ -29,10 +29,11 @@ days of the month the signer acted on (``bit_or``). From those rows (materialise
 A restricted distinct count keeps its own mask: the days the signer acted under the restriction.
 
 **Transaction counts.** A repeated (project, action, tx_id) counts once per period. The
-transaction pass groups by ``hash64(tx_id)`` alone with ``HAVING count(*) > 1`` (the cheapest
-grouping of 10 million values: one key, one count), then counts rows per (project, action, day,
-tx_id), where tx_id is kept only for rows whose hash repeats and is null for the rest: one row per
-(project, action, day) for the ids seen once, and every repeated tx_id apart, by its exact string.
+transaction pass finds the tx_id hashes that occur more than once (on DuckDB by sorting the hashes
+and comparing neighbours, elsewhere by grouping them with ``HAVING count(*) > 1``), then counts
+rows per (project, action, day, tx_id), where tx_id is kept only for rows whose hash repeats and is
+null for the rest: one row per (project, action, day) for the ids seen once, and every repeated
+tx_id apart, by its exact string.
 A period's count is its rows minus, for each repeated tx_id with rows in it, those rows beyond the
 first (under a restriction: its rows under the restriction beyond the first). Distinct ids whose
 hashes collide come along as if repeated and are counted by their exact strings, so a collision
@@ -55,6 +56,7 @@ Restriction = tuple[tuple[str, tuple[str, ...]], ...]
 _KEYS = ["project", "action"]
 _SLOTS = 6  # a month meets at most six ISO weeks
 _DAYS = 31
+_SORTING_BACKENDS = {"duckdb"}
 
 
 @ibis.udf.agg.builtin(name="bit_or")
@@ -104,17 +106,22 @@ def _day(t: ir.Table) -> ir.DateValue:
 # -- the transaction pass -------------------------------------------------------------------------
 
 
-def _day_rows(con, t: ir.Table, measures: Measures, hash64: Hash64) -> pd.DataFrame:
+def _day_rows(con, t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: bool) -> pd.DataFrame:
     """Rows per (project, action, day, tx_id), and under each restriction of a transaction count,
     where tx_id is the exact id for a row whose id's hash occurs more than once, else null: so one
     row per (project, action, day) for the ids seen once, and the rows of every repeated tx_id
     apart (with, rarely, those of distinct ids whose hashes collide: counted by their exact strings,
     they do no harm)."""
-    # Grouping by the hash alone, with nothing but a count, keeps the 10-million-group table small.
     # The two sides of the join are separate expressions on purpose: one shared expression becomes
     # a CTE that DuckDB materialises whole.
     hashes = t.select(tx_hash=hash64(t.tx_id))
-    repeated = hashes.group_by("tx_hash").aggregate(n=hashes.count()).filter(lambda r: r.n > 1)
+    if by_sorting:
+        # DuckDB sorts 10 million hashes in about 60% of the time it takes to group them.
+        previous = hashes.tx_hash.lag().over(ibis.window(order_by=hashes.tx_hash))
+        repeated = hashes.filter(hashes.tx_hash == previous).distinct()
+    else:
+        # A grouping by the hash alone, with nothing but a count: the smallest 10-million-group table.
+        repeated = hashes.group_by("tx_hash").aggregate(n=hashes.count()).filter(lambda r: r.n > 1)
     repeated = repeated.select(repeated_hash=repeated.tx_hash)
     rows = t.mutate(tx_hash=hash64(t.tx_id)).left_join(repeated, ibis._.tx_hash == repeated.repeated_hash)
     tx_id = ibis.ifelse(rows.repeated_hash.notnull(), rows.tx_id, ibis.null("string"))
@@ -258,10 +265,17 @@ def _transactions(rows: pd.DataFrame, corrections: pd.DataFrame, name: str, gran
     return counted[[*_KEYS, "period_start", "value"]]
 
 
-def transaction_metrics(con, t: ir.Table, metrics: list[Metric], hash64: Hash64) -> dict[str, pd.DataFrame]:
-    """Per granularity, the sparse long frame (project, period_start, metric, value) of ``metrics``."""
+def transaction_metrics(
+    con, t: ir.Table, metrics: list[Metric], hash64: Hash64, by_sorting: bool | None = None
+) -> dict[str, pd.DataFrame]:
+    """Per granularity, the sparse long frame (project, period_start, metric, value) of ``metrics``.
+
+    ``by_sorting``: find repeated tx_id hashes by sorting them (a window) rather than grouping them;
+    by default on DuckDB, where it is faster (elsewhere a global sort may run on one worker)."""
+    if by_sorting is None:
+        by_sorting = con.name in _SORTING_BACKENDS
     measures = Measures(metrics)
-    day_rows = _as_periods(_day_rows(con, t, measures, hash64), "day")
+    day_rows = _as_periods(_day_rows(con, t, measures, hash64, by_sorting), "day")
     repeated = day_rows[day_rows["tx_id"].notna()]
     rows = day_rows.groupby([*_KEYS, "day"], as_index=False)[list(measures.row_counts)].sum()
     month_starts = sorted({d.date() for d in rows["day"].dt.to_period("M").dt.to_timestamp()})

@@ -52,15 +52,20 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["metric", "project", "period_start"])[["metric", "project", "period_start", "value"]]
 
 
-def _computed(rows: pd.DataFrame, hash64) -> dict[str, pd.DataFrame]:
+def _computed(rows: pd.DataFrame, hash64, by_sorting: bool | None = None) -> dict[str, pd.DataFrame]:
     con = ibis.duckdb.connect()
     con.raw_sql("SET TimeZone = 'UTC'")
     con.create_table("transactions", rows)
-    return passes.transaction_metrics(con, con.table("transactions"), METRICS, hash64)
+    return passes.transaction_metrics(con, con.table("transactions"), METRICS, hash64, by_sorting)
 
 
 def _assert_exact(rows: pd.DataFrame, hash64) -> None:
-    computed = _computed(rows, hash64)
+    # Both ways of finding repeated hashes: sorting (DuckDB's default) and grouping (the others').
+    for by_sorting in (True, False):
+        _assert_same(_computed(rows, hash64, by_sorting), rows)
+
+
+def _assert_same(computed: dict[str, pd.DataFrame], rows: pd.DataFrame) -> None:
     for granularity in ("1_day", "1_week", "1_month"):
         got = _sorted(computed[granularity]).reset_index(drop=True)
         want = _expected(rows, granularity).reset_index(drop=True)
