@@ -1,0 +1,302 @@
+"""Transaction metrics, exactly, in two passes over the transactions: no hash collision can change a number.
+
+Active users (distinct signers) and transaction counts (distinct transactions) for days, ISO weeks
+and months, for every (project, action) and every restriction of the catalogue (``pool_type``).
+
+**Reads of ``transactions``.** Two queries, three scans, whatever the data:
+
+- the *signer pass* (one scan: project, action, block_time, signer and any restricted column);
+- the *transaction pass*, one query that scans tx_id twice: once to count each tx_id hash, once
+  (with project, action, block_time, pool_type) to count rows per day and pick out the rows whose
+  hash repeats.
+
+So the signer column is read once and tx_id twice. The one-scan alternatives measured slower on
+DuckDB at 10 million rows: grouping (project, action, tx_hash) with the aggregates a one-scan
+correction needs (rows, days, a second hash) took about twice as long as this whole pass, and
+GROUPING SETS over one scan cost as much as separate queries.
+
+**Active users.** The signer pass groups the rows by (project, action, signer, month) -- the
+signer's own address, never a hash, so no two signers can merge -- and keeps a 31-bit mask of the
+days of the month the signer acted on (``bit_or``). From those rows (materialised with ``cache()``:
+2.7 million for 10 million events), per (project, action, month):
+
+- month users: the rows;
+- day users: for each day of the month, the rows with that day's bit;
+- week users: an ISO week inside one month counts the rows whose mask meets that week's days. A
+  week split between two months counts the signers of both parts, minus those in both, found by
+  joining the rows active in the month's last days to those active in the next month's first days.
+
+A restricted distinct count keeps its own mask: the days the signer acted under the restriction.
+
+**Transaction counts.** A repeated (project, action, tx_id) counts once per period. The
+transaction pass finds the tx_id hashes that occur more than once (on DuckDB by sorting the hashes
+and comparing neighbours, elsewhere by grouping them with ``HAVING count(*) > 1``), then counts
+rows per (project, action, day, tx_id), where tx_id is kept only for rows whose hash repeats and is
+null for the rest: one row per (project, action, day) for the ids seen once, and every repeated
+tx_id apart, by its exact string.
+A period's count is its rows minus, for each repeated tx_id with rows in it, those rows beyond the
+first (under a restriction: its rows under the restriction beyond the first). Distinct ids whose
+hashes collide come along as if repeated and are counted by their exact strings, so a collision
+costs a few more rows in a small result, never a wrong count.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+
+import ibis
+import ibis.expr.types as ir
+import pandas as pd
+
+from metrics_kit.spec.catalogue import Metric
+
+Hash64 = Callable[[ir.StringValue], ir.Value]
+Restriction = tuple[tuple[str, tuple[str, ...]], ...]
+_KEYS = ["project", "action"]
+_SLOTS = 6  # a month meets at most six ISO weeks
+_DAYS = 31
+_SORTING_BACKENDS = {"duckdb"}
+
+
+@ibis.udf.agg.builtin(name="bit_or")
+def _bit_or(value: int) -> int:  # type: ignore[empty-body]
+    """``bit_or``, which DuckDB and Spark both have, while Ibis compiles its own only for DuckDB."""
+
+
+def where(t: ir.Table, select: Mapping[str, tuple[str, ...]] | Restriction) -> ir.BooleanValue | None:
+    """The rows whose columns hold one of the selected values (None: no selection, every row)."""
+    predicate = None
+    for column, values in dict(select).items():
+        term = t[column].isin(list(values))
+        predicate = term if predicate is None else predicate & term
+    return predicate
+
+
+def measure_key(metric: Metric) -> tuple[str, Restriction]:
+    restriction = tuple(sorted((k, tuple(v)) for k, v in metric.select.items() if k != "action"))
+    return metric.aggregation, restriction
+
+
+class Measures:
+    """The columns the passes compute: a day mask per restriction of an active-users metric and a
+    row count per restriction of a transaction count; the unrestricted ones always (their periods
+    are the periods with events)."""
+
+    def __init__(self, metrics: list[Metric]):
+        keys: list[tuple[str, Restriction]] = []
+        for metric in metrics:
+            assert len(metric.select["action"]) == 1, f"{metric.name}: a distinct count cannot add up several actions"
+            if measure_key(metric) not in keys:
+                keys.append(measure_key(metric))
+        self.user_masks = {"mask": ()} | {f"mask{i}": r for i, (a, r) in enumerate(keys) if a == "distinct_count" and r}
+        self.row_counts = {"n": ()} | {f"n{i}": r for i, (a, r) in enumerate(keys) if a == "count" and r}
+
+    def source(self, key: tuple[str, Restriction]) -> str:
+        """The column of the per-period results that holds a measure."""
+        aggregation, restriction = key
+        columns = self.user_masks if aggregation == "distinct_count" else self.row_counts
+        return next(name for name, r in columns.items() if r == restriction)
+
+
+def _day(t: ir.Table) -> ir.DateValue:
+    return t.block_time.truncate("D").date()
+
+
+# -- the transaction pass -------------------------------------------------------------------------
+
+
+def _day_rows(con, t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: bool) -> pd.DataFrame:
+    """Rows per (project, action, day, tx_id), and under each restriction of a transaction count,
+    where tx_id is the exact id for a row whose id's hash occurs more than once, else null: so one
+    row per (project, action, day) for the ids seen once, and the rows of every repeated tx_id
+    apart (with, rarely, those of distinct ids whose hashes collide: counted by their exact strings,
+    they do no harm)."""
+    # The two sides of the join are separate expressions on purpose: one shared expression becomes
+    # a CTE that DuckDB materialises whole.
+    hashes = t.select(tx_hash=hash64(t.tx_id))
+    if by_sorting:
+        # DuckDB sorts 10 million hashes in about 60% of the time it takes to group them.
+        previous = hashes.tx_hash.lag().over(ibis.window(order_by=hashes.tx_hash))
+        repeated = hashes.filter(hashes.tx_hash == previous).distinct()
+    else:
+        # A grouping by the hash alone, with nothing but a count: the smallest 10-million-group table.
+        repeated = hashes.group_by("tx_hash").aggregate(n=hashes.count()).filter(lambda r: r.n > 1)
+    repeated = repeated.select(repeated_hash=repeated.tx_hash)
+    rows = t.mutate(tx_hash=hash64(t.tx_id)).left_join(repeated, ibis._.tx_hash == repeated.repeated_hash)
+    tx_id = ibis.ifelse(rows.repeated_hash.notnull(), rows.tx_id, ibis.null("string"))
+    counts = {name: rows.count(where=where(rows, r)) for name, r in measures.row_counts.items()}
+    grouped = rows.group_by(project=rows.project, action=rows.action, day=_day(rows), tx_id=tx_id)
+    return con.execute(grouped.aggregate(**counts))
+
+
+def _corrections(repeated: pd.DataFrame, measures: Measures, granularity: str) -> pd.DataFrame:
+    """Per (project, action, period) and row count: the rows beyond one per distinct tx_id."""
+    rows = repeated.assign(period_start=_period(repeated["day"], granularity))
+    per_tx = rows.groupby([*_KEYS, "period_start", "tx_id"], as_index=False)[list(measures.row_counts)].sum()
+    frames = []
+    for name in measures.row_counts:
+        extra = per_tx[name] - (per_tx[name] > 0).astype("int64")
+        grouped = per_tx.assign(extra=extra).groupby([*_KEYS, "period_start"], as_index=False)["extra"].sum()
+        frames.append(grouped.assign(measure=name))
+    columns = [*_KEYS, "period_start", "measure", "extra"]
+    return pd.concat(frames, ignore_index=True)[columns]
+
+
+# -- the signer pass ------------------------------------------------------------------------------
+
+
+def _signer_months(t: ir.Table, measures: Measures) -> ir.Table:
+    """One row per (project, action, signer, month): the days of the month it acted on, as bits."""
+    bit = ibis.literal(1, "int64") << (t.block_time.day() - 1).cast("int64")
+    masks = {name: _bit_or(bit, where=where(t, r)) for name, r in measures.user_masks.items()}
+    month = t.block_time.truncate("M").date()
+    return t.group_by(project=t.project, action=t.action, signer=t.signer, month=month).aggregate(**masks)
+
+
+def _per_month(con, months: ir.Table, measures: Measures) -> pd.DataFrame:
+    """Per (project, action, month) and mask: its signers, signers per day, signers per week slot."""
+    # Shifted by the weekday of the 1st (Monday 0), a mask's bit 7k..7k+6 are the month's days in its k-th week.
+    offset = months.month.day_of_week.index().cast("int64")
+    aggregations = {}
+    for name in measures.user_masks:
+        mask = months[name].cast("int64")
+        active = mask.notnull() & (mask != 0)
+        aggregations[f"{name}_month"] = months.count(where=active)
+        for k in range(_DAYS):
+            aggregations[f"{name}_d{k}"] = ((mask >> k) & 1).sum()
+        shifted = mask << offset
+        for k in range(_SLOTS):
+            aggregations[f"{name}_w{k}"] = months.count(where=((shifted >> (7 * k)) & 127) != 0)
+    frame = con.execute(months.group_by("project", "action", "month").aggregate(**aggregations))
+    return _as_periods(frame, "month")
+
+
+def _split_weeks(con, months: ir.Table, measures: Measures, month_starts: list[dt.date]) -> pd.DataFrame:
+    """Per (project, action, month) and mask: the signers active both in the last days of the
+    previous month and in the first days of this one, within the ISO week they share."""
+    calendar = pd.DataFrame(
+        [(m, _next_month(m), *_edges(m)) for m in month_starts],
+        columns=["month", "next_month", "head_bits", "tail_bits"],
+    )
+    for column in ("month", "next_month"):
+        calendar[column] = pd.to_datetime(calendar[column])
+    edges = ibis.memtable(calendar)
+    edges = edges.mutate(month=edges.month.cast("date"), next_month=edges.next_month.cast("date"))
+    rows = months.join(edges, "month")
+    frames = []
+    for name in measures.user_masks:
+        mask = rows[name].cast("int64")
+        tails = rows.filter((mask & rows.tail_bits) != 0).select("project", "action", "signer", month=rows.next_month)
+        heads = rows.filter((mask & rows.head_bits) != 0).select("project", "action", "signer", "month")
+        both = tails.join(heads, ["project", "action", "signer", "month"])
+        frame = con.execute(both.group_by("project", "action", "month").aggregate(both=both.count()))
+        frames.append(_as_periods(frame, "month").assign(mask=name))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _next_month(month: dt.date) -> dt.date:
+    return dt.date(month.year + month.month // 12, month.month % 12 + 1, 1)
+
+
+def _edges(month: dt.date) -> tuple[int, int]:
+    """Day-of-month bits of the month's first days in a week begun the month before, and of its
+    last days in a week that ends the month after (0 where the month starts on a Monday or ends on
+    a Sunday)."""
+    days = (_next_month(month) - month).days
+    first = month.weekday()
+    head = (1 << (7 - first)) - 1 if first else 0
+    last = (first + days) % 7  # days of the last week inside the month; 0: the month ends on a Sunday
+    tail = ((1 << last) - 1) << (days - last) if last else 0
+    return head, tail
+
+
+# -- putting it together --------------------------------------------------------------------------
+
+
+def _as_periods(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    frame[column] = pd.to_datetime(frame[column])
+    return frame
+
+
+def _week_start(days: pd.Series) -> pd.Series:
+    return days - pd.to_timedelta(days.dt.day_of_week, unit="D")
+
+
+def _period(days: pd.Series, granularity: str) -> pd.Series:
+    if granularity == "1_day":
+        return days
+    if granularity == "1_week":
+        return _week_start(days)
+    return days.dt.to_period("M").dt.to_timestamp()
+
+
+def _users(per_month: pd.DataFrame, split: pd.DataFrame, name: str, granularity: str) -> pd.DataFrame:
+    """(project, action, period_start, value) of distinct signers for one mask."""
+    if granularity == "1_month":
+        out = per_month[[*_KEYS, "month", f"{name}_month"]]
+        return out.set_axis([*_KEYS, "period_start", "value"], axis=1)
+    if granularity == "1_day":
+        columns = [f"{name}_d{k}" for k in range(_DAYS)]
+        long = per_month.melt(id_vars=[*_KEYS, "month"], value_vars=columns, var_name="k", value_name="value")
+        offset = long["k"].str.rsplit("d", n=1).str[1].astype("int64")
+        long["period_start"] = long["month"] + pd.to_timedelta(offset, unit="D")
+        # Bits past the month's end are zeros dated in the next month: summing drops them harmlessly.
+        return long.groupby([*_KEYS, "period_start"], as_index=False)["value"].sum()
+    columns = [f"{name}_w{k}" for k in range(_SLOTS)]
+    long = per_month.melt(id_vars=[*_KEYS, "month"], value_vars=columns, var_name="k", value_name="value")
+    slot = long["k"].str.rsplit("w", n=1).str[1].astype("int64")
+    long["period_start"] = _week_start(long["month"]) + pd.to_timedelta(7 * slot, unit="D")
+    weeks = long.groupby([*_KEYS, "period_start"], as_index=False)["value"].sum()
+    both = split[split["mask"] == name]
+    both = both.assign(period_start=_week_start(both["month"]))[[*_KEYS, "period_start", "both"]]
+    weeks = weeks.merge(both, on=[*_KEYS, "period_start"], how="left")
+    weeks["value"] = weeks["value"] - weeks["both"].fillna(0).astype("int64")
+    return weeks[[*_KEYS, "period_start", "value"]]
+
+
+def _transactions(rows: pd.DataFrame, corrections: pd.DataFrame, name: str, granularity: str) -> pd.DataFrame:
+    """(project, action, period_start, value) of distinct transactions for one row count."""
+    counted = rows.assign(period_start=_period(rows["day"], granularity))
+    counted = counted.groupby([*_KEYS, "period_start"], as_index=False)[name].sum()
+    extra = corrections.loc[corrections["measure"] == name, [*_KEYS, "period_start", "extra"]]
+    counted = counted.merge(extra, on=[*_KEYS, "period_start"], how="left")
+    counted["value"] = counted[name] - counted["extra"].fillna(0).astype("int64")
+    return counted[[*_KEYS, "period_start", "value"]]
+
+
+def transaction_metrics(
+    con, t: ir.Table, metrics: list[Metric], hash64: Hash64, by_sorting: bool | None = None
+) -> dict[str, pd.DataFrame]:
+    """Per granularity, the sparse long frame (project, period_start, metric, value) of ``metrics``.
+
+    ``by_sorting``: find repeated tx_id hashes by sorting them (a window) rather than grouping them;
+    by default on DuckDB, where it is faster (elsewhere a global sort may run on one worker)."""
+    if by_sorting is None:
+        by_sorting = con.name in _SORTING_BACKENDS
+    measures = Measures(metrics)
+    day_rows = _as_periods(_day_rows(con, t, measures, hash64, by_sorting), "day")
+    repeated = day_rows[day_rows["tx_id"].notna()]
+    rows = day_rows.groupby([*_KEYS, "day"], as_index=False)[list(measures.row_counts)].sum()
+    month_starts = sorted({d.date() for d in rows["day"].dt.to_period("M").dt.to_timestamp()})
+    with _signer_months(t, measures).cache() as months:
+        per_month = _per_month(con, months, measures)
+        split = _split_weeks(con, months, measures, month_starts)
+    out = {}
+    for granularity in ("1_day", "1_week", "1_month"):
+        # Only periods with events: the (project, action, period) that have rows.
+        wide = rows.assign(period_start=_period(rows["day"], granularity))[[*_KEYS, "period_start"]].drop_duplicates()
+        corrections = _corrections(repeated, measures, granularity)
+        for name in measures.user_masks:
+            values = _users(per_month, split, name, granularity).rename(columns={"value": name})
+            wide = wide.merge(values, on=[*_KEYS, "period_start"], how="left")
+        for name in measures.row_counts:
+            values = _transactions(rows, corrections, name, granularity).rename(columns={"value": name})
+            wide = wide.merge(values, on=[*_KEYS, "period_start"], how="left")
+        frames = []
+        for metric in metrics:
+            found = wide[wide["action"] == metric.select["action"][0]]
+            value = found[measures.source(measure_key(metric))].fillna(0).astype("int64")
+            frames.append(found[["project", "period_start"]].assign(metric=metric.name, value=value))
+        out[granularity] = pd.concat(frames, ignore_index=True)
+    return out
