@@ -278,6 +278,9 @@ def transaction_metrics(
     day_rows = _as_periods(_day_rows(con, t, measures, hash64, by_sorting), "day")
     repeated = day_rows[day_rows["tx_id"].notna()]
     rows = day_rows.groupby([*_KEYS, "day"], as_index=False)[list(measures.row_counts)].sum()
+    if rows.empty:  # no transactions (an empty table or window): nothing to count, nothing to join
+        empty = pd.DataFrame(columns=["project", "period_start", "metric", "value"])
+        return {granularity: empty for granularity in ("1_day", "1_week", "1_month")}
     month_starts = sorted({d.date() for d in rows["day"].dt.to_period("M").dt.to_timestamp()})
     with _signer_months(t, measures).cache() as months:
         per_month = _per_month(con, months, measures)

@@ -187,3 +187,9 @@ def test_compute_uses_the_passes_for_transactions_and_yields_every_granularity()
             _expected(rows, granularity).reset_index(drop=True),
             check_dtype=False,
         )
+
+
+def test_no_transactions_give_no_rows():
+    # An empty table: a data set without transactions, or an incremental window holding none.
+    computed = _computed(_random_rows(1, 10).iloc[:0], _duckdb_hash)
+    assert all(frame.empty for frame in computed.values()) and list(computed) == ["1_day", "1_week", "1_month"]
