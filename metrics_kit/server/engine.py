@@ -7,7 +7,8 @@ every backend supports, and released after the build. Each function below reads 
 returns, for one granularity, a sparse long table ``(project, period_start, metric, value)``: only
 periods with events appear. Filling the gaps (zeros, carried balances) happens in ``aggregates``.
 
-One pass per table and granularity computes all of that table's metrics. The transactions, by far
+One pass per table computes all of that table's metrics, at day level, and the weeks and months
+are added up from the days (sums and per-key nets add up; distinct counts do not). The transactions, by far
 the largest table, are computed for all granularities at once by ``passes`` (its docstring says how
 they stay exact and what each scan reads).
 """
@@ -20,7 +21,7 @@ import ibis
 import ibis.expr.types as ir
 import pandas as pd
 
-from metrics_kit.server.passes import Hash64, measure_key, transaction_metrics
+from metrics_kit.server.passes import Hash64, measure_key, period_of, transaction_metrics
 from metrics_kit.server.passes import where as _where
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
@@ -64,8 +65,9 @@ def hasher(con: ibis.BaseBackend) -> Hash64:
     return _HASH64.get(con.name, lambda value: value)
 
 
-def sums(con, t: ir.Table, metrics: list[Metric], granularity: str, amount: str) -> pd.DataFrame:
-    """Metrics that add up an amount over selected rows (or the signed flows, for net_sum)."""
+def sums(con, t: ir.Table, metrics: list[Metric], amount: str) -> dict[str, pd.DataFrame]:
+    """Metrics that add up an amount over selected rows (or the signed flows, for net_sum), per
+    granularity: one query for the days, whose sums add up to the weeks' and months'."""
     aggregations = {}
     for i, metric in enumerate(metrics):
         if metric.aggregation in ("net_sum", "ending_balance"):
@@ -73,22 +75,35 @@ def sums(con, t: ir.Table, metrics: list[Metric], granularity: str, amount: str)
         else:
             value = t[amount]
         aggregations[f"m{i}"] = value.sum(where=_where(t, metric.select))
-    expr = t.group_by(project=t.project, period_start=_period(t, granularity)).aggregate(**aggregations)
-    return _long(con.execute(expr), {f"m{i}": m.name for i, m in enumerate(metrics)})
+    days = con.execute(t.group_by(project=t.project, day=_period(t, "1_day")).aggregate(**aggregations))
+    names = {f"m{i}": m.name for i, m in enumerate(metrics)}
+    return {g: _long(_rolled(days, ["project"], list(names), g), names) for g in GRANULARITIES}
 
 
-def nets(con, t: ir.Table, metrics: list[Metric], granularity: str, key: str, amount: str) -> pd.DataFrame:
-    """Per-key nets inside each period, summed by sign (rent paid against rent received)."""
-    frames = []
+def nets(con, t: ir.Table, metrics: list[Metric], key: str, amount: str) -> dict[str, pd.DataFrame]:
+    """Per-key nets inside each period, summed by sign (rent paid against rent received), per
+    granularity: one query for the per-key nets of the days, which add up to the weeks' and months'."""
+    out: dict[str, list[pd.DataFrame]] = {g: [] for g in GRANULARITIES}
     for metric in metrics:
         rows = t.filter(_where(t, metric.select)) if metric.select else t
-        per_key = rows.group_by(project=rows.project, period_start=_period(rows, granularity), key=rows[key]).aggregate(
-            net=rows[amount].sum()
+        per_day = con.execute(
+            rows.group_by(project=rows.project, day=_period(rows, "1_day"), key=rows[key]).aggregate(
+                net=rows[amount].sum()
+            )
         )
-        wanted = per_key.net > 0 if metric.aggregation == "positive_net" else per_key.net < 0
-        expr = per_key.group_by("project", "period_start").aggregate(m0=per_key.net.sum(where=wanted))
-        frames.append(_long(con.execute(expr), {"m0": metric.name}))
-    return pd.concat(frames, ignore_index=True)
+        for granularity in GRANULARITIES:
+            per_key = _rolled(per_day, ["project", "key"], ["net"], granularity)
+            wanted = per_key["net"] > 0 if metric.aggregation == "positive_net" else per_key["net"] < 0
+            signed = per_key.assign(m0=per_key["net"].where(wanted, 0.0))
+            totals = signed.groupby(["project", "period_start"], as_index=False)["m0"].sum()
+            out[granularity].append(_long(totals, {"m0": metric.name}))
+    return {g: pd.concat(frames, ignore_index=True) for g, frames in out.items()}
+
+
+def _rolled(days: pd.DataFrame, keys: list[str], values: list[str], granularity: str) -> pd.DataFrame:
+    """Day sums added up per (keys, period of ``granularity``); a sum of no rows stays missing."""
+    days = days.assign(period_start=period_of(pd.to_datetime(days["day"]), granularity))
+    return days.groupby([*keys, "period_start"], as_index=False)[values].sum(min_count=1)
 
 
 _AMOUNT = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amount"}
@@ -98,26 +113,25 @@ def compute(con: ibis.BaseBackend, catalogue: Catalogue) -> Iterator[tuple[str, 
     """Yield (granularity, sparse long frame) for every metric of the catalogue.
 
     Reads: ``transactions`` in two queries, for all granularities at once (``passes``: signer read
-    once, tx_id twice, whatever the data); fees, token_flows and chain_rewards once per granularity
-    and kind of metric (sums, nets: a few hundred thousand rows, not worth holding)."""
+    once, tx_id twice, whatever the data); fees, token_flows and chain_rewards once per kind of
+    metric (sums; nets per netted metric), at day level, added up into weeks and months here."""
     by_source: dict[str, list[Metric]] = {}
     for metric in catalogue:
         by_source.setdefault(metric.source, []).append(metric)
     transactions = by_source.pop("transactions", [])
     per_granularity = (
-        transaction_metrics(con, con.table("transactions"), transactions, hasher(con)) if transactions else {}
+        [transaction_metrics(con, con.table("transactions"), transactions, hasher(con))] if transactions else []
     )
+    for source, metrics in by_source.items():
+        t = con.table(source)
+        summed = [m for m in metrics if m.aggregation not in ("positive_net", "negative_net")]
+        netted = [m for m in metrics if m not in summed]
+        if summed:
+            per_granularity.append(sums(con, t, summed, _AMOUNT[source]))
+        if netted:
+            per_granularity.append(nets(con, t, netted, _NET_KEY[source], _AMOUNT[source]))
     for granularity in GRANULARITIES:
-        frames = [per_granularity[granularity]] if transactions else []
-        for source, metrics in by_source.items():
-            t = con.table(source)
-            summed = [m for m in metrics if m.aggregation not in ("positive_net", "negative_net")]
-            netted = [m for m in metrics if m not in summed]
-            if summed:
-                frames.append(sums(con, t, summed, granularity, _AMOUNT[source]))
-            if netted:
-                frames.append(nets(con, t, netted, granularity, _NET_KEY[source], _AMOUNT[source]))
-        yield granularity, pd.concat(frames, ignore_index=True)
+        yield granularity, pd.concat([frames[granularity] for frames in per_granularity], ignore_index=True)
 
 
 _measure_key = measure_key  # the name benchmarks/engine_alternatives.py uses

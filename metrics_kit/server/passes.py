@@ -132,7 +132,7 @@ def _day_rows(con, t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: 
 
 def _corrections(repeated: pd.DataFrame, measures: Measures, granularity: str) -> pd.DataFrame:
     """Per (project, action, period) and row count: the rows beyond one per distinct tx_id."""
-    rows = repeated.assign(period_start=_period(repeated["day"], granularity))
+    rows = repeated.assign(period_start=period_of(repeated["day"], granularity))
     per_tx = rows.groupby([*_KEYS, "period_start", "tx_id"], as_index=False)[list(measures.row_counts)].sum()
     frames = []
     for name in measures.row_counts:
@@ -223,7 +223,8 @@ def _week_start(days: pd.Series) -> pd.Series:
     return days - pd.to_timedelta(days.dt.day_of_week, unit="D")
 
 
-def _period(days: pd.Series, granularity: str) -> pd.Series:
+def period_of(days: pd.Series, granularity: str) -> pd.Series:
+    """The start of the period of each day (datetime64) in ``granularity``."""
     if granularity == "1_day":
         return days
     if granularity == "1_week":
@@ -257,7 +258,7 @@ def _users(per_month: pd.DataFrame, split: pd.DataFrame, name: str, granularity:
 
 def _transactions(rows: pd.DataFrame, corrections: pd.DataFrame, name: str, granularity: str) -> pd.DataFrame:
     """(project, action, period_start, value) of distinct transactions for one row count."""
-    counted = rows.assign(period_start=_period(rows["day"], granularity))
+    counted = rows.assign(period_start=period_of(rows["day"], granularity))
     counted = counted.groupby([*_KEYS, "period_start"], as_index=False)[name].sum()
     extra = corrections.loc[corrections["measure"] == name, [*_KEYS, "period_start", "extra"]]
     counted = counted.merge(extra, on=[*_KEYS, "period_start"], how="left")
@@ -288,7 +289,7 @@ def transaction_metrics(
     out = {}
     for granularity in ("1_day", "1_week", "1_month"):
         # Only periods with events: the (project, action, period) that have rows.
-        wide = rows.assign(period_start=_period(rows["day"], granularity))[[*_KEYS, "period_start"]].drop_duplicates()
+        wide = rows.assign(period_start=period_of(rows["day"], granularity))[[*_KEYS, "period_start"]].drop_duplicates()
         corrections = _corrections(repeated, measures, granularity)
         for name in measures.user_masks:
             values = _users(per_month, split, name, granularity).rename(columns={"value": name})
