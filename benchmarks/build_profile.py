@@ -1,14 +1,13 @@
 """Where the build's time and memory go: one in-process build with a timer around every phase.
 
-    python benchmarks/build_profile.py --scale 100 [--memory-limit 1.5GB] [--threads N] [--explain]
+    python benchmarks/build_profile.py --scale 100 [--memory-limit 1.5GB] [--threads N]
 
 Runs what ``metrics-kit build --rebuild`` runs (``store.load``, ``aggregates.build``, ``save``) in
 this process, with the library's own functions wrapped by timers -- nothing in ``metrics_kit`` is
 changed. Printed per phase: seconds, and the process's peak RSS once the phase is over (the peak
 only grows, so the phase where it jumps is the one that needed the memory); then DuckDB's own
 account of the memory it still holds (``duckdb_memory()``). ``--memory-limit`` / ``--threads``
-are passed to ``store.connect``, to see what a cap costs in time. ``--explain`` adds
-``EXPLAIN ANALYZE`` of the engine's materialised intermediate tables.
+are passed to ``store.connect``, to see what a cap costs in time.
 The demo data set must exist already (``benchmarks/build.py`` generates it under /tmp/mk-bench).
 """
 
@@ -74,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=common.DEFAULT_WORK)
     parser.add_argument("--threads", type=int, help="DuckDB threads (default: DuckDB's, one per core)")
     parser.add_argument("--memory-limit", help="DuckDB memory_limit, e.g. 1.5GB (default: DuckDB's, 80%% of RAM)")
-    parser.add_argument("--explain", action="store_true", help="EXPLAIN ANALYZE the engine's intermediate tables")
     args = parser.parse_args(argv)
     data = common.data_dir(args.work, args.scale)
     if not common.data_complete(data, args.scale):
@@ -94,10 +92,10 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args, data: Path) -> int:
 
     started = time.perf_counter()
-    import ibis
+    import ibis  # noqa: F401 (its import time is part of the first phase)
 
     from metrics_kit.server import build as aggregates
-    from metrics_kit.server import engine
+    from metrics_kit.server import engine, passes
     from metrics_kit.server.data import store
     from metrics_kit.spec.catalogue import default_catalogue
 
@@ -105,7 +103,9 @@ def _run(args, data: Path) -> int:
 
     for name in ("_validate", "_coverage", "_read_projects"):
         timed(store, name, "load: ")
-    for name in ("signer_key", "_materialise", "transactions", "sums", "nets"):
+    for name in ("_day_rows", "_signer_months", "_per_month", "_split_weeks"):
+        timed(passes, name, "transactions: ")
+    for name in ("sums", "nets"):
         timed(engine, name, "engine: ")
     timed(aggregates, "_densify", "")
 
@@ -150,24 +150,6 @@ def _run(args, data: Path) -> int:
         )
     )
 
-    if args.explain:
-        backend = ibis.duckdb.from_connection(con)
-        events = backend.table("transactions")
-        try:
-            measures = engine._measures([m for m in catalogue if m.source == "transactions"])
-            exprs = {
-                "signer_days": engine.signer_days(events, measures),
-                "repeated_transactions": engine.repeated_transactions(events),
-            }
-        except AttributeError as exc:
-            print(f"--explain: the engine no longer has {exc.name}; nothing to explain")
-            exprs = {}
-        for name, expr in exprs.items():
-            sql = str(ibis.to_sql(expr, dialect="duckdb"))
-            s = time.perf_counter()
-            plan = con.execute("EXPLAIN ANALYZE " + sql).fetchall()
-            print(f"\n{name}: EXPLAIN ANALYZE {time.perf_counter() - s:.2f} s; peak RSS now {_peak_mib():,.0f} MiB")
-            print(plan[0][1])
     return 0
 
 

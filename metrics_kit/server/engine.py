@@ -21,7 +21,7 @@ import ibis
 import ibis.expr.types as ir
 import pandas as pd
 
-from metrics_kit.server.passes import Hash64, measure_key, period_of, transaction_metrics
+from metrics_kit.server.passes import Hash64, period_of, transaction_metrics
 from metrics_kit.server.passes import where as _where
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
@@ -132,6 +132,3 @@ def compute(con: ibis.BaseBackend, catalogue: Catalogue) -> Iterator[tuple[str, 
             per_granularity.append(nets(con, t, netted, _NET_KEY[source], _AMOUNT[source]))
     for granularity in GRANULARITIES:
         yield granularity, pd.concat([frames[granularity] for frames in per_granularity], ignore_index=True)
-
-
-_measure_key = measure_key  # the name benchmarks/engine_alternatives.py uses
