@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -161,7 +162,7 @@ def bench_scale(scale: float, work: Path, repeat: int, timeout: float) -> dict:
                         "seconds": round(run.seconds, 3),
                         "peak_rss_mib": round(run.peak_rss_mib, 1),
                         "cpu_seconds": round(run.cpu_seconds, 2),
-                        "output": run.output.strip()[-400:],
+                        "output": run.output.strip()[-1000:],
                     }
                     for name, run in (
                         ("scan", scan),
@@ -182,6 +183,19 @@ def bench_scale(scale: float, work: Path, repeat: int, timeout: float) -> dict:
     return result
 
 
+_BUILD_SECONDS = re.compile(r"(?:Built aggregates|Updated aggregates incrementally) in ([0-9.]+) s")
+
+
+def _build_seconds(run: dict) -> float:
+    """The build's own time, from its log line (build_seconds: after interpreter start and imports)."""
+    found = _BUILD_SECONDS.search(run["output"])
+    return float(found.group(1)) if found else float("nan")
+
+
+def _median_build(runs: list[dict], name: str) -> float:
+    return statistics.median(_build_seconds(r[name]) for r in runs)
+
+
 def _median(runs: list[dict], name: str, key: str = "seconds") -> float:
     return statistics.median(r[name][key] for r in runs)
 
@@ -195,6 +209,10 @@ def summarise(results: list[dict]) -> tuple[list[list[str]], list[str]]:
         scan_ratio = statistics.median(x["full"]["seconds"] / x["scan"]["seconds"] for x in runs)
         day_ratio = statistics.median(x["add_day"]["seconds"] / x["folder_full_with_day"]["seconds"] for x in runs)
         day_ratio_single = statistics.median(x["add_day"]["seconds"] / x["full"]["seconds"] for x in runs)
+        # The same from the builds' own log lines: the build itself, without interpreter start and imports.
+        day_ratio_build = statistics.median(
+            _build_seconds(x["add_day"]) / _build_seconds(x["folder_full_with_day"]) for x in runs
+        )
         rss = max(x["full"]["peak_rss_mib"] for x in runs)
         rows.append(
             [
@@ -207,6 +225,8 @@ def summarise(results: list[dict]) -> tuple[list[list[str]], list[str]]:
                 f"{_median(runs, 'folder_full_with_day'):.2f}",
                 f"{_median(runs, 'add_day'):.2f} ({max(x['add_day']['peak_rss_mib'] for x in runs):,.0f})",
                 f"{day_ratio:.3f} / {day_ratio_single:.3f}",
+                f"{_median_build(runs, 'add_day'):.2f} / {_median_build(runs, 'folder_full_with_day'):.2f} = "
+                f"{day_ratio_build:.3f}",
                 "yes" if all(x["equal"] for x in runs) else "NO",
                 f"{_median(runs, 'warm'):.2f}",
             ]
@@ -214,6 +234,7 @@ def summarise(results: list[dict]) -> tuple[list[list[str]], list[str]]:
         if transactions >= GOAL_MIN_TRANSACTIONS:
             ok_scan = scan_ratio <= GOAL_SCAN_RATIO and rss <= GOAL_RSS_MIB
             ok_day = day_ratio <= GOAL_DAY_RATIO
+            ok_day_build = day_ratio_build <= GOAL_DAY_RATIO
             verdicts.append(
                 f"goal 1 at {transactions:,} transactions (full build <= {GOAL_SCAN_RATIO}x the scan, "
                 f"<= 1.5 GiB): {'MET' if ok_scan else 'MISSED'} ({scan_ratio:.2f}x, {rss / 1024:.2f} GiB)"
@@ -222,6 +243,10 @@ def summarise(results: list[dict]) -> tuple[list[list[str]], list[str]]:
                 f"goal 2 (adding one day <= {GOAL_DAY_RATIO:.0%} of a full build): "
                 f"{'MET' if ok_day else 'MISSED'} ({day_ratio:.1%} of the folder's full build, "
                 f"{day_ratio_single:.1%} of the single-file full build)"
+            )
+            verdicts.append(
+                f"goal 2, the builds' own times (after start-up and imports): "
+                f"{'MET' if ok_day_build else 'MISSED'} ({day_ratio_build:.1%} of the folder's full build)"
             )
     return rows, verdicts
 
@@ -254,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                 "folder full build s",
                 "add one day s (RSS MiB)",
                 "add day / full (folder / single file)",
+                "build s: add day / folder full",
                 "equal",
                 "warm start s",
             ],
@@ -264,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         "\nscan: one DuckDB query counting distinct signers per project, action and day, process wall clock;"
         "\nfull build: metrics-kit build --rebuild on the single-file demo data set; folder full build: on the"
         "\nday-file copy with its last day; add one day: the incremental build after copying that day's files in;"
-        "\nequal: the incremental build's values equal the folder's full build's (counts exactly, amounts to 1e-9)."
+        "\nequal: the incremental build's values equal the folder's full build's (counts exactly, amounts to 1e-9);"
+        "\nbuild s: the builds' own times from their log lines (without interpreter start and imports)."
     )
     for v in verdicts:
         print(v)
