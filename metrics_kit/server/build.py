@@ -299,7 +299,7 @@ class _Job:
     def full(self, stage: Path | None):
         from metrics_kit.server.data import store
 
-        validated = store.validate(self.directory, self.con)
+        validated = store.validate(self.directory, self.con, sources=self.sources, stats=self.stats)
         if self.on_spark is not None:  # progress before the long part
             self.log(f"Validated {self.directory}")
         if stage is not None:
@@ -313,7 +313,7 @@ class _Job:
     def incremental(self, todo: increments.Plan, state: increments.State):
         from metrics_kit.server.data import store
 
-        checked = store.validate(self.directory, self.con, only=todo.new)
+        checked = store.validate(self.directory, self.con, only=todo.new, sources=self.sources, stats=self.stats)
         after = increments.manifest(self.directory, self.sources, self.stats, checked.days, state.manifest)
         new_days = (set(days) for table in EVENT_TABLES for days in checked.days.get(table, {}).values())
         starts = increments.periods(todo.gone_days.union(*new_days))

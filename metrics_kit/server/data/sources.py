@@ -70,15 +70,20 @@ def find_sources(directory: Path) -> dict[str, Source]:
     return {table: sources[0] for table, sources in found.items()}
 
 
-def fingerprint(sources: dict[str, Source]) -> str:
-    """Changes whenever a file is added, removed, rewritten or touched."""
+def fingerprint(sources: dict[str, Source], stats: dict[Path, dict] | None = None) -> str:
+    """Changes whenever a file is added, removed, rewritten or touched. ``stats``: each file's
+    ``size`` and ``mtime_ns`` as taken before a build read them (else taken now)."""
     digest = hashlib.sha256()
     folders: dict[Path, Path] = {}  # resolved once per folder: a table folder may hold thousands of files
     for table in sorted(sources):
         for path in sources[table].files:
-            stat = path.stat()
+            if stats is None:
+                stat = path.stat()
+                size, mtime_ns = stat.st_size, stat.st_mtime_ns
+            else:
+                size, mtime_ns = stats[path]["size"], stats[path]["mtime_ns"]
             folder = folders.get(path.parent) or folders.setdefault(path.parent, path.parent.resolve())
-            digest.update(f"{folder / path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+            digest.update(f"{folder / path.name}\0{size}\0{mtime_ns}\n".encode())
     return digest.hexdigest()[:32]
 
 

@@ -475,13 +475,17 @@ def validate(
     con: duckdb.DuckDBPyConnection | None = None,
     *,
     only: dict[str, tuple[Path, ...]] | None = None,
+    sources: dict[str, Source] | None = None,
+    stats: dict[Path, dict] | None = None,
 ) -> Validated:
     """Check every rule of the data format on DuckDB; nothing is created in ``con``.
 
     ``only`` restricts the check of the tables it names to those of their files (an incremental
-    build checks the new files only); the relations then hold those files alone."""
+    build checks the new files only); the relations then hold those files alone. A build passes
+    the ``sources`` it found and the file ``stats`` it took first, which the fingerprint is then
+    made of: a file rewritten during the build is never filed under its new version."""
     directory = Path(directory)
-    sources = find_sources(directory)
+    sources = sources or find_sources(directory)
     con = con or connect()
     relations: dict[str, str] = {}
     days: dict[str, dict[Path, tuple[dt.date, ...]]] = {}
@@ -499,7 +503,7 @@ def validate(
         if table == "projects":
             rows = con.execute(f"SELECT project FROM ({relations[table]}) ORDER BY 1").fetchall()
             projects = [project for (project,) in rows]
-    return Validated(con, directory, relations, fingerprint(sources), days)
+    return Validated(con, directory, relations, fingerprint(sources, stats), days)
 
 
 def window(
