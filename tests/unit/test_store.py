@@ -945,3 +945,25 @@ def test_parquet_statistics_settle_clean_id_columns(tmp_path):
     con = store.connect()
     assert store._settled(con, source, store._relation(con, source).types) == {"tx_id", "signer", "project", "action"}
     assert store.load(folder).backend.table("transactions").count().execute() == 2
+
+
+def test_one_file_without_statistics_is_read_even_beside_clean_ones(tmp_path):
+    folder = make(tmp_path, transactions=None)
+    (folder / "transactions").mkdir()
+
+    def rows(tx_ids):
+        return pa.table(
+            {
+                "block_time": pa.array([dt.datetime(2024, 3, 13, 8, tzinfo=dt.UTC)] * 2, pa.timestamp("us", "UTC")),
+                "tx_id": tx_ids,
+                "signer": ["alice", "bob"],
+                "project": ["swp"] * 2,
+                "action": ["swap"] * 2,
+                "pool_type": ["regular"] * 2,
+            }
+        )
+
+    pq.write_table(rows(["t1", "t2"]), folder / "transactions" / "a.parquet")
+    pq.write_table(rows(["t3", ""]), folder / "transactions" / "b.parquet", write_statistics=False)
+    with pytest.raises(DataFormatError, match=r"column 'tx_id': 1 row breaks the rule"):
+        store.validate(folder)

@@ -435,7 +435,8 @@ def _settled(con, source: Source, types: dict[str, str]) -> set[str]:
     if not columns:
         return set()
     rows = con.execute(
-        "SELECT path_in_schema, bool_and(stats_null_count = 0 AND stats_min_value > '') "
+        # coalesce: a row group without statistics gives NULL, which bool_and would skip.
+        "SELECT path_in_schema, bool_and(coalesce(stats_null_count = 0 AND stats_min_value > '', false)) "
         f"FROM parquet_metadata({_sql_list(str(p) for p in source.files)}) "
         f"WHERE path_in_schema IN ({', '.join(_quote(c) for c in columns)}) GROUP BY 1"
     ).fetchall()
