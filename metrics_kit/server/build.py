@@ -320,10 +320,11 @@ class _Job:
         ranges = increments.spans(starts)
         meeting = increments.files_meeting(self.directory, self.sources, after, ranges)
         validated = store.window(checked, meeting, ranges, checked.fingerprint)
-        # A window of a few files is read into memory once, rather than by each of the engine's reads.
+        # A window of a few transactions files is read into memory once, rather than by each of the
+        # engine's three scans; the small tables of a window are read once anyway.
         window = meeting.get("transactions")
         window_bytes = sum(self.stats[p]["size"] for p in window.files) if window else 0
-        in_memory = (*SMALL_TABLES, "transactions") if window_bytes <= WINDOW_IN_MEMORY_BYTES else SMALL_TABLES
+        in_memory = ("transactions",) if window_bytes <= WINDOW_IN_MEMORY_BYTES else ()
         fresh, projects = _compute(validated, self.catalogue, self.on_spark, bool(ranges), in_memory=in_memory)
         read, total = (sum(len(s.files) for s in group.values()) for group in (meeting, _events(self.sources)))
         how = {

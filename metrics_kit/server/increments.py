@@ -116,8 +116,10 @@ def _days(runs: list[list[str]]) -> set[dt.date]:
 
 
 def _name(directory: Path, path: Path) -> str:
-    # The files of a source are the folder's own entries (find_sources): a cheap "table/file" name.
-    return path.name if path.parent == directory else f"{path.parent.name}/{path.name}"
+    # The files of a source are entries of ``directory`` or of its table folders (find_sources),
+    # so their text starts with the directory's: cut it off (thousands of files, every build).
+    prefix, text = f"{directory}/", str(path)
+    return text[len(prefix) :] if text.startswith(prefix) else path.relative_to(directory).as_posix()
 
 
 def _stat(path: Path) -> dict:
