@@ -27,14 +27,12 @@ of a full build.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
 import shutil
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -296,8 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     for v in verdicts:
         print(v)
     if args.json:
-        payload = {"machine": info, "results": results, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        args.json.write_text(json.dumps(payload, indent=1))
+        common.write_results(args.json, info, results)
     return 0
 
 

@@ -193,6 +193,12 @@ def machine() -> dict:
     }
 
 
+def write_results(path: Path, info: dict, results: list) -> None:
+    """Every measurement, with the machine it was taken on, as JSON (the scripts' ``--json``)."""
+    payload = {"machine": info, "results": results, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    path.write_text(json.dumps(payload, indent=1))
+
+
 def print_machine(info: dict) -> None:
     print(
         f"# {info['date']} | nproc {info['nproc']} | {info['cpu']} | {info['mem_gib']} GiB | "

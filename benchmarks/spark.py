@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -119,8 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(common.table(headers, rows))
     if args.json:
-        payload = {"machine": info, "results": results, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        args.json.write_text(json.dumps(payload, indent=1))
+        common.write_results(args.json, info, results)
     return 0
 
 

@@ -39,7 +39,8 @@ from metrics_kit.spec.calendar import GRANULARITIES, period_bounds, period_index
 # Bump when the engine's results change for the same data and catalogue.
 ENGINE_VERSION = 1
 BUILD_MEMORY_LIMIT = "2GB"
-# Event tables small enough to read into memory once per build (the engine reads them per granularity).
+# Event tables small enough to read into memory once per full build: over a folder of many files,
+# every read of a view pays for opening them, and chain_rewards is read twice (sums and nets).
 SMALL_TABLES = ("fees", "token_flows", "chain_rewards")
 WINDOW_IN_MEMORY_BYTES = 64 * 2**20  # transactions files of an incremental build read into memory up to this size
 _DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run to run
@@ -147,8 +148,11 @@ def build(event_store: EventStore, catalogue: Catalogue) -> Aggregates:
     started = time.perf_counter()
     coverage = event_store.coverage
     sparse = compute(event_store.backend, catalogue) if coverage is not None else compute_nothing()
-    meta = {"engine": event_store.backend.name, "fingerprint": event_store.fingerprint}
-    meta["data_dir"] = event_store.location
+    meta = {
+        "engine": event_store.backend.name,
+        "fingerprint": event_store.fingerprint,
+        "data_dir": event_store.location,
+    }
     return assemble(sparse, coverage, event_store.projects, catalogue, meta, started)
 
 
@@ -167,11 +171,9 @@ def assemble(
     """The dense aggregates of ``sparse``: a value for every applicable metric and period of coverage."""
     values: dict[tuple[str, str, str], list] = {}
     if coverage is not None:
-        for granularity, rows in sparse.groupby("granularity", sort=False):
-            values.update(_densify(rows, str(granularity), coverage, projects, catalogue))
-        for granularity in GRANULARITIES:  # a granularity with no events at all is still dense zeros
-            if not any(key[2] == granularity for key in values):
-                values.update(_densify(sparse.iloc[:0], granularity, coverage, projects, catalogue))
+        for granularity in GRANULARITIES:  # a granularity without events is still dense zeros
+            rows = sparse[sparse["granularity"] == granularity]
+            values.update(_densify(rows, granularity, coverage, projects, catalogue))
     meta = {
         "coverage": None if coverage is None else [coverage[0].isoformat(), coverage[1].isoformat()],
         "projects": {
@@ -377,8 +379,7 @@ def _compute(
             store.write_parquet(validated, staged)
         # Absolute: executors do not share the driver's working directory.
         event_store = store.open_parquet(on_spark, str(staged.resolve()))
-        sparse = compute(on_spark, catalogue) if event_store.coverage is not None else compute_nothing()
-        return sparse, event_store.projects
+        return compute(on_spark, catalogue) if rows else compute_nothing(), event_store.projects
 
 
 def _build_connection():
