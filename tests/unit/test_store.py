@@ -573,6 +573,8 @@ INSTANTS = [
     ("ns", "2024-03-15T23:59:59.999999999", dt.datetime(2024, 3, 15, 23, 59, 59, 999999)),
     ("ns", "2024-03-16T00:00:00.000000001", dt.datetime(2024, 3, 16)),
     ("ns", "1969-12-31T23:59:59.999999999", dt.datetime(1969, 12, 31, 23, 59, 59, 999999)),
+    ("us", "1969-12-31T23:59:59.999999", dt.datetime(1969, 12, 31, 23, 59, 59, 999999)),
+    ("ms", "1969-12-31T23:59:59.999", dt.datetime(1969, 12, 31, 23, 59, 59, 999000)),
     # 20:00 UTC is already the next day in Kolkata (+05:30): the UTC day counts.
     ("ms", "2024-03-15T20:00:00.000", dt.datetime(2024, 3, 15, 20)),
     # 02:00 UTC is still the previous day in New York: the UTC day counts.
