@@ -103,7 +103,7 @@ def _run(args, data: Path) -> int:
 
     for name in ("_validate", "_coverage", "_read_projects"):
         timed(store, name, "load: ")
-    for name in ("_day_rows", "_signer_months", "_per_month", "_split_weeks"):
+    for name in ("_day_counts", "_repeated_rows", "_per_month", "_split_weeks", "transaction_metrics"):
         timed(passes, name, "transactions: ")
     for name in ("sums", "nets"):
         timed(engine, name, "engine: ")

@@ -112,8 +112,8 @@ _AMOUNT = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amou
 def compute(con: ibis.BaseBackend, catalogue: Catalogue) -> Iterator[tuple[str, pd.DataFrame]]:
     """Yield (granularity, sparse long frame) for every metric of the catalogue.
 
-    Reads: ``transactions`` in two queries, for all granularities at once (``passes``: signer read
-    once, tx_id twice, whatever the data); fees, token_flows and chain_rewards once per kind of
+    Reads: ``transactions`` in three queries, for all granularities at once (``passes``: signer
+    read once, tx_id twice, whatever the data); fees, token_flows and chain_rewards once per kind of
     metric (sums; nets per netted metric), at day level, added up into weeks and months here."""
     by_source: dict[str, list[Metric]] = {}
     for metric in catalogue:
