@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping
 
 import ibis
 import ibis.expr.types as ir
+import numpy as np
 import pandas as pd
 
 from metrics_kit.spec.catalogue import Metric
@@ -132,19 +133,6 @@ def _repeated_rows(con, t: ir.Table, measures: Measures, hash64: Hash64, by_sort
     counts = {name: rows.count(where=where(rows, r)) for name, r in measures.row_counts.items()}
     grouped = rows.group_by(project=rows.project, action=rows.action, day=_day(rows), tx_id=rows.tx_id)
     return con.execute(grouped.aggregate(**counts))
-
-
-def _corrections(repeated: pd.DataFrame, measures: Measures, granularity: str) -> pd.DataFrame:
-    """Per (project, action, period) and row count: the rows beyond one per distinct tx_id."""
-    rows = repeated.assign(period_start=period_of(repeated["day"], granularity))
-    per_tx = rows.groupby([*_KEYS, "period_start", "tx_id"], as_index=False)[list(measures.row_counts)].sum()
-    frames = []
-    for name in measures.row_counts:
-        extra = per_tx[name] - (per_tx[name] > 0).astype("int64")
-        grouped = per_tx.assign(extra=extra).groupby([*_KEYS, "period_start"], as_index=False)["extra"].sum()
-        frames.append(grouped.assign(measure=name))
-    columns = [*_KEYS, "period_start", "measure", "extra"]
-    return pd.concat(frames, ignore_index=True)[columns]
 
 
 # -- the signer pass ------------------------------------------------------------------------------
@@ -236,38 +224,60 @@ def period_of(days: pd.Series, granularity: str) -> pd.Series:
     return days.dt.to_period("M").dt.to_timestamp()
 
 
-def _users(per_month: pd.DataFrame, split: pd.DataFrame, name: str, granularity: str) -> pd.DataFrame:
-    """(project, action, period_start, value) of distinct signers for one mask."""
+def _keyed(frame: pd.DataFrame, period_start: pd.Series, values: list[str]) -> pd.DataFrame:
+    """``values`` summed per (project, action, period_start)."""
+    keyed = frame[[*_KEYS, *values]].assign(period_start=period_start.to_numpy())
+    return keyed.groupby([*_KEYS, "period_start"], as_index=False, sort=False)[values].sum()
+
+
+def _counts(rows: pd.DataFrame, repeated: pd.DataFrame, names: list[str], granularity: str) -> pd.DataFrame:
+    """(project, action, period_start, one column per row count) of distinct transactions: the
+    period's rows minus, for each repeated tx_id with rows in it, those beyond the first."""
+    counted = _keyed(rows, period_of(rows["day"], granularity), names)
+    if repeated.empty:
+        return counted
+    per_tx = repeated[[*_KEYS, "tx_id", *names]].assign(period_start=period_of(repeated["day"], granularity).to_numpy())
+    per_tx = per_tx.groupby([*_KEYS, "period_start", "tx_id"], as_index=False, sort=False)[names].sum()
+    beyond = per_tx[names] - (per_tx[names] > 0).astype("int64")
+    extra = _keyed(per_tx[_KEYS].join(beyond), per_tx["period_start"], names)
+    counted = counted.merge(extra, on=[*_KEYS, "period_start"], how="left", suffixes=("", "_extra"))
+    for name in names:
+        counted[name] -= counted.pop(f"{name}_extra").fillna(0).astype("int64")
+    return counted
+
+
+def _slots(per_month: pd.DataFrame, columns: dict[str, list[str]], starts: pd.Series, step: int) -> pd.DataFrame:
+    """One row per (project, action, month) and slot k: its period starting ``step * k`` days after
+    ``starts``, with the slot's column of each measure (``columns[measure][k]``)."""
+    width = len(next(iter(columns.values())))
+    offsets = pd.to_timedelta(np.tile(np.arange(width) * step, len(per_month)), unit="D")
+    long = {key: np.repeat(per_month[key].to_numpy(), width) for key in _KEYS}
+    long["period_start"] = np.repeat(starts.to_numpy(), width) + offsets
+    for name, slot_columns in columns.items():
+        long[name] = per_month[slot_columns].to_numpy().ravel()
+    return pd.DataFrame(long)
+
+
+def _users(per_month: pd.DataFrame, split: pd.DataFrame, names: list[str], granularity: str) -> pd.DataFrame:
+    """(project, action, period_start, one column per mask) of distinct signers."""
     if granularity == "1_month":
-        out = per_month[[*_KEYS, "month", f"{name}_month"]]
-        return out.set_axis([*_KEYS, "period_start", "value"], axis=1)
+        return per_month[[*_KEYS, "month", *(f"{n}_month" for n in names)]].set_axis(
+            [*_KEYS, "period_start", *names], axis=1
+        )
     if granularity == "1_day":
-        columns = [f"{name}_d{k}" for k in range(_DAYS)]
-        long = per_month.melt(id_vars=[*_KEYS, "month"], value_vars=columns, var_name="k", value_name="value")
-        offset = long["k"].str.rsplit("d", n=1).str[1].astype("int64")
-        long["period_start"] = long["month"] + pd.to_timedelta(offset, unit="D")
-        # Bits past the month's end are zeros dated in the next month: summing drops them harmlessly.
-        return long.groupby([*_KEYS, "period_start"], as_index=False)["value"].sum()
-    columns = [f"{name}_w{k}" for k in range(_SLOTS)]
-    long = per_month.melt(id_vars=[*_KEYS, "month"], value_vars=columns, var_name="k", value_name="value")
-    slot = long["k"].str.rsplit("w", n=1).str[1].astype("int64")
-    long["period_start"] = _week_start(long["month"]) + pd.to_timedelta(7 * slot, unit="D")
-    weeks = long.groupby([*_KEYS, "period_start"], as_index=False)["value"].sum()
-    both = split[split["mask"] == name]
-    both = both.assign(period_start=_week_start(both["month"]))[[*_KEYS, "period_start", "both"]]
-    weeks = weeks.merge(both, on=[*_KEYS, "period_start"], how="left")
-    weeks["value"] = weeks["value"] - weeks["both"].fillna(0).astype("int64")
-    return weeks[[*_KEYS, "period_start", "value"]]
-
-
-def _transactions(rows: pd.DataFrame, corrections: pd.DataFrame, name: str, granularity: str) -> pd.DataFrame:
-    """(project, action, period_start, value) of distinct transactions for one row count."""
-    counted = rows.assign(period_start=period_of(rows["day"], granularity))
-    counted = counted.groupby([*_KEYS, "period_start"], as_index=False)[name].sum()
-    extra = corrections.loc[corrections["measure"] == name, [*_KEYS, "period_start", "extra"]]
-    counted = counted.merge(extra, on=[*_KEYS, "period_start"], how="left")
-    counted["value"] = counted[name] - counted["extra"].fillna(0).astype("int64")
-    return counted[[*_KEYS, "period_start", "value"]]
+        days = _slots(per_month, {n: [f"{n}_d{k}" for k in range(_DAYS)] for n in names}, per_month["month"], 1)
+        # Bits past the month's end are zeros dated in the next month: dropped.
+        inside = days["period_start"].dt.month.to_numpy() == np.repeat(per_month["month"].dt.month.to_numpy(), _DAYS)
+        return days[inside]
+    slots = {n: [f"{n}_w{k}" for k in range(_SLOTS)] for n in names}
+    weeks = _slots(per_month, slots, _week_start(per_month["month"]), 7)
+    # A week split between two months has a slot in each: their signers added up, minus those in both.
+    weeks = _keyed(weeks, weeks["period_start"], names)
+    for name, both in split.groupby("mask", sort=False):
+        both = both[[*_KEYS, "both"]].assign(period_start=_week_start(both["month"]).to_numpy())
+        weeks = weeks.merge(both, on=[*_KEYS, "period_start"], how="left")
+        weeks[name] -= weeks.pop("both").fillna(0).astype("int64")
+    return weeks
 
 
 def transaction_metrics(
@@ -289,21 +299,19 @@ def transaction_metrics(
     with _signer_months(t, measures).cache() as months:
         per_month = _per_month(con, months, measures)
         split = _split_weeks(con, months, measures, month_starts)
+    # Which metric each (action, measure) is: the wide columns become long rows by one merge.
+    named = pd.DataFrame(
+        [(m.select["action"][0], measures.source(measure_key(m)), m.name) for m in metrics],
+        columns=["action", "measure", "metric"],
+    )
+    users, counts = list(measures.user_masks), list(measures.row_counts)
     out = {}
     for granularity in ("1_day", "1_week", "1_month"):
         # Only periods with events: the (project, action, period) that have rows.
-        wide = rows.assign(period_start=period_of(rows["day"], granularity))[[*_KEYS, "period_start"]].drop_duplicates()
-        corrections = _corrections(repeated, measures, granularity)
-        for name in measures.user_masks:
-            values = _users(per_month, split, name, granularity).rename(columns={"value": name})
-            wide = wide.merge(values, on=[*_KEYS, "period_start"], how="left")
-        for name in measures.row_counts:
-            values = _transactions(rows, corrections, name, granularity).rename(columns={"value": name})
-            wide = wide.merge(values, on=[*_KEYS, "period_start"], how="left")
-        frames = []
-        for metric in metrics:
-            found = wide[wide["action"] == metric.select["action"][0]]
-            value = found[measures.source(measure_key(metric))].fillna(0).astype("int64")
-            frames.append(found[["project", "period_start"]].assign(metric=metric.name, value=value))
-        out[granularity] = pd.concat(frames, ignore_index=True)
+        wide = _counts(rows, repeated, counts, granularity)
+        wide = wide.merge(_users(per_month, split, users, granularity), on=[*_KEYS, "period_start"], how="left")
+        long = wide.melt(id_vars=[*_KEYS, "period_start"], value_vars=[*users, *counts], var_name="measure")
+        long = long.merge(named, on=["action", "measure"])
+        long["value"] = long["value"].fillna(0).astype("int64")
+        out[granularity] = long[["project", "period_start", "metric", "value"]]
     return out
