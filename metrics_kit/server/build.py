@@ -40,9 +40,10 @@ from metrics_kit.spec.calendar import GRANULARITIES, period_bounds, period_index
 ENGINE_VERSION = 1
 BUILD_MEMORY_LIMIT = "2GB"
 # Event tables small enough to read into memory once per full build: over a folder of many files,
-# every read of a view pays for opening them, and chain_rewards is read twice (sums and nets).
+# every read of a view pays for opening them, and the engine reads each of these three times per
+# query (once per granularity) and chain_rewards in two queries (sums and nets).
 SMALL_TABLES = ("fees", "token_flows", "chain_rewards")
-WINDOW_IN_MEMORY_BYTES = 64 * 2**20  # transactions files of an incremental build read into memory up to this size
+WINDOW_IN_MEMORY_BYTES = 64 * 2**20  # an incremental build's files read into memory up to this size
 _DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run to run
 
 
@@ -322,11 +323,10 @@ class _Job:
         ranges = increments.spans(starts)
         meeting = increments.files_meeting(self.directory, self.sources, after, ranges)
         validated = store.window(checked, meeting, ranges, checked.fingerprint)
-        # A window of a few transactions files is read into memory once, rather than by each of the
-        # engine's three scans; the small tables of a window are read once anyway.
-        window = meeting.get("transactions")
-        window_bytes = sum(self.stats[p]["size"] for p in window.files) if window else 0
-        in_memory = ("transactions",) if window_bytes <= WINDOW_IN_MEMORY_BYTES else ()
+        # A window of a few files per table is read into memory once, rather than by each of the
+        # engine's scans (each opens every file again); a large one is read where it lies.
+        window_bytes = sum(self.stats[p]["size"] for source in meeting.values() for p in source.files)
+        in_memory = EVENT_TABLES if window_bytes <= WINDOW_IN_MEMORY_BYTES else ()
         fresh, projects = _compute(validated, self.catalogue, self.on_spark, bool(ranges), in_memory=in_memory)
         read, total = (sum(len(s.files) for s in group.values()) for group in (meeting, _events(self.sources)))
         how = {

@@ -7,21 +7,21 @@ every backend supports, and released after the build. Each function below reads 
 returns, for one granularity, a sparse long table ``(project, period_start, metric, value)``: only
 periods with events appear. Filling the gaps (zeros, carried balances) happens in ``aggregates``.
 
-One pass per table computes all of that table's metrics, at day level, and the weeks and months
-are added up from the days (sums and per-key nets add up; distinct counts do not). The transactions, by far
+One query per small table (and per netted metric) computes that table's metrics for the three
+granularities at once, each granularity grouped from the rows (a UNION ALL); the transactions, by far
 the largest table, are computed for all granularities at once by ``passes`` (its docstring says how
 they stay exact and what each scan reads).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import ibis
 import ibis.expr.types as ir
 import pandas as pd
 
-from metrics_kit.server.passes import Hash64, period_of, transaction_metrics
+from metrics_kit.server.passes import Hash64, transaction_metrics
 from metrics_kit.server.passes import where as _where
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
@@ -40,15 +40,6 @@ def _signed_amount(t: ir.Table) -> ir.NumericValue:
     return ibis.cases(*cases, else_=0) * t.amount
 
 
-def _long(wide: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame:
-    """Wide (project, period_start, measure columns) -> long rows for the named metrics."""
-    if not names:
-        return pd.DataFrame(columns=["project", "period_start", "metric", "value"])
-    out = wide.melt(id_vars=["project", "period_start"], value_vars=list(names), var_name="metric", value_name="value")
-    out["metric"] = out["metric"].map(names)
-    return out
-
-
 @ibis.udf.scalar.builtin(name="xxhash64")
 def _xxhash64(value: str) -> int:  # type: ignore[empty-body]
     """Spark's 64-bit xxHash: Ibis compiles ``hash()`` to Spark's 32-bit ``HASH``, which collides
@@ -65,9 +56,27 @@ def hasher(con: ibis.BaseBackend) -> Hash64:
     return _HASH64.get(con.name, lambda value: value)
 
 
+def _stacked(per_granularity: Callable[[str], ir.Table]) -> ir.Table:
+    """The three granularities' tables in one query, each row tagged with its granularity: one
+    round trip instead of three, and no adding up in pandas (a small table's query costs less than
+    the Python around it)."""
+    return ibis.union(*(per_granularity(g).mutate(granularity=ibis.literal(g)) for g in GRANULARITIES))
+
+
+def _split(rows: pd.DataFrame, names: Mapping[str, str]) -> dict[str, pd.DataFrame]:
+    """Stacked wide rows -> per granularity, long rows (project, period_start, metric, value)."""
+    long = rows.melt(id_vars=["granularity", "project", "period_start"], value_vars=list(names), var_name="metric")
+    long["metric"] = long["metric"].map(names)
+    return {g: frame.drop(columns="granularity") for g, frame in long.groupby("granularity", sort=False)} | {
+        g: pd.DataFrame(columns=["project", "period_start", "metric", "value"])
+        for g in GRANULARITIES
+        if g not in set(long["granularity"])
+    }
+
+
 def sums(con, t: ir.Table, metrics: list[Metric], amount: str) -> dict[str, pd.DataFrame]:
     """Metrics that add up an amount over selected rows (or the signed flows, for net_sum), per
-    granularity: one query for the days, whose sums add up to the weeks' and months'."""
+    granularity, in one query. A sum over no selected rows is missing, not 0."""
     aggregations = {}
     for i, metric in enumerate(metrics):
         if metric.aggregation in ("net_sum", "ending_balance"):
@@ -75,35 +84,29 @@ def sums(con, t: ir.Table, metrics: list[Metric], amount: str) -> dict[str, pd.D
         else:
             value = t[amount]
         aggregations[f"m{i}"] = value.sum(where=_where(t, metric.select))
-    days = con.execute(t.group_by(project=t.project, day=_period(t, "1_day")).aggregate(**aggregations))
-    names = {f"m{i}": m.name for i, m in enumerate(metrics)}
-    return {g: _long(_rolled(days, ["project"], list(names), g), names) for g in GRANULARITIES}
+    rows = con.execute(
+        _stacked(lambda g: t.group_by(project=t.project, period_start=_period(t, g)).aggregate(**aggregations))
+    )
+    return _split(rows, {f"m{i}": m.name for i, m in enumerate(metrics)})
 
 
 def nets(con, t: ir.Table, metrics: list[Metric], key: str, amount: str) -> dict[str, pd.DataFrame]:
     """Per-key nets inside each period, summed by sign (rent paid against rent received), per
-    granularity: one query for the per-key nets of the days, which add up to the weeks' and months'."""
+    granularity, in one query per metric."""
     out: dict[str, list[pd.DataFrame]] = {g: [] for g in GRANULARITIES}
     for metric in metrics:
         rows = t.filter(_where(t, metric.select)) if metric.select else t
-        per_day = con.execute(
-            rows.group_by(project=rows.project, day=_period(rows, "1_day"), key=rows[key]).aggregate(
+
+        def per_granularity(g: str, rows: ir.Table = rows, metric: Metric = metric) -> ir.Table:
+            per_key = rows.group_by(project=rows.project, period_start=_period(rows, g), key=rows[key]).aggregate(
                 net=rows[amount].sum()
             )
-        )
-        for granularity in GRANULARITIES:
-            per_key = _rolled(per_day, ["project", "key"], ["net"], granularity)
-            wanted = per_key["net"] > 0 if metric.aggregation == "positive_net" else per_key["net"] < 0
-            signed = per_key.assign(m0=per_key["net"].where(wanted, 0.0))
-            totals = signed.groupby(["project", "period_start"], as_index=False)["m0"].sum()
-            out[granularity].append(_long(totals, {"m0": metric.name}))
+            wanted = per_key.net > 0 if metric.aggregation == "positive_net" else per_key.net < 0
+            return per_key.group_by("project", "period_start").aggregate(m0=ibis.ifelse(wanted, per_key.net, 0.0).sum())
+
+        for g, frame in _split(con.execute(_stacked(per_granularity)), {"m0": metric.name}).items():
+            out[g].append(frame)
     return {g: pd.concat(frames, ignore_index=True) for g, frames in out.items()}
-
-
-def _rolled(days: pd.DataFrame, keys: list[str], values: list[str], granularity: str) -> pd.DataFrame:
-    """Day sums added up per (keys, period of ``granularity``); a sum of no rows stays missing."""
-    days = days.assign(period_start=period_of(pd.to_datetime(days["day"]), granularity))
-    return days.groupby([*keys, "period_start"], as_index=False)[values].sum(min_count=1)
 
 
 _AMOUNT = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amount"}
@@ -114,7 +117,8 @@ def compute(con: ibis.BaseBackend, catalogue: Catalogue) -> Iterator[tuple[str, 
 
     Reads: ``transactions`` in three queries, for all granularities at once (``passes``: signer
     read once, tx_id twice, whatever the data); fees, token_flows and chain_rewards once per kind of
-    metric (sums; nets per netted metric), at day level, added up into weeks and months here."""
+    metric (sums; nets per netted metric), three times in that query (a full build reads them into
+    memory first)."""
     by_source: dict[str, list[Metric]] = {}
     for metric in catalogue:
         by_source.setdefault(metric.source, []).append(metric)
