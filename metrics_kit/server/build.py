@@ -136,11 +136,12 @@ def cache_path(fingerprint: str, catalogue: Catalogue) -> Path:
     return files.cache_dir() / "aggregates" / f"{fingerprint}-{catalogue_key(catalogue)}.parquet"
 
 
-def compute(backend, catalogue: Catalogue) -> pd.DataFrame:
-    """Every metric's sparse values over the tables ``backend`` holds, all granularities in one frame."""
+def compute(backend, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every metric's sparse values over the tables ``backend`` holds, all granularities in one frame
+    (``transactions_per_day``: see ``engine.compute``)."""
     from metrics_kit.server import engine
 
-    frames = [sparse.assign(granularity=g) for g, sparse in engine.compute(backend, catalogue)]
+    frames = [sparse.assign(granularity=g) for g, sparse in engine.compute(backend, catalogue, transactions_per_day)]
     return increments.normalise(pd.concat(frames, ignore_index=True)) if frames else compute_nothing()
 
 
@@ -371,7 +372,8 @@ def _compute(
         projects = store.read_projects(backend)
         if not rows:
             return compute_nothing(), projects
-        return compute(backend, catalogue), projects
+        # A full build's validation counted the transactions per day; a window's was not validated whole.
+        return compute(backend, catalogue, validated.rows_per_day.get("transactions")), projects
     with contextlib.ExitStack() as stack:
         if staged is None:
             (files.cache_dir() / "stage").mkdir(parents=True, exist_ok=True)

@@ -103,13 +103,17 @@ class Validated:
     """A data folder whose every row passed: each table as a DuckDB query of normalised columns.
 
     ``days`` holds, per event table and file checked, the days its rows fall on: what an
-    incremental build (``server/increments.py``) needs to know which periods a file touches."""
+    incremental build (``server/increments.py``) needs to know which periods a file touches.
+    ``rows_per_day`` holds, per event table checked whole, its rows per day and combination of its
+    low-cardinality columns (``_GROUPED``): the validation scan counts them anyway, and the engine
+    takes the transactions' counts from here rather than scanning again."""
 
     con: duckdb.DuckDBPyConnection
     directory: Path
     relations: dict[str, str]
     fingerprint: str
     days: dict[str, dict[Path, tuple[dt.date, ...]]] = field(default_factory=dict)
+    rows_per_day: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def _quote(text: str) -> str:
@@ -384,13 +388,23 @@ def _relation(con, source: Source) -> _Relation:
 _PROFILE = "_metrics_kit_profile"
 
 
-def _profile(con, table: str, relation: _Relation, checks: list[_Check]) -> tuple[tuple, dict[Path, tuple]]:
-    """One scan that counts the rows breaking each check and finds the days each file's rows fall on."""
+@dataclass
+class _Profile:
+    counts: tuple  # rows breaking each check
+    days: dict[Path, tuple[dt.date, ...]] = field(default_factory=dict)  # per file
+    rows_per_day: pd.DataFrame | None = None  # (day, the _GROUPED columns, n)
+
+
+def _profile(con, table: str, relation: _Relation, checks: list[_Check]) -> _Profile:
+    """One scan that counts the rows breaking each check, finds the days each file's rows fall on
+    and counts the rows per day and combination of the low-cardinality columns."""
     grouped = _GROUPED.get(table)
     if not grouped:  # small tables (projects): flag every row, window checks included
         flags = ", ".join(f"({c.bad}) AS bad_{i}" for i, c in enumerate(checks))
         counts = ", ".join(f"count(*) FILTER (WHERE bad_{i})" for i in range(len(checks)))
-        return con.execute(f"SELECT {counts} FROM (SELECT {flags} FROM ({relation.sql(detail=True)}))").fetchone(), {}
+        return _Profile(
+            con.execute(f"SELECT {counts} FROM (SELECT {flags} FROM ({relation.sql(detail=True)}))").fetchone()
+        )
     # Grouped by file and day too: few more groups, and the days come with the same scan.
     row_counts = "".join(f", count(*) FILTER (WHERE {c.bad}) AS bad_{i}" for i, c in enumerate(checks) if c.per_row)
     con.execute(
@@ -406,9 +420,15 @@ def _profile(con, table: str, relation: _Relation, checks: list[_Check]) -> tupl
         rows = con.execute(
             f"SELECT _file, list(DISTINCT _day ORDER BY _day) FROM {_PROFILE} WHERE _day IS NOT NULL GROUP BY _file"
         ).fetchall()
+        per_day = con.execute(
+            f"SELECT _day AS day, {', '.join(grouped)}, sum(n)::BIGINT AS n FROM {_PROFILE} "
+            "WHERE _day IS NOT NULL GROUP BY ALL"
+        ).fetchall()
     finally:
         con.execute(f"DROP TABLE IF EXISTS {_PROFILE}")
-    return counts, {Path(name): tuple(days) for name, days in rows}
+    rows_per_day = pd.DataFrame(per_day, columns=["day", *grouped, "n"])
+    rows_per_day["day"] = pd.to_datetime(rows_per_day["day"]).astype("datetime64[us]")
+    return _Profile(counts, {Path(name): tuple(days) for name, days in rows}, rows_per_day)
 
 
 def _first_bad_rows(con, source: Source, relation: _Relation, check: _Check) -> list[tuple]:
@@ -461,16 +481,16 @@ def _settled(con, source: Source, types: dict[str, str]) -> set[str]:
     return {column for column, clean in rows if clean}
 
 
-def _validate(con, source: Source, relation: _Relation, checks: list[_Check]) -> dict[Path, tuple]:
+def _validate(con, source: Source, relation: _Relation, checks: list[_Check]) -> _Profile:
     try:
         settled = _settled(con, source, relation.types)
         checks = [replace(c, bad="false") if c.required and c.column in settled else c for c in checks]
-        counts, days = _profile(con, source.table, relation, checks)
+        profile = _profile(con, source.table, relation, checks)
     except duckdb.Error as exc:
         raise _csv_error(source) or DataFormatError(
             f"{source.label}: cannot be read: {str(exc).splitlines()[0]}"
         ) from None
-    for check, count in zip(checks, counts, strict=True):
+    for check, count in zip(checks, profile.counts, strict=True):
         if not count:
             continue
         # Only now, on the way to an error, is the slower numbered scan worth it.
@@ -481,7 +501,7 @@ def _validate(con, source: Source, relation: _Relation, checks: list[_Check]) ->
         raise DataFormatError(
             f"{source.label}, column {check.column!r}: {count} {noun} the rule; allowed: {check.allowed}\n{shown}{more}"
         )
-    return days
+    return profile
 
 
 def _empty_view(table: str) -> str:
@@ -508,6 +528,7 @@ def validate(
     con = con or connect()
     relations: dict[str, str] = {}
     days: dict[str, dict[Path, tuple[dt.date, ...]]] = {}
+    rows_per_day: dict[str, pd.DataFrame] = {}
     projects: list[str] = []
     for table in TABLES:
         source = sources.get(table)
@@ -517,12 +538,15 @@ def validate(
             relations[table] = _empty_view(table)
             continue
         relation = _relation(con, source)
-        days[table] = _validate(con, source, relation, _checks(table, projects))
+        profile = _validate(con, source, relation, _checks(table, projects))
+        days[table] = profile.days
+        if profile.rows_per_day is not None and (only is None or table not in only):
+            rows_per_day[table] = profile.rows_per_day
         relations[table] = relation.sql(checked=True)
         if table == "projects":
             rows = con.execute(f"SELECT project FROM ({relations[table]}) ORDER BY 1").fetchall()
             projects = [project for (project,) in rows]
-    return Validated(con, directory, relations, fingerprint(sources, stats), days)
+    return Validated(con, directory, relations, fingerprint(sources, stats), days, rows_per_day)
 
 
 def window(
