@@ -220,10 +220,10 @@ def _densify(
                 dense = (project.initial_circulating_supply or 0.0) + np.cumsum(dense)
             series: list[int] | list[float]
             if metric.is_count:
-                series = [int(v) for v in dense]
+                series = dense.astype(np.int64).tolist()
             else:
                 # + 0.0 turns a -0.0 (an empty negative sum) into 0.0.
-                series = [round(float(v), _DECIMALS) + 0.0 for v in dense]
+                series = [round(v, _DECIMALS) + 0.0 for v in dense.tolist()]
             out[metric.name, project.project, granularity] = series
     return out
 
