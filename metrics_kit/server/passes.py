@@ -6,7 +6,8 @@ and months, for every (project, action) and every restriction of the catalogue (
 **Reads of ``transactions``.** Three queries, whatever the data:
 
 - the *signer pass* (project, action, block_time, signer and any restricted column);
-- the *day counts*: rows per (project, action, day) and restriction, from the short columns only;
+- the *day counts*: rows per (project, action, day) and restriction, from the short columns only
+  (a full DuckDB build takes them from its validation scan, which counts them anyway);
 - the *repeated rows*: a semi-join that scans tx_id twice, once to find the tx_id hashes that
   occur more than once and once to pick out the rows that carry them (a few per thousand).
 
