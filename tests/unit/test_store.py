@@ -886,6 +886,15 @@ def test_validation_finds_the_utc_days_of_each_file(tmp_path):
     assert days[folder / "transactions" / "a.csv"] == (dt.date(2024, 3, 13),)
     assert days[folder / "transactions" / "b.csv"] == (dt.date(2024, 3, 15),)
     assert validated.days["fees"] == {folder / "fees.csv": (dt.date(2024, 3, 13), dt.date(2024, 3, 14))}
+    # The same scan counts the rows per UTC day and (project, action, pool_type), for the engine.
+    counted = validated.rows_per_day["transactions"].sort_values(["day", "project", "action"])
+    assert [
+        (d.date(), p, a, n) for d, p, a, n in counted[["day", "project", "action", "n"]].itertuples(index=False)
+    ] == [
+        (dt.date(2024, 3, 13), "farm", "stake", 1),
+        (dt.date(2024, 3, 13), "swp", "swap", 1),
+        (dt.date(2024, 3, 15), "farm", "stake", 1),
+    ]
 
 
 def test_validating_only_some_files_reads_only_those(tmp_path):
@@ -895,6 +904,7 @@ def test_validating_only_some_files_reads_only_those(tmp_path):
     (folder / "transactions" / "bad.csv").write_text(TX_HEADER + "2024-03-13T08:00:00Z,t1,alice,swp,teleport,\n")
     checked = store.validate(folder, only={"transactions": (folder / "transactions" / "good.csv",)})
     assert list(checked.days["transactions"]) == [folder / "transactions" / "good.csv"]
+    assert "transactions" not in checked.rows_per_day  # a few files' counts are not the table's
     with pytest.raises(DataFormatError, match="teleport"):
         store.validate(folder)
 

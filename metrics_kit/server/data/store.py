@@ -395,9 +395,9 @@ class _Profile:
     rows_per_day: pd.DataFrame | None = None  # (day, the _GROUPED columns, n)
 
 
-def _profile(con, table: str, relation: _Relation, checks: list[_Check]) -> _Profile:
+def _profile(con, table: str, relation: _Relation, checks: list[_Check], per_day: bool) -> _Profile:
     """One scan that counts the rows breaking each check, finds the days each file's rows fall on
-    and counts the rows per day and combination of the low-cardinality columns."""
+    and, with ``per_day``, counts the rows per day and combination of the low-cardinality columns."""
     grouped = _GROUPED.get(table)
     if not grouped:  # small tables (projects): flag every row, window checks included
         flags = ", ".join(f"({c.bad}) AS bad_{i}" for i, c in enumerate(checks))
@@ -420,15 +420,19 @@ def _profile(con, table: str, relation: _Relation, checks: list[_Check]) -> _Pro
         rows = con.execute(
             f"SELECT _file, list(DISTINCT _day ORDER BY _day) FROM {_PROFILE} WHERE _day IS NOT NULL GROUP BY _file"
         ).fetchall()
-        per_day = con.execute(
-            f"SELECT _day AS day, {', '.join(grouped)}, sum(n)::BIGINT AS n FROM {_PROFILE} "
-            "WHERE _day IS NOT NULL GROUP BY ALL"
-        ).fetchall()
+        counted = None
+        if per_day:
+            counted = con.execute(
+                f"SELECT _day AS day, {', '.join(grouped)}, sum(n)::BIGINT AS n FROM {_PROFILE} "
+                "WHERE _day IS NOT NULL GROUP BY ALL"
+            ).fetchall()
     finally:
         con.execute(f"DROP TABLE IF EXISTS {_PROFILE}")
-    rows_per_day = pd.DataFrame(per_day, columns=["day", *grouped, "n"])
-    rows_per_day["day"] = pd.to_datetime(rows_per_day["day"]).astype("datetime64[us]")
-    return _Profile(counts, {Path(name): tuple(days) for name, days in rows}, rows_per_day)
+    profile = _Profile(counts, {Path(name): tuple(days) for name, days in rows})
+    if counted is not None:
+        profile.rows_per_day = pd.DataFrame(counted, columns=["day", *grouped, "n"])
+        profile.rows_per_day["day"] = pd.to_datetime(profile.rows_per_day["day"]).astype("datetime64[us]")
+    return profile
 
 
 def _first_bad_rows(con, source: Source, relation: _Relation, check: _Check) -> list[tuple]:
@@ -481,11 +485,11 @@ def _settled(con, source: Source, types: dict[str, str]) -> set[str]:
     return {column for column, clean in rows if clean}
 
 
-def _validate(con, source: Source, relation: _Relation, checks: list[_Check]) -> _Profile:
+def _validate(con, source: Source, relation: _Relation, checks: list[_Check], per_day: bool) -> _Profile:
     try:
         settled = _settled(con, source, relation.types)
         checks = [replace(c, bad="false") if c.required and c.column in settled else c for c in checks]
-        profile = _profile(con, source.table, relation, checks)
+        profile = _profile(con, source.table, relation, checks, per_day)
     except duckdb.Error as exc:
         raise _csv_error(source) or DataFormatError(
             f"{source.label}: cannot be read: {str(exc).splitlines()[0]}"
@@ -538,9 +542,11 @@ def validate(
             relations[table] = _empty_view(table)
             continue
         relation = _relation(con, source)
-        profile = _validate(con, source, relation, _checks(table, projects))
+        # Rows per day only of a table checked whole: those of a few files would mislead.
+        whole = only is None or table not in only
+        profile = _validate(con, source, relation, _checks(table, projects), per_day=whole)
         days[table] = profile.days
-        if profile.rows_per_day is not None and (only is None or table not in only):
+        if profile.rows_per_day is not None:
             rows_per_day[table] = profile.rows_per_day
         relations[table] = relation.sql(checked=True)
         if table == "projects":
