@@ -21,7 +21,7 @@ import ibis
 import ibis.expr.types as ir
 import pandas as pd
 
-from metrics_kit.server.passes import Hash64, transaction_metrics
+from metrics_kit.server.passes import Hash64, no_values, transaction_metrics
 from metrics_kit.server.passes import where as _where
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
@@ -67,11 +67,8 @@ def _split(rows: pd.DataFrame, names: Mapping[str, str]) -> dict[str, pd.DataFra
     """Stacked wide rows -> per granularity, long rows (project, period_start, metric, value)."""
     long = rows.melt(id_vars=["granularity", "project", "period_start"], value_vars=list(names), var_name="metric")
     long["metric"] = long["metric"].map(names)
-    return {g: frame.drop(columns="granularity") for g, frame in long.groupby("granularity", sort=False)} | {
-        g: pd.DataFrame(columns=["project", "period_start", "metric", "value"])
-        for g in GRANULARITIES
-        if g not in set(long["granularity"])
-    }
+    found = dict(tuple(long.groupby("granularity", sort=False)))
+    return {g: found[g].drop(columns="granularity") if g in found else no_values() for g in GRANULARITIES}
 
 
 def sums(con, t: ir.Table, metrics: list[Metric], amount: str) -> dict[str, pd.DataFrame]:

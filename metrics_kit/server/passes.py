@@ -236,6 +236,11 @@ def period_of(days: pd.Series, granularity: str) -> pd.Series:
     return days.dt.to_period("M").dt.to_timestamp()
 
 
+def no_values() -> pd.DataFrame:
+    """A sparse long frame without rows."""
+    return pd.DataFrame(columns=["project", "period_start", "metric", "value"])
+
+
 def _keyed(frame: pd.DataFrame, period_start: pd.Series, values: list[str]) -> pd.DataFrame:
     """``values`` summed per (project, action, period_start)."""
     keyed = frame[[*_KEYS, *values]].assign(period_start=period_start.to_numpy())
@@ -314,8 +319,7 @@ def transaction_metrics(
     else:
         rows = _counted_before(rows_per_day, measures)
     if rows.empty:  # no transactions (an empty table or window): nothing to count, nothing to join
-        empty = pd.DataFrame(columns=["project", "period_start", "metric", "value"])
-        return {granularity: empty for granularity in ("1_day", "1_week", "1_month")}
+        return {granularity: no_values() for granularity in ("1_day", "1_week", "1_month")}
     repeated = _as_periods(_repeated_rows(con, t, measures, hash64, by_sorting), "day")
     month_starts = sorted({d.date() for d in rows["day"].dt.to_period("M").dt.to_timestamp()})
     with _signer_months(t, measures).cache() as months:
