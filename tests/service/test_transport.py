@@ -368,12 +368,18 @@ def test_no_rate_limit_means_no_pacing(server, make_transport):
 
 def test_retry_after_holds_other_threads_first_attempts(server, make_transport):
     server.script("/metrics", status(429, headers={"Retry-After": "1"}), status(200), status(200))
-    transport = make_transport(server.base_url, rate_limit=None)
+    retry_waiting = threading.Event()
+
+    def sleep(seconds: float) -> None:
+        if seconds >= 1:  # the retry's wait for Retry-After, entered after the hold is set
+            retry_waiting.set()
+        time.sleep(seconds)
+
+    transport = make_transport(server.base_url, rate_limit=None, sleep=sleep)
     limited = threading.Thread(target=transport.get, args=("/metrics", PARAMS))
     limited.start()
-    while server.attempts() == 0:
-        time.sleep(0.01)
-    time.sleep(0.1)  # the 429 is answered and the retry is waiting
+    # An event, not a fixed pause: on a loaded machine the 429 may take longer than any pause to settle.
+    assert retry_waiting.wait(timeout=10)
     other = {**PARAMS, "date": "2024-03-27"}
     assert transport.get("/metrics", other).status == 200
     limited.join()
