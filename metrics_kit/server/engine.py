@@ -3,14 +3,14 @@
 Ibis keeps the definitions portable: the same expressions run on the embedded DuckDB backend and
 on Spark (Ibis's PySpark backend), with the same results. The one thing chosen per backend is the
 64-bit hash (:func:`hasher`); intermediate tables are materialised with ``Table.cache()``, which
-every backend supports, and released after the build. Each function below reads one event table and
-returns, for one granularity, a sparse long table ``(project, period_start, metric, value)``: only
-periods with events appear. Filling the gaps (zeros, carried balances) happens in ``aggregates``.
+every backend supports, and released after the build. The engine returns, per granularity, a sparse
+long table ``(project, period_start, metric, value)``: only periods with events appear. Filling the
+gaps (zeros, carried balances) happens in ``aggregates``.
 
-One query per small table (and per netted metric) computes that table's metrics for the three
-granularities at once, each granularity grouped from the rows (a UNION ALL); the transactions, by far
-the largest table, are computed for all granularities at once by ``passes`` (its docstring says how
-they stay exact and what each scan reads).
+One query computes every metric of the small tables (fees, token_flows, chain_rewards) for the three
+granularities: a part per table and kind of metric, each granularity grouped from the rows, all
+stacked with a UNION ALL. The transactions, by far the largest table, are computed for all
+granularities at once by ``passes`` (its docstring says how they stay exact and what each scan reads).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 
 import ibis
+import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 import pandas as pd
 
@@ -57,53 +58,74 @@ def hasher(con: ibis.BaseBackend) -> Hash64:
 
 
 def _stacked(per_granularity: Callable[[str], ir.Table]) -> ir.Table:
-    """The three granularities' tables in one query, each row tagged with its granularity: one
-    round trip instead of three, and no adding up in pandas (a small table's query costs less than
-    the Python around it)."""
+    """The three granularities' tables in one, each row tagged with its granularity."""
     return ibis.union(*(per_granularity(g).mutate(granularity=ibis.literal(g)) for g in GRANULARITIES))
 
 
-def _split(rows: pd.DataFrame, names: Mapping[str, str]) -> dict[str, pd.DataFrame]:
-    """Stacked wide rows -> per granularity, long rows (project, period_start, metric, value)."""
-    long = rows.melt(id_vars=["granularity", "project", "period_start"], value_vars=list(names), var_name="metric")
-    long["metric"] = long["metric"].map(names)
+def _split(rows: pd.DataFrame, names: list[str]) -> dict[str, pd.DataFrame]:
+    """Stacked wide rows (a column per metric) -> per granularity, long rows (project,
+    period_start, metric, value) of the values that are not missing."""
+    long = rows.melt(id_vars=["granularity", "project", "period_start"], value_vars=names, var_name="metric")
+    long = long[long["value"].notna()]
     found = dict(tuple(long.groupby("granularity", sort=False)))
     return {g: found[g].drop(columns="granularity") if g in found else no_values() for g in GRANULARITIES}
 
 
-def sums(con, t: ir.Table, metrics: list[Metric], amount: str) -> dict[str, pd.DataFrame]:
-    """Metrics that add up an amount over selected rows (or the signed flows, for net_sum), per
-    granularity, in one query. A sum over no selected rows is missing, not 0."""
+def sums(t: ir.Table, metrics: list[Metric], amount: str) -> ir.Table:
+    """Metrics that add up an amount over selected rows (or the signed flows, for net_sum), a column
+    each, per granularity. A sum over no selected rows is missing, not 0."""
     aggregations = {}
-    for i, metric in enumerate(metrics):
+    for metric in metrics:
         if metric.aggregation in ("net_sum", "ending_balance"):
             value = _signed_amount(t)
         else:
             value = t[amount]
-        aggregations[f"m{i}"] = value.sum(where=_where(t, metric.select))
-    rows = con.execute(
-        _stacked(lambda g: t.group_by(project=t.project, period_start=_period(t, g)).aggregate(**aggregations))
-    )
-    return _split(rows, {f"m{i}": m.name for i, m in enumerate(metrics)})
+        aggregations[metric.name] = value.sum(where=_where(t, metric.select)).cast(dt.float64)
+    return _stacked(lambda g: t.group_by(project=t.project, period_start=_period(t, g)).aggregate(**aggregations))
 
 
-def nets(con, t: ir.Table, metrics: list[Metric], key: str, amount: str) -> dict[str, pd.DataFrame]:
-    """Per-key nets inside each period, summed by sign (rent paid against rent received), per
-    granularity, in one query per metric."""
-    out: dict[str, list[pd.DataFrame]] = {g: [] for g in GRANULARITIES}
-    for metric in metrics:
-        rows = t.filter(_where(t, metric.select)) if metric.select else t
+def nets(t: ir.Table, metrics: list[Metric], key: str, amount: str) -> ir.Table:
+    """Per-key nets inside each period, summed by sign (rent paid against rent received), a column
+    per metric, per granularity. The metrics share one selection, so the nets are grouped once."""
+    (select,) = {tuple(sorted(m.select.items())) for m in metrics}
+    rows = t.filter(_where(t, dict(select))) if select else t
 
-        def per_granularity(g: str, rows: ir.Table = rows, metric: Metric = metric) -> ir.Table:
-            per_key = rows.group_by(project=rows.project, period_start=_period(rows, g), key=rows[key]).aggregate(
-                net=rows[amount].sum()
-            )
-            wanted = per_key.net > 0 if metric.aggregation == "positive_net" else per_key.net < 0
-            return per_key.group_by("project", "period_start").aggregate(m0=ibis.ifelse(wanted, per_key.net, 0.0).sum())
+    def per_granularity(g: str) -> ir.Table:
+        per_key = rows.group_by(project=rows.project, period_start=_period(rows, g), key=rows[key]).aggregate(
+            net=rows[amount].sum()
+        )
+        net = per_key.net
+        wanted = {m.name: net > 0 if m.aggregation == "positive_net" else net < 0 for m in metrics}
+        return per_key.group_by("project", "period_start").aggregate(
+            **{name: ibis.ifelse(keep, net, 0.0).sum().cast(dt.float64) for name, keep in wanted.items()}
+        )
 
-        for g, frame in _split(con.execute(_stacked(per_granularity)), {"m0": metric.name}).items():
-            out[g].append(frame)
-    return {g: pd.concat(frames, ignore_index=True) for g, frames in out.items()}
+    return _stacked(per_granularity)
+
+
+def _small_tables(con, by_source: Mapping[str, list[Metric]]) -> dict[str, pd.DataFrame]:
+    """The metrics of the tables other than transactions, per granularity, in one query: each kind
+    of metric of each table is a part, and the parts are stacked with a column per metric (missing
+    where a part has no such metric). One round trip: on a small table, as in an incremental build,
+    each query's Python (expression, compilation, conversion) costs more than DuckDB's work."""
+    parts = []
+    for source, metrics in by_source.items():
+        t = con.table(source)
+        summed = [m for m in metrics if m.aggregation not in ("positive_net", "negative_net")]
+        if summed:
+            parts.append(sums(t, summed, _AMOUNT[source]))
+        netted: dict[tuple, list[Metric]] = {}
+        for m in metrics:
+            if m not in summed:
+                netted.setdefault(tuple(sorted(m.select.items())), []).append(m)
+        parts.extend(nets(t, group, _NET_KEY[source], _AMOUNT[source]) for group in netted.values())
+    if not parts:
+        return {g: no_values() for g in GRANULARITIES}
+    keys = ["granularity", "project", "period_start"]
+    names = [c for part in parts for c in part.columns if c not in keys]
+    missing = ibis.null(dt.float64)
+    padded = [part.select(*keys, **{n: part[n] if n in part.columns else missing for n in names}) for part in parts]
+    return _split(con.execute(ibis.union(*padded)), names)
 
 
 _AMOUNT = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amount"}
@@ -115,9 +137,9 @@ def compute(
     """Yield (granularity, sparse long frame) for every metric of the catalogue.
 
     Reads: ``transactions`` in three queries, for all granularities at once (``passes``: signer
-    read once, tx_id twice, whatever the data); fees, token_flows and chain_rewards once per kind of
-    metric (sums; nets per netted metric), three times in that query (a full build reads them into
-    memory first). ``transactions_per_day``: the transactions' rows counted per day by validation
+    read once, tx_id twice, whatever the data); fees, token_flows and chain_rewards in one query,
+    which reads each once per kind of metric and granularity (a build reads them into memory first).
+    ``transactions_per_day``: the transactions' rows counted per day by validation
     (``store.Validated.rows_per_day``), which spares one of the three queries."""
     by_source: dict[str, list[Metric]] = {}
     for metric in catalogue:
@@ -128,13 +150,7 @@ def compute(
         if transactions
         else []
     )
-    for source, metrics in by_source.items():
-        t = con.table(source)
-        summed = [m for m in metrics if m.aggregation not in ("positive_net", "negative_net")]
-        netted = [m for m in metrics if m not in summed]
-        if summed:
-            per_granularity.append(sums(con, t, summed, _AMOUNT[source]))
-        if netted:
-            per_granularity.append(nets(con, t, netted, _NET_KEY[source], _AMOUNT[source]))
+    if by_source:
+        per_granularity.append(_small_tables(con, by_source))
     for granularity in GRANULARITIES:
         yield granularity, pd.concat([frames[granularity] for frames in per_granularity], ignore_index=True)
