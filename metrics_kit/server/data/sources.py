@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,8 @@ def find_sources(directory: Path) -> dict[str, Source]:
         if entry.name.startswith("."):
             continue
         if entry.is_dir():
-            parts = sorted(p for p in entry.iterdir() if p.suffix in (".parquet", ".csv"))
+            # By name, which orders paths of one folder as Path does, without its slow comparisons.
+            parts = sorted((p for p in entry.iterdir() if p.suffix in (".parquet", ".csv")), key=lambda p: p.name)
             fmts = {p.suffix[1:] for p in parts}
             if not parts:
                 continue
@@ -74,7 +76,9 @@ def fingerprint(sources: dict[str, Source], stats: dict[Path, dict] | None = Non
     """Changes whenever a file is added, removed, rewritten or touched. ``stats``: each file's
     ``size`` and ``mtime_ns`` as taken before a build read them (else taken now)."""
     digest = hashlib.sha256()
-    folders: dict[Path, Path] = {}  # resolved once per folder: a table folder may hold thousands of files
+    # A table folder may hold thousands of files: each folder is resolved once, and names are joined
+    # as text (pathlib's operators cost a tenth of a second over 3,000 files).
+    folders: dict[str, str] = {}
     for table in sorted(sources):
         for path in sources[table].files:
             if stats is None:
@@ -82,8 +86,9 @@ def fingerprint(sources: dict[str, Source], stats: dict[Path, dict] | None = Non
                 size, mtime_ns = stat.st_size, stat.st_mtime_ns
             else:
                 size, mtime_ns = stats[path]["size"], stats[path]["mtime_ns"]
-            folder = folders.get(path.parent) or folders.setdefault(path.parent, path.parent.resolve())
-            digest.update(f"{folder / path.name}\0{size}\0{mtime_ns}\n".encode())
+            parent, name = os.path.split(str(path))
+            folder = folders.get(parent) or folders.setdefault(parent, str(Path(parent).resolve()))
+            digest.update(f"{os.path.join(folder, name)}\0{size}\0{mtime_ns}\n".encode())
     return digest.hexdigest()[:32]
 
 
