@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -283,18 +284,12 @@ def files_meeting(
 
 def merge(stored: pd.DataFrame, fresh: pd.DataFrame, starts: dict[str, set[dt.date]]) -> pd.DataFrame:
     """``stored`` with the recomputed periods replaced by ``fresh``'s values for them."""
-    recomputed = pd.concat(
-        [
-            pd.DataFrame({"granularity": g, "period_start": pd.to_datetime(sorted(s)).as_unit("us")})
-            for g, s in starts.items()
-        ],
-        ignore_index=True,
-    )
-    keys = ["granularity", "period_start"]
 
-    def outside(frame: pd.DataFrame) -> pd.Series:
-        flagged = frame[keys].merge(recomputed.assign(_hit=True), on=keys, how="left")["_hit"]
-        return flagged.isna().to_numpy()
+    def recomputed(frame: pd.DataFrame) -> np.ndarray:
+        hit = np.zeros(len(frame), dtype=bool)
+        for granularity, chosen in starts.items():
+            periods = pd.to_datetime(sorted(chosen)).as_unit("us")
+            hit |= (frame["granularity"] == granularity).to_numpy() & frame["period_start"].isin(periods).to_numpy()
+        return hit
 
-    kept_fresh = fresh[~outside(fresh)]
-    return pd.concat([stored[outside(stored)], kept_fresh], ignore_index=True)
+    return pd.concat([stored[~recomputed(stored)], fresh[recomputed(fresh)]], ignore_index=True)
