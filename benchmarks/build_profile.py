@@ -107,8 +107,7 @@ def _run(args, data: Path) -> int:
     # (engine holds its own reference to transaction_metrics, so its parts are timed instead)
     for name in ("_day_counts", "_repeated_rows", "_per_month", "_split_weeks"):
         timed(passes, name, "transactions: ")
-    for name in ("sums", "nets"):
-        timed(engine, name, "engine: ")
+    timed(engine, "_small_tables", "engine: ")
     timed(aggregates, "_densify", "")
 
     connections = []
@@ -124,26 +123,38 @@ def _run(args, data: Path) -> int:
         return con
 
     store.connect = build_connection  # the build's own connection, with the options given here
+    # What DuckDB holds and how it is set, read before build_folder closes its connection: when
+    # the engine is done.
+    seen: dict = {}
+    compute = aggregates._compute
+
+    def compute_then_look(*a, **k):
+        result = compute(*a, **k)
+        con = connections[-1]
+        seen["held"] = con.execute(
+            "SELECT tag, round(memory_usage_bytes / 2^20) AS mib, "
+            "round(temporary_storage_bytes / 2^20) AS spilled_mib FROM duckdb_memory() "
+            "WHERE memory_usage_bytes > 0 OR temporary_storage_bytes > 0 "
+            "ORDER BY memory_usage_bytes DESC"
+        ).fetchall()
+        for name in ("threads", "memory_limit"):
+            seen[name] = con.execute(f"SELECT current_setting('{name}')").fetchone()[0]
+        return result
+
+    aggregates._compute = compute_then_look
     catalogue = default_catalogue(None)
     t0 = time.perf_counter()
     built = aggregates.build_folder(data, catalogue, rebuild=True, log=lambda line: None)
     t2 = time.perf_counter()
     EVENTS.append(("= build_folder total (validate, engine, densify, state)", t2 - t0, _peak_mib()))
-    con = connections[-1]
-    held = con.execute(
-        "SELECT tag, round(memory_usage_bytes / 2^20) AS mib, "
-        "round(temporary_storage_bytes / 2^20) AS spilled_mib FROM duckdb_memory() "
-        "WHERE memory_usage_bytes > 0 OR temporary_storage_bytes > 0 "
-        "ORDER BY memory_usage_bytes DESC"
-    ).fetchall()
+    held = seen["held"]
     built.save(aggregates.cache_path(built.meta["fingerprint"], catalogue))
     t3 = time.perf_counter()
     EVENTS.append(("save", t3 - t2, _peak_mib()))
     EVENTS.append(("= total after imports", t3 - t0, _peak_mib()))
     usage = resource.getrusage(resource.RUSAGE_SELF)
 
-    setting = lambda name: con.execute(f"SELECT current_setting('{name}')").fetchone()[0]  # noqa: E731
-    print(f"data: {data}; DuckDB {setting('threads')} threads, memory_limit {setting('memory_limit')}")
+    print(f"data: {data}; DuckDB {seen['threads']} threads, memory_limit {seen['memory_limit']}")
     print(
         common.table(
             ["phase", "seconds", "peak RSS so far MiB"],

@@ -1,3 +1,3 @@
-from metrics_kit.tools.cli import main
+from metrics_kit.tools.cli import run
 
-raise SystemExit(main())
+run()

@@ -276,13 +276,15 @@ def build_folder(
     sources = find_sources(directory)
     stats = increments.stat_all(sources)
     todo = increments.plan(state.manifest, directory, sources, stats) if state else "no saved build of this folder"
-    job = _Job(directory, catalogue, sources, stats, _build_connection(), on_spark, log)
-    if isinstance(todo, increments.Plan):
-        assert state is not None
-        validated, after, sparse, projects, how = job.incremental(todo, state)
-    else:
-        validated, after, sparse, projects = job.full(stage)
-        how = {"build": "full", "why": todo}
+    # Closed here, not left to the garbage collector: that also removes any files it spilled.
+    with contextlib.closing(_build_connection()) as con:
+        job = _Job(directory, catalogue, sources, stats, con, on_spark, log)
+        if isinstance(todo, increments.Plan):
+            assert state is not None
+            validated, after, sparse, projects, how = job.incremental(todo, state)
+        else:
+            validated, after, sparse, projects = job.full(stage)
+            how = {"build": "full", "why": todo}
     meta = {"engine": engine_name, "fingerprint": validated.fingerprint, "data_dir": str(directory), **how}
     aggregates = assemble(sparse, increments.coverage(after), projects, catalogue, meta, started)
     increments.State(after, sparse).save(state_file)
