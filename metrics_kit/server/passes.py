@@ -20,8 +20,9 @@ day counts and the semi-join apart: tx_id went through the join for every row.
 
 **Active users.** The signer pass groups the rows by (project, action, signer, month) -- the
 signer's own address, never a hash, so no two signers can merge -- and keeps a 31-bit mask of the
-days of the month the signer acted on (``bit_or``). From those rows (materialised with ``cache()``:
-2.7 million for 10 million events), per (project, action, month):
+days of the month the signer acted on (``bit_or``). From those rows (2.7 million for 10 million
+events, read twice by one query: DuckDB materialises them once, other backends cache them first),
+per (project, action, month):
 
 - month users: the rows;
 - day users: for each day of the month, the rows with that day's bit;
@@ -43,6 +44,7 @@ costs a few more rows in a small result, never a wrong count.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from collections.abc import Callable, Mapping
 
@@ -62,6 +64,7 @@ _PERIOD_KEYS = ["granularity", *_KEYS, "period_start"]
 _SLOTS = 6  # a month meets at most six ISO weeks
 _DAYS = 31
 _SORTING_BACKENDS = {"duckdb"}
+_CTE_BACKENDS = {"duckdb"}  # backends that compute a CTE read twice in a query only once
 
 
 @ibis.udf.agg.builtin(name="bit_or")
@@ -155,19 +158,20 @@ def _repeated_rows(con, t: ir.Table, measures: Measures, hash64: Hash64, by_sort
 
 def _signer_months(t: ir.Table, measures: Measures) -> ir.Table:
     """One row per (project, action, signer, month): the days of the month it acted on, as bits."""
-    bit = ibis.literal(1, "int64") << (t.block_time.day() - 1).cast("int64")
+    bit = ibis.literal(1, dt.int64) << (t.block_time.day() - 1).cast(dt.int64)
     masks = {name: _bit_or(bit, where=where(t, r)) for name, r in measures.user_masks.items()}
     month = t.block_time.truncate("M").date()
     return t.group_by(project=t.project, action=t.action, signer=t.signer, month=month).aggregate(**masks)
 
 
-def _per_month(con, months: ir.Table, measures: Measures) -> pd.DataFrame:
-    """Per (project, action, month) and mask: its signers, signers per day, signers per week slot."""
+def _per_month(months: ir.Table, measures: Measures, month_starts: list[datetime.date]) -> ir.Table:
+    """Per (project, action, month) and mask: its signers, signers per day, signers per week slot,
+    and the signers of a week split with the month before who acted in both parts (``_both``)."""
     # Shifted by the weekday of the 1st (Monday 0), a mask's bit 7k..7k+6 are the month's days in its k-th week.
-    offset = months.month.day_of_week.index().cast("int64")
+    offset = months.month.day_of_week.index().cast(dt.int64)
     aggregations = {}
     for name in measures.user_masks:
-        mask = months[name].cast("int64")
+        mask = months[name].cast(dt.int64)
         active = mask.notnull() & (mask != 0)
         aggregations[f"{name}_month"] = months.count(where=active)
         for k in range(_DAYS):
@@ -175,13 +179,14 @@ def _per_month(con, months: ir.Table, measures: Measures) -> pd.DataFrame:
         shifted = mask << offset
         for k in range(_SLOTS):
             aggregations[f"{name}_w{k}"] = months.count(where=((shifted >> (7 * k)) & 127) != 0)
-    frame = con.execute(months.group_by("project", "action", "month").aggregate(**aggregations))
-    return _as_periods(frame, "month")
+    per_month = months.group_by("project", "action", "month").aggregate(**aggregations)
+    # One query for both: each is small next to the cost of a round trip through Ibis.
+    return per_month.left_join(_split_weeks(months, measures, month_starts), ["project", "action", "month"])
 
 
-def _split_weeks(con, months: ir.Table, measures: Measures, month_starts: list[datetime.date]) -> pd.DataFrame:
-    """Per (project, action, month) and mask: the signers active both in the last days of the
-    previous month and in the first days of this one, within the ISO week they share."""
+def _split_weeks(months: ir.Table, measures: Measures, month_starts: list[datetime.date]) -> ir.Table:
+    """Per (project, action, month) and mask (``{mask}_both``): the signers active both in the last
+    days of the previous month and in the first days of this one, within the ISO week they share."""
     calendar = pd.DataFrame(
         [(m, _next_month(m), *_edges(m)) for m in month_starts],
         columns=["month", "next_month", "head_bits", "tail_bits"],
@@ -192,15 +197,20 @@ def _split_weeks(con, months: ir.Table, measures: Measures, month_starts: list[d
     # A dtype, not its name: parsing "date" builds Ibis's type grammar, 40 ms of a small build.
     edges = edges.mutate(month=edges.month.cast(dt.date), next_month=edges.next_month.cast(dt.date))
     rows = months.join(edges, "month")
-    frames = []
-    for name in measures.user_masks:
-        mask = rows[name].cast("int64")
-        tails = rows.filter((mask & rows.tail_bits) != 0).select("project", "action", "signer", month=rows.next_month)
-        heads = rows.filter((mask & rows.head_bits) != 0).select("project", "action", "signer", "month")
-        both = tails.join(heads, ["project", "action", "signer", "month"])
-        frame = con.execute(both.group_by("project", "action", "month").aggregate(both=both.count()))
-        frames.append(_as_periods(frame, "month").assign(mask=name))
-    return pd.concat(frames, ignore_index=True)
+    # A restricted mask's days are among the unrestricted mask's, so rows that meet an edge by the
+    # latter are all the candidates; each mask then counts its own.
+    everyone = rows["mask"].cast(dt.int64)
+    masks = {name: rows[name].cast(dt.int64) for name in measures.user_masks}
+    keys = ["project", "action", "signer"]
+    tails = rows.filter((everyone & rows.tail_bits) != 0).select(
+        *keys, month=rows.next_month, **{f"t_{n}": m & rows.tail_bits for n, m in masks.items()}
+    )
+    heads = rows.filter((everyone & rows.head_bits) != 0).select(
+        *keys, "month", **{f"h_{n}": m & rows.head_bits for n, m in masks.items()}
+    )
+    both = tails.join(heads, [*keys, "month"])
+    counts = {f"{n}_both": both.count(where=(both[f"t_{n}"] != 0) & (both[f"h_{n}"] != 0)) for n in masks}
+    return both.group_by("project", "action", "month").aggregate(**counts)
 
 
 def _next_month(month: datetime.date) -> datetime.date:
@@ -290,7 +300,7 @@ def _slots(per_month: pd.DataFrame, columns: dict[str, list[str]], starts: pd.Se
     return pd.DataFrame(long)
 
 
-def _users(per_month: pd.DataFrame, split: pd.DataFrame, names: list[str], granularity: str) -> pd.DataFrame:
+def _users(per_month: pd.DataFrame, names: list[str], granularity: str) -> pd.DataFrame:
     """(project, action, period_start, one column per mask) of distinct signers."""
     if granularity == "1_month":
         return per_month[[*_KEYS, "month", *(f"{n}_month" for n in names)]].set_axis(
@@ -303,12 +313,13 @@ def _users(per_month: pd.DataFrame, split: pd.DataFrame, names: list[str], granu
         return days[inside]
     slots = {n: [f"{n}_w{k}" for k in range(_SLOTS)] for n in names}
     weeks = _slots(per_month, slots, _week_start(per_month["month"]), 7)
-    # A week split between two months has a slot in each: their signers added up, minus those in both.
+    # A week split between two months has a slot in each: their signers added up, minus those in
+    # both, which the later month's row holds (missing: none).
     weeks = _summed(weeks, [*_KEYS, "period_start"], names)
-    for name, both in split.groupby("mask", sort=False):
-        both = both[[*_KEYS, "both"]].assign(period_start=_week_start(both["month"]).to_numpy())
-        weeks = weeks.merge(both, on=[*_KEYS, "period_start"], how="left")
-        weeks[name] -= weeks.pop("both").fillna(0).astype("int64")
+    both = per_month[[*_KEYS, *(f"{n}_both" for n in names)]].assign(period_start=_week_start(per_month["month"]))
+    weeks = weeks.merge(both, on=[*_KEYS, "period_start"], how="left")
+    for name in names:
+        weeks[name] -= weeks.pop(f"{name}_both").fillna(0).astype("int64")
     return weeks
 
 
@@ -337,9 +348,12 @@ def transaction_metrics(
         return {granularity: no_values() for granularity in GRANULARITIES}
     repeated = _as_periods(_repeated_rows(con, t, measures, hash64, by_sorting), "day")
     month_starts = sorted({d.date() for d in rows["day"].dt.to_period("M").dt.to_timestamp()})
-    with _signer_months(t, measures).cache() as months:
-        per_month = _per_month(con, months, measures)
-        split = _split_weeks(con, months, measures, month_starts)
+    months = _signer_months(t, measures)
+    # The months are read twice in that one query (the counts and the split weeks). DuckDB
+    # materialises such a CTE once: caching them first only adds a round trip (measured: no slower
+    # at 10M rows, 0.08 s less on an incremental build's window). Elsewhere they are cached.
+    with contextlib.nullcontext(months) if con.name in _CTE_BACKENDS else months.cache() as months:
+        per_month = _as_periods(con.execute(_per_month(months, measures, month_starts)), "month")
     # Which metric each (action, measure) is: the wide columns become long rows by one merge.
     named = pd.DataFrame(
         [(m.select["action"][0], measures.source(measure_key(m)), m.name) for m in metrics],
@@ -348,7 +362,7 @@ def transaction_metrics(
     users, counts = list(measures.user_masks), list(measures.row_counts)
     # Only periods with events: the (granularity, project, action, period) that have rows.
     wide = _counts(rows, repeated, counts)
-    signers = [_users(per_month, split, users, g).assign(granularity=g) for g in GRANULARITIES]
+    signers = [_users(per_month, users, g).assign(granularity=g) for g in GRANULARITIES]
     wide = wide.merge(pd.concat(signers, ignore_index=True), on=_PERIOD_KEYS, how="left")
     long = wide.melt(id_vars=_PERIOD_KEYS, value_vars=[*users, *counts], var_name="measure")
     long = long.merge(named, on=["action", "measure"])

@@ -9,6 +9,7 @@ between two months with the same signers on both sides, and hash functions that 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import ibis
@@ -19,7 +20,21 @@ import pytest
 from metrics_kit.server import engine, passes
 from metrics_kit.spec.catalogue import default_catalogue
 
-METRICS = [m for m in default_catalogue() if m.source == "transactions"]
+CATALOGUE_METRICS = [m for m in default_catalogue() if m.source == "transactions"]
+_SWAP_USERS = next(m for m in CATALOGUE_METRICS if m.aggregation == "distinct_count" and "swap" in m.select["action"])
+
+
+def _swap_users_in(name: str, pool_type: str):
+    return dataclasses.replace(_SWAP_USERS, name=name, select={"action": ("swap",), "pool_type": (pool_type,)})
+
+
+# The catalogue restricts no distinct count today; the passes support it (a mask of its own), and
+# these metrics keep that path tested: regular-pool swap users, and users of a pool type no row has.
+METRICS = [
+    *CATALOGUE_METRICS,
+    _swap_users_in("regular_pool_swap_users", "regular"),
+    _swap_users_in("no_pool_swap_users", "none such"),
+]
 PROJECTS = {"swap": "demoswap", "lp_deposit": "demoswap", "stake": "demofarm", "borrow": "demolend"}
 
 
@@ -35,12 +50,10 @@ def _expected(rows: pd.DataFrame, granularity: str) -> pd.DataFrame:
         chosen = rows[rows["action"] == metric.select["action"][0]]
         keys = ["project", "period_start"]
         periods = chosen[keys].drop_duplicates()
-        if metric.aggregation == "distinct_count":
-            values = chosen.groupby(keys)["signer"].nunique()
-        else:
-            if "pool_type" in metric.select:
-                chosen = chosen[chosen["pool_type"].isin(metric.select["pool_type"])]
-            values = chosen.groupby(keys)["tx_id"].nunique()
+        if "pool_type" in metric.select:
+            chosen = chosen[chosen["pool_type"].isin(metric.select["pool_type"])]
+        column = "signer" if metric.aggregation == "distinct_count" else "tx_id"
+        values = chosen.groupby(keys)[column].nunique()
         out = periods.merge(values.rename("value").reset_index(), on=keys, how="left").fillna({"value": 0})
         frames.append(out.assign(metric=metric.name))
     return _sorted(pd.concat(frames, ignore_index=True))
