@@ -105,7 +105,7 @@ def _run(args, data: Path) -> int:
     for name in ("_validate", "read_projects", "provide"):
         timed(store, name, "load: ")
     # (engine holds its own reference to transaction_metrics, so its parts are timed instead)
-    for name in ("_day_counts", "_repeated_rows", "_per_month", "_split_weeks"):
+    for name in ("_counted", "_repeated", "_signers"):
         timed(passes, name, "transactions: ")
     timed(engine, "_small_tables", "engine: ")
     timed(aggregates, "_densify", "")

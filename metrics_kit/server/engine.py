@@ -136,11 +136,11 @@ def compute(
 ) -> Iterator[tuple[str, pd.DataFrame]]:
     """Yield (granularity, sparse long frame) for every metric of the catalogue.
 
-    Reads: ``transactions`` in three queries, for all granularities at once (``passes``: signer
+    Reads: ``transactions`` in two queries, for all granularities at once (``passes``: signer
     read once, tx_id twice, whatever the data); fees, token_flows and chain_rewards in one query,
     which reads each once per kind of metric (a build reads them into memory first).
     ``transactions_per_day``: the transactions' rows counted per day by validation
-    (``store.Validated.rows_per_day``), which spares one of the three queries."""
+    (``store.Validated.rows_per_day``), which spares the scan for the day counts."""
     by_source: dict[str, list[Metric]] = {}
     for metric in catalogue:
         by_source.setdefault(metric.source, []).append(metric)
