@@ -160,7 +160,9 @@ def _repeated(con, t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: 
     return _as_periods(con.execute(_repeated_rows(t, measures, hash64, by_sorting)), "day")
 
 
-def _counted(con, t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: bool) -> tuple[pd.DataFrame, ...]:
+def _counted(
+    con, t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: bool
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The day counts and the repeated rows, in one round trip: stacked, the day counts with a
     missing tx_id (validated transactions have none, and ``repeated`` tells them apart anyway)."""
     counts = list(measures.row_counts)
