@@ -106,8 +106,9 @@ def nets(t: ir.Table, metrics: list[Metric], key: str, amount: str) -> ir.Table:
 def _small_tables(con, by_source: Mapping[str, list[Metric]]) -> dict[str, pd.DataFrame]:
     """The metrics of the tables other than transactions, per granularity, in one query: each kind
     of metric of each table is a part, and the parts are stacked (UNION ALL) with a column per
-    metric (missing where a part has no such metric). One round trip: on a small table, as in an incremental build,
-    each query's Python (expression, compilation, conversion) costs more than DuckDB's work."""
+    metric (missing where a part has no such metric). One round trip: on a small table, as in an
+    incremental build, a query's Python (expression, compilation, conversion) costs more than
+    DuckDB's work."""
     parts = []
     for source, metrics in by_source.items():
         t = con.table(source)
