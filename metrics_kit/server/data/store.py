@@ -587,8 +587,8 @@ def views(validated: Validated) -> EventStore:
 
 def provide(validated: Validated, in_memory: tuple[str, ...] = ()) -> ibis.BaseBackend:
     """The validated tables in the validating DuckDB connection, as an Ibis backend: views, but
-    the tables named in ``in_memory`` read once into temporary tables (a build reads the small
-    tables once per granularity, which over a folder of many files costs more than the reading)."""
+    the tables named in ``in_memory`` read once into temporary tables (over a folder of many files,
+    every read of a view opens each file again; ``build.SMALL_TABLES`` says what a build reads)."""
     # Only now that every table passed does anything become visible.
     for table, relation in validated.relations.items():
         kind = "TABLE" if table in in_memory else "VIEW"
