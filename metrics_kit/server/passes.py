@@ -67,6 +67,7 @@ _PERIOD_KEYS = ["granularity", *_KEYS, "period_start"]
 _SLOTS = 6  # a month meets at most six ISO weeks
 _DAYS = 31
 _SORTING_BACKENDS = {"duckdb"}
+_EVERYONE = "mask"  # the unrestricted day mask: every signer's days, which any restricted mask's are among
 _CTE_BACKENDS = {"duckdb"}  # backends that compute a CTE read twice in a query only once
 
 
@@ -100,7 +101,8 @@ class Measures:
             assert len(metric.select["action"]) == 1, f"{metric.name}: a distinct count cannot add up several actions"
             if measure_key(metric) not in keys:
                 keys.append(measure_key(metric))
-        self.user_masks = {"mask": ()} | {f"mask{i}": r for i, (a, r) in enumerate(keys) if a == "distinct_count" and r}
+        restricted = {f"mask{i}": r for i, (a, r) in enumerate(keys) if a == "distinct_count" and r}
+        self.user_masks = {_EVERYONE: ()} | restricted
         self.row_counts = {"n": ()} | {f"n{i}": r for i, (a, r) in enumerate(keys) if a == "count" and r}
 
     def source(self, key: tuple[str, Restriction]) -> str:
@@ -220,7 +222,7 @@ def _split_weeks(months: ir.Table, measures: Measures, month_starts: list[dateti
     rows = months.join(edges, "month")
     # A restricted mask's days are among the unrestricted mask's, so rows that meet an edge by the
     # latter are all the candidates; each mask then counts its own.
-    everyone = rows["mask"].cast(dt.int64)
+    everyone = rows[_EVERYONE].cast(dt.int64)
     masks = {name: rows[name].cast(dt.int64) for name in measures.user_masks}
     keys = ["project", "action", "signer"]
     tails = rows.filter((everyone & rows.tail_bits) != 0).select(
