@@ -1,9 +1,9 @@
 """The metric engine: every catalogue entry turned into an Ibis expression over the event tables.
 
 Ibis keeps the definitions portable: the same expressions run on the embedded DuckDB backend and
-on Spark (Ibis's PySpark backend), with the same results. The one thing chosen per backend is the
-64-bit hash (:func:`hasher`); intermediate tables are materialised with ``Table.cache()``, which
-every backend supports, and released after the build. The engine returns, per granularity, a sparse
+on Spark (Ibis's PySpark backend), with the same results. Chosen per backend: the 64-bit hash
+(:func:`hasher`), and how the one intermediate table read twice is kept (``passes._signers``: a CTE
+on DuckDB, ``Table.cache()`` elsewhere). The engine returns, per granularity, a sparse
 long table ``(project, period_start, metric, value)``: only periods with events appear. Filling the
 gaps (zeros, carried balances) happens in ``aggregates``.
 
