@@ -222,14 +222,17 @@ def run() -> None:
     failure, exits as usual, with the objects unfrozen first: DuckDB's bindings report the ones
     never freed at exit as leaks."""
     args = _parser().parse_args()
-    if args.command == "build":
+    building = args.command == "build"
+    if building:
         _freeze_imports()
-    code = _dispatch(args)
-    if code == 0 and args.command == "build" and args.engine == "duckdb":
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    gc.unfreeze()
+    try:
+        code = _dispatch(args)
+        if code == 0 and building and args.engine == "duckdb":
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    finally:  # also on the way out of an unexpected exception
+        gc.unfreeze()
     sys.exit(code)
 
 
