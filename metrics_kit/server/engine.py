@@ -39,8 +39,9 @@ def _signed_amount(t: ir.Table) -> ir.NumericValue:
 
 @ibis.udf.scalar.builtin(name="xxhash64")
 def _xxhash64(value: str) -> int:  # type: ignore[empty-body]
-    """Spark's 64-bit xxHash: Ibis compiles ``hash()`` to Spark's 32-bit ``HASH``, which collides
-    on a million signers and would make every build take the slow path."""
+    """Spark's 64-bit xxHash: Ibis compiles ``hash()`` to Spark's 32-bit ``HASH``, whose collisions
+    among millions of tx_ids would carry many thousands of rows that are not repeated through the
+    repeated-rows pass (exact still, as every collision is, but slower)."""
 
 
 @ibis.udf.scalar.builtin(name="hash")
