@@ -31,7 +31,8 @@ per (project, action, month):
 - day users: for each day of the month, the rows with that day's bit;
 - week users: an ISO week inside one month counts the rows whose mask meets that week's days. A
   week split between two months counts the signers of both parts, minus those in both, found by
-  joining the rows active in the month's last days to those active in the next month's first days.
+  joining the rows active in the month's last days to those active in the next month's first days
+  (no join when no two months with rows follow each other: none can have signers in both).
 
 A restricted distinct count keeps its own mask: the days the signer acted under the restriction.
 
@@ -203,6 +204,12 @@ def _per_month(months: ir.Table, measures: Measures, month_starts: list[datetime
         for k in range(_SLOTS):
             aggregations[f"{name}_w{k}"] = months.count(where=((shifted >> (7 * k)) & 127) != 0)
     per_month = months.group_by("project", "action", "month").aggregate(**aggregations)
+    present = set(month_starts)
+    if not any(_next_month(m) in present for m in month_starts):
+        # No month with rows follows another (as in a window of one month): no week has signers
+        # in two months, and the join would find nothing. Without it the query compiles in half
+        # the time, 0.05-0.1 s of an incremental build.
+        return per_month.mutate(**{f"{n}_both": ibis.literal(0, dt.int64) for n in measures.user_masks})
     # One query for both: each is small next to the cost of a round trip through Ibis.
     return per_month.left_join(_split_weeks(months, measures, month_starts), ["project", "action", "month"])
 
