@@ -43,7 +43,11 @@ counts the rows that carry them per (project, action, day, tx_id), by the exact 
 A period's count is its rows minus, for each repeated tx_id with rows in it, those rows beyond the
 first (under a restriction: its rows under the restriction beyond the first). Distinct ids whose
 hashes collide come along as if repeated and are counted by their exact strings, so a collision
-costs a few more rows in a small result, never a wrong count.
+costs a few more rows in a small result, never a wrong count. That is why, when the rows are known
+to be at most 2**25 (a full DuckDB build, whose validation counted them), the query looks for
+repeats by the upper 32 bits of the hash only, which DuckDB sorts faster: in full builds at 10
+million rows the repeated-rows query took 2.26 s against 2.45 s with the 64-bit hash, and peaked
+120-150 MiB lower, for 23,000 more rows in its result.
 """
 
 from __future__ import annotations
@@ -70,6 +74,10 @@ _DAYS = 31
 _SORTING_BACKENDS = {"duckdb"}
 _EVERYONE = "mask"  # the unrestricted day mask: every signer's days, which any restricted mask's are among
 _CTE_BACKENDS = {"duckdb"}  # backends that compute a CTE read twice in a query only once
+# Up to this many rows, repeated tx_ids are looked for by the upper half of their hash: a 32-bit key
+# sorts faster, and its chance collisions (about rows**2 / 2**33 pairs: 12,000 at 10 million rows,
+# 130,000 at this bound) only add rows to the small repeated-rows result, counted by their exact strings.
+_NARROW_UP_TO = 1 << 25
 
 
 @ibis.udf.agg.builtin(name="bit_or")
@@ -157,6 +165,20 @@ def _repeated_rows(t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: 
     counts = {name: rows.count(where=where(rows, r)) for name, r in measures.row_counts.items()}
     grouped = rows.group_by(project=rows.project, action=rows.action, day=_day(rows), tx_id=rows.tx_id)
     return grouped.aggregate(**counts)
+
+
+def _narrowed(hash64: Hash64) -> Hash64:
+    """The upper 32 bits of a 64-bit integer hash (any other hash as it is)."""
+
+    def upper(value: ir.StringValue) -> ir.Value:
+        hashed = hash64(value)
+        if hashed.type().is_uint64():
+            return (hashed >> 32).cast(dt.uint32)
+        if hashed.type().is_int64():
+            return (hashed >> 32).cast(dt.int32)
+        return hashed
+
+    return upper
 
 
 def _repeated(con, t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: bool) -> pd.DataFrame:
@@ -385,7 +407,8 @@ def transaction_metrics(
     else:
         rows = _counted_before(rows_per_day, measures)
         if not rows.empty:
-            repeated = _repeated(con, t, measures, hash64, by_sorting)
+            few = int(rows["n"].sum()) <= _NARROW_UP_TO
+            repeated = _repeated(con, t, measures, _narrowed(hash64) if few else hash64, by_sorting)
     if rows.empty:  # no transactions (an empty table or window): nothing to count, nothing to join
         return {granularity: no_values() for granularity in GRANULARITIES}
     month_starts = sorted({d.date() for d in rows["day"].dt.to_period("M").dt.to_timestamp()})
