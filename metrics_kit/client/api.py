@@ -1,8 +1,12 @@
 """One-line functions on a default client, for notebooks: ``metrics_kit.series(...)`` and friends.
 
 The default client is made on first use from the environment (``METRICS_KIT_BASE_URL``,
-``METRICS_KIT_API_KEY``), else it is the embedded reference service. ``configure(...)`` replaces
-it with one built from your arguments; use ``Client`` directly to hold several.
+``METRICS_KIT_API_KEY``, ``METRICS_KIT_CACHE_DIR``), else it is the embedded reference service, and
+it follows that environment: when any of those variables changes, the next call makes a new default
+client from them (closing the old one). ``configure(...)`` replaces it with one built from your
+arguments (closing the old one too; a base URL or transport given there is kept whatever the
+environment says). A closed client raises ClientClosedError if used through a reference held to it:
+it never answers from the new service, nor from any other. Use ``Client`` directly to hold several.
 
 Each function is the Client method of the same name, on the default client, with the method's own
 signature and docstring (generated from it, so the two cannot drift apart).
@@ -10,7 +14,9 @@ signature and docstring (generated from it, so the two cannot drift apart).
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -19,7 +25,9 @@ from typing import Any
 import pandas as pd
 
 from metrics_kit.client.client import Client
+from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV, Secret
 from metrics_kit.client.signatures import presented
+from metrics_kit.files import CACHE_DIR_ENV
 
 __all__ = [
     "catalogue",
@@ -41,16 +49,34 @@ __all__ = [
 
 _lock = threading.Lock()
 _default: Client | None = None
+_made_from: tuple[str, ...] | None = None  # the environment the default was made under (None: not from it)
+_arguments: dict[str, Any] = {}  # what configure() was given, to make the default again from
+
+
+def _environment() -> tuple[str, ...]:
+    """What of the environment decides the default client: the base URL, a digest of the key (never
+    the key itself), the cache folder."""
+    key = os.environ.get(API_KEY_ENV) or ""
+    digest = hashlib.sha256(b"metrics-kit environment\x00" + key.encode()).hexdigest() if key else ""
+    return (os.environ.get(BASE_URL_ENV) or "", digest, os.environ.get(CACHE_DIR_ENV) or "")
 
 
 def configure(base_url: str | None = None, api_key: str | None = None, **settings: Any) -> Client:
-    """Make the default client from these arguments, closing the previous one."""
-    global _default
-    client = Client(base_url, api_key, **settings)
+    """Make the default client from these arguments, closing the previous one (a reference held to
+    it then raises ClientClosedError). ``api_key`` without a base URL is a ConfigurationError."""
+    global _default, _made_from, _arguments
+    key = Secret.of(api_key)
+    del api_key  # no frame of ours holds the key plain
+    client = Client(base_url, key, **settings)
+    arguments = {"base_url": base_url, "api_key": key, **settings}
     with _lock:
         previous, _default = _default, client
+        # A base URL or transport given here stands; otherwise the environment still decides.
+        fixed = base_url is not None or settings.get("transport") is not None
+        _made_from = None if fixed else _environment()
+        _arguments = {} if fixed else arguments
     if previous is not None:
-        previous.close()
+        previous._close("by mk.configure(), which replaced it as the default client")
     return client
 
 
@@ -62,11 +88,21 @@ configure.__doc__ = (configure.__doc__ or "") + "\n\n" + (Client.__doc__ or "")
 
 
 def default_client() -> Client:
-    global _default
+    """The default client, made again from the environment when the variables it was made under
+    changed since (the old one is closed)."""
+    global _default, _made_from
+    previous = None
     with _lock:
+        now = _environment()
+        if _default is not None and _made_from is not None and now != _made_from:
+            previous, _default = _default, None
         if _default is None:
-            _default = Client()
-        return _default
+            _default = Client(**_arguments)
+            _made_from = now
+        client = _default
+    if previous is not None:
+        previous._close("because the environment it was made from changed, and the default client with it")
+    return client
 
 
 def _on_default(method: Callable[..., Any]) -> Callable[..., Any]:

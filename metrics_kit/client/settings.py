@@ -9,19 +9,29 @@ embedded default. ``timeout``, ``connect_timeout``, ``retries`` and ``deadline``
 transport the client makes from a base URL; with a transport of your own or the embedded default
 there is no connection to time out or retry, so setting them there is refused, never silently ignored.
 A base URL with a user name or password in it (``https://user:pw@host``) is refused without
-echoing them: the key goes in ``api_key``.
+echoing them: the key goes in ``api_key``. An API key given without a base URL is refused too (it
+belongs to a service; the embedded default needs none); a key only in the environment, with no base
+URL anywhere, leaves the embedded default in place, with a one-time notice.
+
+The key is a :class:`Secret` from the moment it is read: no repr, message or traceback local shows
+it, and it is revealed only where a request is written. Messages show a URL through
+:func:`shown_url`, which masks anything in it that may be a key.
 ``rate_limit`` is honoured by the HTTP and the embedded transports.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import os
 import re
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.spec.calendar import WEEK_STARTS, Calendar
@@ -87,36 +97,137 @@ def check_bool(name: str, value: object, *, allow_none: bool = False) -> bool | 
     raise ConfigurationError(f"{name} must be {allowed}, not {value!r}", setting=name)
 
 
-def check_api_key(value: object) -> str:
-    if not isinstance(value, str) or not _VALID_KEY.fullmatch(value):
+class Secret:
+    """An API key that no repr, str, format, ``vars()`` dump or traceback local shows.
+
+    :meth:`reveal` gives the key back; only the code that writes a request calls it, inline, so
+    that not even a local variable of ours holds the plain key. :meth:`fingerprint` is what the
+    cache files values under: one-way, keyed by the key."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str):
+        self._value = value
+
+    @classmethod
+    def of(cls, value: str | Secret | None) -> Secret | None:
+        """``value`` as a Secret (None and "" stay None)."""
+        if value is None or isinstance(value, Secret):
+            return value
+        return cls(value) if value else None
+
+    def reveal(self) -> str:
+        return self._value
+
+    def fingerprint(self, service: str) -> str:
+        """The hex HMAC-SHA256 of the normalised ``service`` address, keyed by the key: the same
+        service and key give the same fingerprint, another key or service another one, and the key
+        cannot be recovered from it."""
+        message = b"metrics-kit value cache\x00" + normalise_url(service).encode()
+        return hmac.new(self._value.encode(), message, hashlib.sha256).hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and hmac.compare_digest(self._value.encode(), other._value.encode())
+
+    def __hash__(self) -> int:
+        return hash((Secret, self._value))
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> Any:
+        raise TypeError("an API key (Secret) is not pickled or copied out of the process")
+
+
+def normalise_url(base_url: str) -> str:
+    """Lower-case scheme and host, no default port, no trailing slash, no fragment."""
+    parts = urlsplit(base_url.strip())
+    scheme = parts.scheme.lower()
+    netloc = parts.netloc
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number: keep the URL as written
+        host, port = None, None
+    if host is not None:
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+        userinfo = netloc.rpartition("@")[0]
+        default = {"http": 80, "https": 443}.get(scheme)
+        netloc = (
+            (userinfo + "@" if userinfo else "") + host + (f":{port}" if port is not None and port != default else "")
+        )
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def cache_identity(service: str, key: Secret | None) -> str:
+    """``service#fingerprint``: what a transport files cached values under (see :meth:`Secret.fingerprint`).
+    Without a key (a service in this process that needs none), the service names itself."""
+    return f"{service}#{(key or Secret(service)).fingerprint(service)}"
+
+
+def check_api_key(value: object) -> Secret:
+    text = value.reveal() if isinstance(value, Secret) else value
+    if not isinstance(text, str) or not _VALID_KEY.fullmatch(text):
         # Never echo the value: it may be a real key with a stray newline.
         raise ConfigurationError(
             "api_key must be a non-empty string of visible ASCII characters (no spaces or line breaks)",
             setting="api_key",
         )
-    return value
+    return value if isinstance(value, Secret) else Secret(text)
 
 
-def shown_url(value: str, limit: int = 80) -> str:
-    """A URL for a message: anything before an '@' in its host part (a user name, a password) masked."""
-    return _USERINFO.sub(r"\1***@", value[:limit])
+# A path segment that may be a key: long, of token characters, with letters and digits in it.
+_TOKEN = re.compile(r"(?=[\w.~+=-]*[0-9])(?=[\w.~+=-]*[A-Za-z])[\w.~+=-]{20,}")
 
 
-def check_base_url(value: object) -> str:
+def masked_url(value: str, key: Secret | None = None) -> str | None:
+    """``value`` with whatever in it may be a key masked: a user name or password (``***@``), the
+    query and the fragment, a long token-like path segment, the key itself. None when ``value`` is
+    not an address at all (it may be a key given in the wrong place: nothing of it is shown)."""
+    text = value.strip()
+    parts = urlsplit(text)
+    if not parts.scheme or "://" not in text:
+        return None
+    netloc = _USERINFO.sub(r"\1***@", "//" + parts.netloc)[2:]
+    path = "/".join("***" if _TOKEN.fullmatch(segment) else segment for segment in parts.path.split("/"))
+    shown = urlunsplit((parts.scheme, netloc, path, "***" if "?" in text else "", "***" if "#" in text else ""))
+    if key is not None and key.reveal() in shown:
+        shown = shown.replace(key.reveal(), "***")
+    return shown
+
+
+def shown_url(value: object, limit: int = 80, key: Secret | None = None) -> str:
+    """A base URL for a message: quoted and masked (:func:`masked_url`), or, for a value that is not
+    an address, only its length."""
+    if not isinstance(value, str):
+        return f"a {type(value).__name__}"
+    shown = masked_url(value, key)
+    if shown is None:
+        return f"a value of {len(value.strip())} characters that is not an address (not shown: it may be a key)"
+    return repr(shown[:limit] + ("..." if len(shown) > limit else ""))
+
+
+def check_base_url(value: object, key: Secret | None = None) -> str:
     text = value.strip().rstrip("/") if isinstance(value, str) else ""
     if isinstance(value, str) and "@" in urlsplit(text).netloc:
         # Refused, not used as basic auth: the key travels in x-api-key, and a password in a URL ends
         # up in logs, reprs and shell history. The message never repeats what preceded the '@'.
         raise ConfigurationError(
-            f"base_url must not hold a user name or password (user:password@host): got {shown_url(text)!r}. "
+            f"base_url must not hold a user name or password (user:password@host): got {shown_url(text, key=key)}. "
             "Give the service's address alone, and the key as api_key= or in METRICS_KIT_API_KEY",
             setting="base_url",
         )
     if not text.startswith(("http://", "https://")) or "?" in text or "#" in text or len(text) <= len("https://"):
-        shown = shown_url(value) if isinstance(value, str) else value
         raise ConfigurationError(
-            "base_url must be an http:// or https:// address without a query, such as "
-            f"https://metrics.example.com/v1, not {shown!r}",
+            "base_url must be an http:// or https:// address without a query or fragment, such as "
+            f"https://metrics.example.com/v1; got {shown_url(value, key=key)}",
+            setting="base_url",
+        )
+    if key is not None and key.reveal() in text:
+        raise ConfigurationError(
+            f"base_url must not hold the API key: got {shown_url(text, key=key)}; the key travels in a header only",
             setting="base_url",
         )
     return text
@@ -148,22 +259,51 @@ class Connection:
     """A remote service (base_url and key) or, with base_url None, the embedded reference service."""
 
     base_url: str | None
-    api_key: str | None = field(default=None, repr=False)
+    api_key: Secret | None = field(default=None, repr=False)
 
     @property
     def embedded(self) -> bool:
         return self.base_url is None
 
 
-def resolve(base_url: str | None = None, api_key: str | None = None) -> Connection:
+_noticed: set[str] = set()  # the one-time notices given in this process
+
+
+def _secret(value: object) -> Any:
+    """A string key as a Secret at once (so no frame of ours holds it plain); anything else as it is,
+    for check_api_key to refuse."""
+    return Secret.of(value) if isinstance(value, str | Secret) or value is None else value
+
+
+def resolve(base_url: str | None = None, api_key: str | Secret | None = None) -> Connection:
+    api_key = _secret(api_key)
+    given_url = base_url
     base_url = base_url or os.environ.get(BASE_URL_ENV) or None
     if base_url is None:
+        if api_key is not None:
+            raise ConfigurationError(
+                "api_key was given without a base URL: a key belongs to a service, and the embedded "
+                "demo service needs none. Give the service's address too (base_url=..., or "
+                f"{BASE_URL_ENV}), or leave out api_key for the embedded demo",
+                setting="api_key",
+            )
+        if os.environ.get(API_KEY_ENV) and API_KEY_ENV not in _noticed:
+            _noticed.add(API_KEY_ENV)
+            warnings.warn(
+                f"{API_KEY_ENV} is set but {BASE_URL_ENV} is not: the key is not used, and the embedded "
+                f"reference service on SYNTHETIC demo data answers. Set {BASE_URL_ENV} (or give base_url=) "
+                "for the service the key belongs to",
+                UserWarning,
+                stacklevel=4,
+            )
         return Connection(None)
-    base_url = check_base_url(base_url)
-    api_key = api_key or os.environ.get(API_KEY_ENV) or None
-    if not api_key:
+    api_key = api_key if api_key is not None else _secret(os.environ.get(API_KEY_ENV) or None)
+    known = api_key if isinstance(api_key, Secret) else None
+    base_url = check_base_url(base_url, known)
+    if api_key is None:
+        where = "base_url=" if given_url else BASE_URL_ENV
         raise ConfigurationError(
-            f"a base URL ({base_url}) needs an API key; give it in one of these ways:\n"
+            f"a base URL ({shown_url(base_url)}, from {where}) needs an API key; give it in one of these ways:\n"
             f"  - Client(base_url=..., api_key='...')\n"
             f"  - the environment variable {API_KEY_ENV}\n"
             f"or leave out base_url (and unset {BASE_URL_ENV}) to use the embedded reference "
@@ -201,7 +341,7 @@ class Settings:
         cls,
         *,
         base_url: str | None,
-        api_key: str | None,
+        api_key: str | Secret | None,
         transport: object,
         workers: int | None,
         rate_limit: float | None,
@@ -218,6 +358,7 @@ class Settings:
         deadline: float | None = None,
         version_ttl: float | None = None,
     ) -> Settings:
+        api_key = _secret(api_key)  # from here on no frame of ours holds the key plain
         if clock is not None and not callable(clock):
             raise ConfigurationError(f"clock must be a function returning seconds, not {clock!r}", setting="clock")
         from metrics_kit.client.transports import Transport  # the transports use these checks too
