@@ -189,6 +189,7 @@ class Client:
             return self._transport
 
     def _get_cache(self) -> ValueCache | None:
+        self._check_open()
         if not self.settings.cache:
             return None
         transport = self.transport
