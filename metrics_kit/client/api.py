@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from metrics_kit.client.client import Client
-from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV, Secret
+from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV, Secret, address
 from metrics_kit.client.signatures import presented
 from metrics_kit.files import CACHE_DIR_ENV
 
@@ -66,7 +66,8 @@ def configure(base_url: str | None = None, api_key: str | None = None, **setting
     it then raises ClientClosedError). ``api_key`` without a base URL is a ConfigurationError."""
     global _default, _made_from, _arguments
     key = Secret.of(api_key)
-    del api_key  # no frame of ours holds the key plain
+    del api_key  # no frame of ours holds the key plain, nor what may be one given as the base URL
+    base_url = address(base_url)
     client = Client(base_url, key, **settings)
     arguments = {"base_url": base_url, "api_key": key, **settings}
     with _lock:

@@ -30,7 +30,7 @@ from metrics_kit.client.cache import Entry, ValueCache, complete_when_fetched
 from metrics_kit.client.discovery import Discovery, Projects
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.frames import Point, Result
-from metrics_kit.client.settings import Secret, Settings, masked_url
+from metrics_kit.client.settings import Secret, Settings, address, masked_url
 from metrics_kit.client.transports import HTTPTransport, Transport, default_transport, within_deadline
 from metrics_kit.errors import (
     CacheWarning,
@@ -98,7 +98,9 @@ class Client:
         clock: Any = None,
         deadline: float | None = None,
     ):
-        api_key = Secret.of(api_key) if isinstance(api_key, str) else api_key  # no frame of ours holds it plain
+        # From here on no frame of ours holds the key, or what may be a key given as the base URL, plain.
+        api_key = Secret.of(api_key) if isinstance(api_key, str) else api_key
+        base_url = address(base_url)
         self.settings = Settings.make(
             base_url=base_url,
             api_key=api_key,
@@ -153,6 +155,8 @@ class Client:
         return self._closed is not None
 
     def __repr__(self) -> str:
+        if "settings" not in vars(self):  # a traceback's locals, while __init__ refuses a setting
+            return "Client(<not made>)"
         s = self.settings
         state = ", closed" if self.is_closed else ""
         return (

@@ -209,8 +209,25 @@ def shown_url(value: object, limit: int = 80, key: Secret | None = None) -> str:
     return repr(shown[:limit] + ("..." if len(shown) > limit else ""))
 
 
+class Address(str):
+    """A base URL not yet known to be free of secrets (a key given in its place, a ``?api_key=``):
+    a string whose repr masks whatever in it may be a key (:func:`shown_url`), so that a traceback's
+    locals (``%xmode Verbose``, ``pytest --showlocals``) never show it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return shown_url(str(self))
+
+
+def address(value: Any) -> Any:
+    """``value`` as an :class:`Address` when it is a string (anything else as it is)."""
+    return Address(value) if isinstance(value, str) and not isinstance(value, Address) else value
+
+
 def check_base_url(value: object, key: Secret | None = None) -> str:
-    text = value.strip().rstrip("/") if isinstance(value, str) else ""
+    value = address(value)
+    text = Address(value.strip().rstrip("/")) if isinstance(value, str) else Address("")
     if isinstance(value, str) and "@" in urlsplit(text).netloc:
         # Refused, not used as basic auth: the key travels in x-api-key, and a password in a URL ends
         # up in logs, reprs and shell history. The message never repeats what preceded the '@'.
@@ -230,7 +247,7 @@ def check_base_url(value: object, key: Secret | None = None) -> str:
             f"base_url must not hold the API key: got {shown_url(text, key=key)}; the key travels in a header only",
             setting="base_url",
         )
-    return text
+    return str(text)
 
 
 def check_week_start(value: object) -> Calendar:
@@ -277,8 +294,8 @@ def _secret(value: object) -> Any:
 
 def resolve(base_url: str | None = None, api_key: str | Secret | None = None) -> Connection:
     api_key = _secret(api_key)
-    given_url = base_url
-    base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+    given_url = base_url is not None
+    base_url = address(base_url or os.environ.get(BASE_URL_ENV) or None)
     if base_url is None:
         if api_key is not None:
             raise ConfigurationError(
@@ -359,6 +376,7 @@ class Settings:
         version_ttl: float | None = None,
     ) -> Settings:
         api_key = _secret(api_key)  # from here on no frame of ours holds the key plain
+        base_url = address(base_url)  # nor what may be a key given as the base URL
         if clock is not None and not callable(clock):
             raise ConfigurationError(f"clock must be a function returning seconds, not {clock!r}", setting="clock")
         from metrics_kit.client.transports import Transport  # the transports use these checks too

@@ -388,6 +388,7 @@ class HTTPTransport:
         sleep: Sleep = time.sleep,
     ):
         api_key = settings.check_api_key(api_key)  # a Secret from here on
+        base_url = settings.address(base_url)  # its repr masks what may be a key
         settings.check_base_url(base_url, api_key)  # refuses credentials or a key in it, without echoing them
         if not re.match(r"https?://[^/?#\s]+", base_url):
             raise ConfigurationError(
@@ -406,7 +407,7 @@ class HTTPTransport:
         settings.check_seconds("backoff_max", backoff_max, positive=False)
         settings.check_rate(rate_limit)
 
-        self.base_url = base_url.rstrip("/")
+        self.base_url = str(base_url).rstrip("/")
         parts = urllib3.util.parse_url(self.base_url)
         self._origin = f"{parts.scheme}://{parts.netloc}"  # what precedes the path in every URL
         self._key = api_key
