@@ -47,9 +47,8 @@ The API key is never stored
     ``settings.cache_identity``; a cache made from an identity files its values under it). An HMAC
     rather than a plain hash of ``url + key``: it is a keyed one-way function, so the file holds
     nothing the key can be recovered from (API keys are long random strings, so guessing them
-    against the namespace is hopeless), and two keys, or two services, never share entries. Neither the key nor the base URL is written to the file (a
-    base URL can carry credentials of its own, ``https://user:password@host``), and neither
-    appears in a repr.
+    against the namespace is hopeless), and two keys, or two services, never share entries. Neither
+    the key nor the base URL is written to the file, and the key appears in no repr.
 """
 
 from __future__ import annotations
