@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import math
 import os
 import re
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +37,7 @@ from metrics_kit.errors import ConfigurationError
 from metrics_kit.spec.calendar import WEEK_STARTS, Calendar
 from metrics_kit.spec.version import __version__
 
+log = logging.getLogger("metrics_kit.client")
 BASE_URL_ENV = "METRICS_KIT_BASE_URL"
 API_KEY_ENV = "METRICS_KIT_API_KEY"
 _VALID_KEY = re.compile(r"[\x21-\x7e]+")  # visible ASCII: a header value that cannot be mangled
@@ -306,12 +307,13 @@ def resolve(base_url: str | None = None, api_key: str | Secret | None = None) ->
             )
         if os.environ.get(API_KEY_ENV) and API_KEY_ENV not in _noticed:
             _noticed.add(API_KEY_ENV)
-            warnings.warn(
-                f"{API_KEY_ENV} is set but {BASE_URL_ENV} is not: the key is not used, and the embedded "
-                f"reference service on SYNTHETIC demo data answers. Set {BASE_URL_ENV} (or give base_url=) "
-                "for the service the key belongs to",
-                UserWarning,
-                stacklevel=4,
+            # A notice in the log (shown in a notebook, as a warning's file and line would not be).
+            log.warning(
+                "%s is set but %s is not: the key is not used, and the embedded reference service on "
+                "SYNTHETIC demo data answers. Set %s (or give base_url=) for the service the key belongs to",
+                API_KEY_ENV,
+                BASE_URL_ENV,
+                BASE_URL_ENV,
             )
         return Connection(None)
     api_key = api_key if api_key is not None else _secret(os.environ.get(API_KEY_ENV) or None)
