@@ -10,6 +10,8 @@ import json
 import logging
 import pickle
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from client_fakes import FakeClock, daily_service
@@ -210,8 +212,11 @@ def test_every_transport_files_the_cache_by_service_and_key_fingerprint():
 
 def test_the_embedded_identity_is_its_data_set_not_its_per_process_key():
     one, two = embedded_transport(), embedded_transport()
+    code = "from metrics_kit.embedded import transport; t = transport(); print(t.cache_identity); t.close()"
+    restarted = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     try:
         assert one.cache_identity == two.cache_identity == settings.cache_identity(EMBEDDED_URL, None)
+        assert restarted.strip() == one.cache_identity  # a restarted kernel files its values the same
         assert one.synthetic
     finally:
         one.close()
