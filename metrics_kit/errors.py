@@ -134,7 +134,9 @@ def for_status(status: int) -> type[APIError]:
 
 
 class PartialDataWarning(UserWarning):
-    """Some points of a pull failed and are missing (errors='coerce'); ``attrs['failed']`` lists them."""
+    """Data that is not all there: some points of a pull failed and are missing (errors='coerce';
+    ``attrs['failed']`` lists them), or, as IncompletePeriodWarning, a value of a period that had
+    not ended when it was fetched."""
 
 
 class IncompletePeriodWarning(PartialDataWarning):

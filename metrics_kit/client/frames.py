@@ -4,6 +4,9 @@ Every ``attrs`` value is JSON (strings, numbers, lists, dicts): dates are ISO st
 point is a dict. So ``to_parquet`` keeps the attrs (pandas stores them as JSON), and any format
 that does not (CSV, Feather) loses only them, never a value. Periods are labelled by their first
 day, as the client asked for them and the service answered (the client checks that it did).
+Every result's ``attrs`` also says where its values came from (``SOURCE``: the service, whether its
+data is synthetic, the data version), and its ``complete`` flags are those decided when each value
+was fetched, never worked out again when it is read.
 """
 
 from __future__ import annotations
