@@ -245,6 +245,7 @@ class ValueCache:
         self.hits = 0
         self.misses = 0
         self.last_error: BaseException | None = None  # why the last operation that failed did
+        self._failing = False  # whether the last operation failed
         with self._lock:
             self._open()
 
@@ -455,7 +456,9 @@ class ValueCache:
                     conn = self._conn
                     assert conn is not None
                     try:
-                        return operation(conn)
+                        done = operation(conn)
+                        self._failing = False
+                        return done
                     except sqlite3.DatabaseError as error:
                         _rollback(conn)
                         if not (_is_broken(error) and attempt == 1):
@@ -467,7 +470,10 @@ class ValueCache:
                             raise
                         raise self._unwritable(error) from None
                     self.last_error = error
-                    log.warning("the metric value cache %s failed (%s); going on without it", self.path, error)
+                    # Logged once while it keeps failing (a full disk fails every write of a pull).
+                    report = log.debug if self._failing else log.warning
+                    report("the metric value cache %s failed (%s); going on without it", self.path, error)
+                    self._failing = True
                     return default
             raise AssertionError("unreachable")
 

@@ -307,7 +307,8 @@ def resolve(base_url: str | None = None, api_key: str | Secret | None = None) ->
             )
         if os.environ.get(API_KEY_ENV) and API_KEY_ENV not in _noticed:
             _noticed.add(API_KEY_ENV)
-            # A notice in the log (shown in a notebook, as a warning's file and line would not be).
+            # A notice in the log, not a warning: a warning's text carries the caller's file path
+            # into a notebook's output, and stops a run that treats warnings as errors.
             log.warning(
                 "%s is set but %s is not: the key is not used, and the embedded reference service on "
                 "SYNTHETIC demo data answers. Set %s (or give base_url=) for the service the key belongs to",
