@@ -129,6 +129,14 @@ def violations(root: Path) -> list[str]:
     return problems
 
 
+def made_up_package(root: Path, files: dict[str, str]) -> None:
+    """Writes a package named metrics_kit under ``root``: {path in the package: its text}."""
+    for relative, text in files.items():
+        path = root / PACKAGE / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
 def test_every_import_follows_the_layers():
     assert violations(ROOT) == []
 
@@ -229,10 +237,7 @@ def test_the_cycle_finder_sees_a_cycle_closed_inside_a_function(tmp_path):
         "spec/a.py": "import metrics_kit.spec.b\n",
         "spec/b.py": "from metrics_kit.spec.a import x\n",
     }
-    for relative, text in files.items():
-        path = tmp_path / PACKAGE / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    made_up_package(tmp_path, files)
     graph = run_time_imports(tmp_path)
     assert graph["metrics_kit.client.families"] == {"metrics_kit.client.checks"}
     assert graph["metrics_kit.client.settings"] == {"metrics_kit.client.transports"}
@@ -277,10 +282,7 @@ def test_the_checker_sees_every_kind_of_import(tmp_path):
         "extra.py": "",  # a module in no layer
         "tools/api.py": "from metrics_kit import embedded\nfrom .. import client\n",
     }
-    for relative, text in files.items():
-        path = tmp_path / PACKAGE / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    made_up_package(tmp_path, files)
     found = violations(tmp_path)
     expected = [
         "files.py:1: metrics_kit.files (files) imports metrics_kit.errors (errors)",
