@@ -107,6 +107,7 @@ class Puller(Protocol):
 
 __all__ = [
     "FAMILIES",
+    "Puller",
     "build",
     "chain_rewards",
     "derived_columns",
@@ -467,7 +468,7 @@ def _options_documented(helper: Helper) -> Helper:
     return helper
 
 
-def _helper(
+def _frame_of(
     client: Puller,
     family: str,
     project: str,
@@ -508,7 +509,7 @@ def tokenomics(
     progress: bool | None = None,
 ) -> pd.DataFrame:
     """The tokenomics metrics of ``project`` in one wide frame, with supply_change and net_dilution_share."""
-    return _helper(client, "tokenomics", project, start, end, granularity, errors, incomplete, refresh, progress)
+    return _frame_of(client, "tokenomics", project, start, end, granularity, errors, incomplete, refresh, progress)
 
 
 @_options_documented
@@ -526,7 +527,7 @@ def yields(
 ) -> pd.DataFrame:
     """The yield metrics that apply to ``project`` in one wide frame, with protocol_take_rate, staking_per_user
     and farm_deposits_per_user (named ``yields``: ``yield`` is a Python keyword)."""
-    return _helper(client, "yield", project, start, end, granularity, errors, incomplete, refresh, progress)
+    return _frame_of(client, "yield", project, start, end, granularity, errors, incomplete, refresh, progress)
 
 
 @_options_documented
@@ -544,7 +545,7 @@ def dex(
 ) -> pd.DataFrame:
     """The exchange metrics that apply to ``project`` in one wide frame, with swaps_per_user and, with
     regular pools, regular_pool_swap_share."""
-    return _helper(client, "dex", project, start, end, granularity, errors, incomplete, refresh, progress)
+    return _frame_of(client, "dex", project, start, end, granularity, errors, incomplete, refresh, progress)
 
 
 @_options_documented
@@ -562,7 +563,7 @@ def lending(
 ) -> pd.DataFrame:
     """The lending metrics of ``project`` in one wide frame, with transactions per user and
     borrow_to_repay_ratio."""
-    return _helper(client, "lending", project, start, end, granularity, errors, incomplete, refresh, progress)
+    return _frame_of(client, "lending", project, start, end, granularity, errors, incomplete, refresh, progress)
 
 
 @_options_documented
@@ -579,7 +580,7 @@ def chain_rewards(
     progress: bool | None = None,
 ) -> pd.DataFrame:
     """The chain reward metrics of ``project`` in one wide frame, with net_rent and total_rewards."""
-    return _helper(client, "chain_rewards", project, start, end, granularity, errors, incomplete, refresh, progress)
+    return _frame_of(client, "chain_rewards", project, start, end, granularity, errors, incomplete, refresh, progress)
 
 
 @_options_documented
@@ -597,4 +598,4 @@ def financials(
 ) -> pd.DataFrame:
     """The financial metrics of ``project`` in one wide frame, with total_revenue_in_usd and
     protocol_take_rate."""
-    return _helper(client, "financials", project, start, end, granularity, errors, incomplete, refresh, progress)
+    return _frame_of(client, "financials", project, start, end, granularity, errors, incomplete, refresh, progress)
