@@ -48,6 +48,8 @@ nb_merge_streams = True
 # -- API reference ---------------------------------------------------------------------------------
 autodoc_typehints = "signature"
 autodoc_member_order = "bysource"
+# A date argument takes several types (families.DateLike, an alias of Any): show its name, not Any.
+autodoc_type_aliases = {"DateLike": "DateLike"}
 autodoc_default_options = {"show-inheritance": True}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = True
