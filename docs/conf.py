@@ -37,8 +37,6 @@ root_doc = "index"
 # -- MyST ------------------------------------------------------------------------------------------
 myst_heading_anchors = 3  # GitHub's heading anchors (performance.md#the-core-install), on the site too
 myst_enable_extensions = ["colon_fence"]
-# The sources are GitHub Markdown: a `mermaid` block stays a code block (no renderer from a CDN).
-myst_fence_as_directive: list[str] = []
 
 # -- notebooks: their stored outputs, never run ----------------------------------------------------
 nb_execution_mode = "off"
