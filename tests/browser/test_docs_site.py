@@ -5,7 +5,9 @@ Each page fails the test on: a request to any other host (DevTools' network even
 told that no other host name resolves, so nothing leaves the machine), a console error, a request
 the local server answers with an error, an image that did not load (``naturalWidth`` 0), and an
 ``<a href>`` inside the site that points at no built file, or at an anchor its page does not have.
-Links to other hosts are links, not requests: they are allowed, and never followed.
+Links to other hosts are links, not requests: they are allowed, and never followed. The site must
+have a page for every Markdown file of docs/, every notebook and every metric of the catalogue, and
+each metric's page its example chart.
 
 ``make test`` builds the site first (``make docs``); run alone, the test needs ``make docs`` run.
 """
@@ -21,6 +23,8 @@ from urllib.parse import unquote, urldefrag, urlsplit
 
 import pytest
 from chromium_lab import CHROMEDRIVER, CHROMIUM, chromium, quit_chromium, wait_for
+
+from metrics_kit.spec.catalogue import default_catalogue
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -128,7 +132,11 @@ def target_file(path: str) -> Path | None:
 def test_every_page_loads_only_from_this_site_and_every_link_and_image_resolves(site, browser):
     base, server_failures = site
     every = pages()
-    assert "index.html" in every and len(every) > 50, every  # the metric pages and the notebooks are there
+    expected = {"index.html", "api.html", "getting-started.html", "notebooks.html", "generated/metrics/index.html"}
+    expected |= {f"generated/metrics/{metric.name}.html" for metric in default_catalogue()}
+    expected |= {f"generated/notebooks/{path.stem}.html" for path in (ROOT / "notebooks").glob("*.ipynb")}
+    expected |= {f"{path.stem}.html" for path in (ROOT / "docs").glob("*.md")}
+    assert sorted(expected - set(every)) == [], "pages missing from the built site"
     problems: list[str] = []
     anchors: dict[str, set[str]] = {}
     links: list[tuple[str, str]] = []
@@ -141,6 +149,8 @@ def test_every_page_loads_only_from_this_site_and_every_link_and_image_resolves(
         anchors[page] = set(found["ids"])
         links += [(page, href) for href in found["links"]]
         problems += [f"{page}: image did not load: {img['src']}" for img in found["images"] if img["width"] == 0]
+        if page.startswith("generated/metrics/") and page != "generated/metrics/index.html" and not found["images"]:
+            problems.append(f"{page}: no example chart")
         problems += [f"{page}: request to another host: {url}" for url in requested(browser) if foreign(url)]
         problems += [
             f"{page}: console {entry['level']}: {entry['message']}"
