@@ -93,11 +93,25 @@ def _outside_docs(app, doctree) -> None:
             node.replace_self(node[0].deepcopy())
 
 
+def _link_metric_pages(app, docname, source) -> None:
+    """On the site, each metric name in the catalogue's table (docs/metrics.md) links to its page.
+    The file itself names no generated page, so its links also work on GitHub."""
+    if docname != "metrics":
+        return
+    from metrics_kit.spec.catalogue import default_catalogue
+
+    text = source[0]
+    for metric in default_catalogue():
+        text = text.replace(f"| `{metric.name}`", f"| [`{metric.name}`](generated/metrics/{metric.name}.md)", 1)
+    source[0] = text
+
+
 def setup(app):
     from pygments.lexers.special import TextLexer
 
     app.connect("builder-inited", _generate)
     app.connect("doctree-read", _outside_docs)
+    app.connect("source-read", _link_metric_pages)
     # architecture.md's ```mermaid block, which GitHub draws, is shown as its text (the page has the
     # same picture in plain text beside it): drawing it would need mermaid.js from a CDN.
     app.add_lexer("mermaid", TextLexer)
