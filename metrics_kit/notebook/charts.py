@@ -8,8 +8,10 @@ makes IPython display it as a PNG).
 
 Units come from ``attrs`` (never typed by hand), labels and captions from the catalogue, ticks
 read as percentages, USD amounts or counts, and periods that are not complete are shaded so that
-nobody reads a half week as a slump. Figures use constrained layout, so that titles, legends and
-tick labels are never clipped.
+nobody reads a half week as a slump: a line's segments into, out of and between incomplete periods
+are dashed (its complete part solid, one legend entry per series), and an incomplete period's bars
+are hatched and lighter. Figures use constrained layout, so that titles, legends and tick labels
+are never clipped.
 
 For example::
 
@@ -28,8 +30,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import EngFormatter, Formatter, FuncFormatter, MaxNLocator, PercentFormatter
 
 from metrics_kit.spec.catalogue import Catalogue, default_catalogue
@@ -193,9 +198,11 @@ def line_chart(
 ) -> Figure:
     """``columns`` of a wide frame (or a series) against period starts, one y axis per unit.
 
-    A second unit goes on a right-hand axis; more than two is refused (use :func:`family_chart`).
-    ``kind="bar"`` draws bars. Incomplete periods (``attrs["incomplete"]``) are shaded and named in
-    the legend. Draws on ``ax`` when given (a panel of a larger figure); returns the figure."""
+    A second unit goes on a right-hand axis, its series named "(right)" in the legend (as pandas
+    does); more than two is refused (use :func:`family_chart`). ``kind="bar"`` draws bars.
+    Incomplete periods (``attrs["incomplete"]``) are shaded and named in the legend; each line is
+    dashed where it touches one (see :func:`plot_line`), and their bars are hatched and lighter.
+    Draws on ``ax`` when given (a panel of a larger figure); returns the figure."""
     frame, units = _units(frame, units)
     columns = list(columns or frame.columns)
     by_unit: dict[str | None, list[str]] = {}
@@ -208,15 +215,18 @@ def line_chart(
     bars = [c for c in columns if kind == "bar"]
     width = _bar_width(frame.index) / max(1, len(bars))
     colours = iter(f"C{i}" for i in range(10))
-    for axis, (unit, cols), style in zip(axes, by_unit.items(), ("-", "--"), strict=False):
+    incomplete = incomplete_periods(frame)
+    # dashes mean "incomplete", so the right-hand axis' series are told apart by name, not by style
+    for axis, (unit, cols), side in zip(axes, by_unit.items(), ("", " (right)"), strict=False):
         for column in cols:
-            name = (labels or {}).get(column) or label(column)
+            name = ((labels or {}).get(column) or label(column)) + side
             data = frame[column].astype("float64")
             if kind == "bar":
                 offset = pd.Timedelta(days=width * (bars.index(column) - (len(bars) - 1) / 2))
-                axis.bar(frame.index + offset, data, width=width, label=name, color=next(colours), alpha=0.8)
+                drawn = axis.bar(frame.index + offset, data, width=width, label=name, color=next(colours), alpha=0.8)
+                mark_incomplete_bars(drawn.patches, frame.index, incomplete)
             else:
-                axis.plot(frame.index, data, style, label=name, color=next(colours), linewidth=1.6)
+                plot_line(axis, data, incomplete, label=name, color=next(colours), linewidth=1.6)
         format_axis(axis, unit)
         axis.margins(y=0.08)
     if kind == "bar":
@@ -242,16 +252,18 @@ def stacked_bars(
     frame, units = _units(frame, None)
     ax = _axes(ax)
     width = _bar_width(frame.index)
+    incomplete = incomplete_periods(frame)
     up, down = np.zeros(len(frame)), np.zeros(len(frame))
     for i, column in enumerate(columns):
         values = frame[column].to_numpy(dtype="float64")
         name = (labels or {}).get(column) or label(column)
         bottom = np.where(values >= 0, up, down)
-        ax.bar(frame.index, values, width=width, bottom=bottom, color=f"C{i}", alpha=0.8, label=name, zorder=2)
+        drawn = ax.bar(frame.index, values, width=width, bottom=bottom, color=f"C{i}", alpha=0.8, label=name, zorder=2)
+        mark_incomplete_bars(drawn.patches, frame.index, incomplete)
         up, down = up + values.clip(min=0), down + values.clip(max=0)
     if total is not None:
         name = (labels or {}).get(total) or label(total)
-        ax.plot(frame.index, frame[total].astype("float64"), color="black", linewidth=1.4, label=name, zorder=3)
+        plot_line(ax, frame[total].astype("float64"), incomplete, label=name, color="black", linewidth=1.4, zorder=3)
     ax.axhline(0, color="black", linewidth=0.8)
     format_axis(ax, units.get(columns[0]))
     ax.margins(y=0.08)
@@ -303,9 +315,60 @@ def ranking(values: pd.Series, *, title: str, unit: str | None, ax: Axes | None 
 # -- the parts every chart shares -------------------------------------------------------------------
 
 
+def incomplete_periods(frame: pd.DataFrame | pd.Series) -> list[pd.Timestamp]:
+    """The starts of ``frame``'s incomplete periods: those of ``attrs["incomplete"]`` (ISO first
+    days or timestamps) that are in its index."""
+    return [pd.Timestamp(t) for t in frame.attrs.get("incomplete", []) if pd.Timestamp(t) in frame.index]
+
+
+def plot_line(
+    ax: Axes,
+    data: pd.Series,
+    incomplete: Sequence[pd.Timestamp],
+    *,
+    label: str,
+    color: str,
+    linewidth: float,
+    zorder: float | None = None,
+) -> list[Line2D]:
+    """``data`` (indexed by period start) as a line whose complete part is solid and whose segments
+    into, out of or between ``incomplete`` periods are dashed, in the same colour: a partial period's
+    smaller value then never reads as a collapse. The solid line carries ``label`` (one legend
+    entry per series); the dashed one, drawn only when there is such a segment, is left out of the
+    legend. Returns the lines drawn, solid first."""
+    import numpy as np
+
+    values = data.to_numpy(dtype="float64")
+    partial = np.asarray(data.index.isin(list(incomplete)), dtype=bool)
+    solid = np.where(partial, np.nan, values)
+    lines = ax.plot(data.index, solid, "-", label=label, color=color, linewidth=linewidth, zorder=zorder)
+    # a segment is dashed when either end is incomplete; each run of such segments is drawn joined,
+    # and a NaN keeps runs apart, so that no complete segment between two of them is dashed
+    segments = np.flatnonzero(partial[:-1] | partial[1:])
+    xs: list[pd.Timestamp] = []
+    ys: list[float] = []
+    for run in np.split(segments, np.flatnonzero(np.diff(segments) > 1) + 1) if len(segments) else []:
+        if xs:
+            xs.append(data.index[run[0]])
+            ys.append(np.nan)
+        xs += list(data.index[run[0] : run[-1] + 2])
+        ys += list(values[run[0] : run[-1] + 2])
+    if xs:
+        lines += ax.plot(xs, ys, "--", label=f"_{label} (incomplete)", color=color, linewidth=linewidth, zorder=zorder)
+    return lines
+
+
+def mark_incomplete_bars(bars: Sequence, index: pd.DatetimeIndex, incomplete: Sequence[pd.Timestamp]) -> None:
+    """Hatch and lighten the bars (one per period of ``index``, in order) of incomplete periods."""
+    for bar, start in zip(bars, index, strict=True):
+        if start in incomplete:
+            bar.set_hatch("///")
+            bar.set_alpha(0.4)
+
+
 def shade_incomplete(ax: Axes, frame: pd.DataFrame) -> None:
     """Shade the periods of ``attrs["incomplete"]``, labelled once for the legend."""
-    incomplete = [pd.Timestamp(t) for t in frame.attrs.get("incomplete", []) if pd.Timestamp(t) in frame.index]
+    incomplete = incomplete_periods(frame)
     span = _period_span(frame.index)
     for n, start in enumerate(incomplete):
         ax.axvspan(
@@ -328,15 +391,16 @@ def finish(ax: Axes, title: str, *, extra_axes: Sequence[Axes] = ()) -> None:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     ax.set_xlabel("period start (UTC)")
     ax.grid(True, alpha=0.3)
-    handles, names = [], []
+    handles: list[Artist | tuple[Artist, ...]] = []
+    names: list[str] = []
     for axis in (ax, *extra_axes):
         h, n = axis.get_legend_handles_labels()
         handles += h
         names += n
     if "incomplete period" in names:  # the shading last: it explains, it is not a series
         at = names.index("incomplete period")
-        handles.append(handles.pop(at))
         names.append(names.pop(at))
+        handles.append(_incomplete_key(handles.pop(at), (ax, *extra_axes)))
     rows = 0
     if handles:
         columns = min(4, len(handles))
@@ -352,6 +416,17 @@ def finish(ax: Axes, title: str, *, extra_axes: Sequence[Axes] = ()) -> None:
             borderaxespad=0.2,
         )
     ax.set_title(title, loc="left", pad=6 + 15 * rows)
+
+
+def _incomplete_key(shading: Artist | tuple[Artist, ...], axes: Sequence[Axes]) -> tuple[Artist, ...]:
+    """The legend key of "incomplete period": the shading, with a dashed line and hatching over it
+    when the chart has dashed lines or hatched bars, so that the key explains how they are drawn."""
+    key = list(shading) if isinstance(shading, tuple) else [shading]
+    if any(line.get_linestyle() == "--" for axis in axes for line in axis.get_lines()):
+        key.append(Line2D([], [], color="grey", linestyle="--", linewidth=1.4))
+    if any(patch.get_hatch() for axis in axes for patch in axis.patches):
+        key.append(Rectangle((0, 0), 1, 1, facecolor="none", edgecolor="grey", hatch="///", linewidth=0))
+    return tuple(key)
 
 
 def _figure_of(ax: Axes) -> Figure:

@@ -7,9 +7,12 @@ import os
 import threading
 from pathlib import Path
 
+import matplotlib.dates as mdates
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 from matplotlib.testing.compare import compare_images
 
 from metrics_kit.notebook import charts
@@ -68,15 +71,125 @@ def _legend(ax) -> list[str]:
 # -- what is drawn ---------------------------------------------------------------------------------
 
 
+def _drawn(line) -> tuple[str, list[str], list[float | None]]:
+    """A Line2D as (linestyle, ISO dates, values with None for a gap)."""
+    dates = [pd.Timestamp(x).date().isoformat() for x in line.get_xdata()]
+    values = [None if pd.isna(y) else float(y) for y in line.get_ydata()]
+    return line.get_linestyle(), dates, values
+
+
+def _series(ax) -> dict[str, list[tuple[str, list[str], list[float | None]]]]:
+    """Each colour's lines on ``ax``, as :func:`_drawn` gives them."""
+    by_colour: dict[str, list] = {}
+    for line in ax.get_lines():
+        by_colour.setdefault(line.get_color(), []).append(_drawn(line))
+    return by_colour
+
+
+WEEKS = ["2025-01-06", "2025-01-13", "2025-01-20", "2025-01-27"]
+
+
 def test_two_units_get_two_labelled_axes_with_their_data_and_the_incomplete_period_is_shaded():
     fig = charts.line_chart(frame(), title="Users and fees")
     assert isinstance(fig, Figure)
     ax, twin = fig.axes
     assert (ax.get_ylabel(), twin.get_ylabel()) == ("count", "USD")
-    assert list(ax.get_lines()[0].get_ydata()) == [5, 6, 7, 2]
-    assert list(twin.get_lines()[0].get_ydata()) == [1500, 2000, 3000, 1000]
-    assert _legend(ax) == ["swap active users", "transaction fee revenue", "incomplete period"]
+    # both axes' series solid up to the last complete week, dashed into the incomplete one
+    assert _series(ax) == {"C0": [("-", WEEKS, [5, 6, 7, None]), ("--", WEEKS[2:], [7, 2])]}
+    assert _series(twin) == {"C1": [("-", WEEKS, [1500, 2000, 3000, None]), ("--", WEEKS[2:], [3000, 1000])]}
+    assert _legend(ax) == ["swap active users", "transaction fee revenue (right)", "incomplete period"]
+    assert [p.get_x() for p in ax.patches] == [pytest.approx(mdates.date2num(pd.Timestamp(WEEKS[-1])))]
     assert ax.get_title(loc="left") == "Users and fees"
+
+
+def test_the_segment_into_a_partial_last_period_is_dashed_in_the_series_colour():
+    series = frame()["swap_active_users"]
+    series.attrs = {"unit": "count", "incomplete": ["2025-01-27"]}  # as client.series gives them
+    ax = charts.line_chart(series, title="t").axes[0]
+    (solid, dashed) = ax.get_lines()
+    assert _drawn(solid) == ("-", WEEKS, [5, 6, 7, None])
+    assert _drawn(dashed) == ("--", ["2025-01-20", "2025-01-27"], [7, 2])
+    assert solid.get_color() == dashed.get_color() and solid.get_linewidth() == dashed.get_linewidth()
+    assert _legend(ax) == ["swap active users", "incomplete period"]  # one entry per series
+    keys = [(line.get_linestyle(), line.get_color()) for line in ax.get_legend().findobj(Line2D)]
+    assert ("--", "grey") in keys  # the key of "incomplete period" shows the dashes, over the shading
+
+
+def test_the_segment_out_of_a_partial_first_period_is_dashed():
+    # coverage starting mid-week: the first week is partial
+    series = frame()["swap_active_users"]
+    series.attrs = {"unit": "count", "incomplete": ["2025-01-06"]}
+    ax = charts.line_chart(series, title="t").axes[0]
+    assert _series(ax) == {"C0": [("-", WEEKS, [None, 6, 7, 2]), ("--", WEEKS[:2], [5, 6])]}
+
+
+def test_segments_between_incomplete_periods_are_dashed_and_complete_ones_between_them_solid():
+    index = pd.DatetimeIndex(pd.date_range("2025-01-06", periods=6, freq="7D"), name="period_start")
+    series = pd.Series([1.0, 2, 3, 4, 5, 6], index=index, name="swap_active_users")
+    series.attrs = {"unit": "count", "incomplete": ["2025-01-06", "2025-01-27", "2025-02-03", "2025-02-10"]}
+    ax = charts.line_chart(series, title="t").axes[0]
+    dates = [d.date().isoformat() for d in index]
+    # solid 2-3 only; dashed 1-2, then (apart, a gap) 3-4-5-6
+    assert _series(ax) == {
+        "C0": [
+            ("-", dates, [None, 2, 3, None, None, None]),
+            ("--", [*dates[:2], dates[2], *dates[2:]], [1, 2, None, 3, 4, 5, 6]),
+        ]
+    }
+
+
+def test_a_series_with_no_incomplete_period_is_one_solid_line():
+    series = frame()["swap_active_users"]
+    series.attrs = {"unit": "count", "incomplete": []}
+    ax = charts.line_chart(series, title="t").axes[0]
+    assert _series(ax) == {"C0": [("-", WEEKS, [5, 6, 7, 2])]}
+    assert _legend(ax) == ["swap active users"] and not ax.patches
+
+
+def test_incomplete_periods_outside_the_frame_are_ignored():
+    series = frame()["swap_active_users"]
+    series.attrs = {"unit": "count", "incomplete": ["2025-02-03"]}  # dropped, or another window's
+    assert _series(charts.line_chart(series, title="t").axes[0]) == {"C0": [("-", WEEKS, [5, 6, 7, 2])]}
+
+
+def test_family_chart_dashes_the_last_segment_of_every_series_in_every_panel():
+    fig = charts.family_chart(family())
+    weeks = [d.date().isoformat() for d in family().index]
+    usd, count, share = fig.axes
+    assert _series(usd) == {
+        "C0": [
+            ("-", weeks, [52_000, 48_500, 50_100, 61_000, 58_200, None]),
+            ("--", weeks[-2:], [58_200, 20_000]),
+        ],
+        "C1": [
+            ("-", weeks, [350_000, 331_000, 342_000, 415_000, 398_000, None]),
+            ("--", weeks[-2:], [398_000, 140_000]),
+        ],
+    }
+    assert _series(count) == {"C0": [("-", weeks, [560, 540, 480, 610, 600, None]), ("--", weeks[-2:], [600, 210])]}
+    assert [style for style, *_ in _series(share)["C0"]] == ["-", "--"]
+    assert [_legend(ax) for ax in fig.axes] == [
+        ["protocol revenue", "supply side revenue", "incomplete period"],
+        ["swap transaction count", "incomplete period"],
+        ["protocol take rate", "incomplete period"],
+    ]
+
+
+def test_bars_of_an_incomplete_period_are_hatched_and_lighter():
+    ax = charts.line_chart(frame(), ["swap_active_users"], kind="bar", title="t").axes[0]
+    bars = [p for p in ax.patches if p.get_label() != "incomplete period" and p.get_width() < 7]
+    assert [b.get_height() for b in bars] == [5, 6, 7, 2]
+    assert [bool(b.get_hatch()) for b in bars] == [False, False, False, True]
+    assert bars[-1].get_alpha() < bars[0].get_alpha()
+    stacked = charts.stacked_bars(
+        family(), ["supply_side_revenue_in_usd", "protocol_revenue_in_usd"], total="protocol_revenue_in_usd", title="t"
+    ).axes[0]
+    for bars in stacked.containers:
+        assert [bool(b.get_hatch()) for b in bars] == [False] * 5 + [True]
+    keys = [patch.get_hatch() for patch in stacked.get_legend().findobj(Rectangle)]
+    assert "///" in keys  # the key of "incomplete period" shows the hatching
+    total = [_drawn(line)[0] for line in stacked.get_lines() if "protocol revenue" in line.get_label()]
+    assert total == ["-", "--"]  # the total's line too
 
 
 def test_labels_are_words_from_the_catalogue_never_raw_ids():
@@ -123,8 +236,9 @@ def test_family_chart_keeps_each_unit_on_its_own_axis():
     fig = charts.family_chart(family())
     assert [ax.get_ylabel() for ax in fig.axes] == ["USD", "count", "share"]
     usd, count, share = fig.axes
-    assert [line.get_label() for line in usd.get_lines()] == ["protocol revenue", "supply side revenue"]
-    assert list(count.get_lines()[0].get_ydata()) == [560, 540, 480, 610, 600, 210]
+    named = [line.get_label() for line in usd.get_lines() if not line.get_label().startswith("_")]
+    assert named == ["protocol revenue", "supply side revenue"]
+    assert list(count.get_lines()[0].get_ydata())[:5] == [560, 540, 480, 610, 600]  # the last: dashed
     assert usd.get_title(loc="left") == "Financials metrics, demoswap"
 
 
