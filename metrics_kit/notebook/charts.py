@@ -231,7 +231,7 @@ def line_chart(
         axis.margins(y=0.08)
     if kind == "bar":
         ax.axhline(0, color="black", linewidth=0.8)
-    shade_incomplete(ax, frame)
+    shade_incomplete(ax, frame, centred=kind == "bar")
     finish(ax, title, extra_axes=axes[1:])
     return _figure_of(ax)
 
@@ -267,7 +267,7 @@ def stacked_bars(
     ax.axhline(0, color="black", linewidth=0.8)
     format_axis(ax, units.get(columns[0]))
     ax.margins(y=0.08)
-    shade_incomplete(ax, frame)
+    shade_incomplete(ax, frame, centred=True)
     finish(ax, title)
     return _figure_of(ax)
 
@@ -366,14 +366,16 @@ def mark_incomplete_bars(bars: Sequence, index: pd.DatetimeIndex, incomplete: Se
             bar.set_alpha(0.4)
 
 
-def shade_incomplete(ax: Axes, frame: pd.DataFrame) -> None:
-    """Shade the periods of ``attrs["incomplete"]``, labelled once for the legend."""
+def shade_incomplete(ax: Axes, frame: pd.DataFrame, *, centred: bool = False) -> None:
+    """Shade the periods of ``attrs["incomplete"]``, labelled once for the legend: from each one's
+    start to the next, or, with ``centred`` (bars, drawn centred on their period's start), the
+    period's width around its start, so that the shading covers the bars."""
     incomplete = incomplete_periods(frame)
     span = _period_span(frame.index)
     for n, start in enumerate(incomplete):
         ax.axvspan(
-            start - span / 2 if len(frame) == 1 else start,
-            start + span,
+            start - span / 2 if centred or len(frame) == 1 else start,
+            start + span / 2 if centred else start + span,
             color="grey",
             alpha=0.15,
             linewidth=0,

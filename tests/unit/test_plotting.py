@@ -186,6 +186,10 @@ def test_bars_of_an_incomplete_period_are_hatched_and_lighter():
     ).axes[0]
     for bars in stacked.containers:
         assert [bool(b.get_hatch()) for b in bars] == [False] * 5 + [True]
+    (shade,) = [p for p in stacked.patches if p.get_label() == "incomplete period"]
+    low, high = sorted(shade.get_path().get_extents(shade.get_patch_transform()).intervalx)
+    last = stacked.containers[0][-1]  # centred on the last week's start: the shading covers it
+    assert low <= last.get_x() and last.get_x() + last.get_width() <= high
     keys = [patch.get_hatch() for patch in stacked.get_legend().findobj(Rectangle)]
     assert "///" in keys  # the key of "incomplete period" shows the hatching
     total = [_drawn(line)[0] for line in stacked.get_lines() if "protocol revenue" in line.get_label()]
