@@ -26,6 +26,7 @@ import pandas as pd
 
 from metrics_kit.client.client import Client
 from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV, Secret, address
+from metrics_kit.errors import ConfigurationError
 from metrics_kit.client.signatures import presented
 from metrics_kit.files import CACHE_DIR_ENV
 
@@ -68,8 +69,17 @@ def configure(base_url: str | None = None, api_key: str | None = None, **setting
     key = Secret.of(api_key)
     del api_key  # no frame of ours holds the key plain, nor what may be one given as the base URL
     base_url = address(base_url)
+    if key is not None and base_url is None and settings.get("transport") is None:
+        # A key belongs to the service it was given with: with the base URL left to the environment,
+        # it would be sent to whatever METRICS_KIT_BASE_URL points at later.
+        raise ConfigurationError(
+            "api_key was given without a base URL: give base_url= with api_key=, or set both "
+            f"environment variables ({BASE_URL_ENV} and {API_KEY_ENV}) and call configure() without them",
+            setting="api_key",
+        )
     client = Client(base_url, key, **settings)
-    arguments = {"base_url": base_url, "api_key": key, **settings}
+    # Made again from the environment when it changes: never with a key given here (see above).
+    arguments = {"base_url": base_url, **settings}
     with _lock:
         previous, _default = _default, client
         # A base URL or transport given here stands; otherwise the environment still decides.
