@@ -328,13 +328,13 @@ class Client:
         saver = _Saver(cache, self._discovery)
         try:
             metrics = {p.metric: self._metric(p.metric) for p in missing}
-            pulled = fetching.run(self.transport, missing, metrics, self.calendar)
-            for point, outcome, version in within_deadline(self.settings.deadline, pulled):
+            pulled = fetching.run(self.transport, missing, metrics, self.calendar, self.settings.clock)
+            for point, outcome, version, sent in within_deadline(self.settings.deadline, pulled):
                 if isinstance(outcome, Exception):
                     failures[point] = outcome
                 else:
                     latest = version or ""
-                    entry = self._entry(point, outcome, latest)
+                    entry = self._entry(point, outcome, latest, sent)
                     results[point] = Result(entry.value, entry.unit, entry.complete, False, latest)
                     versions[point] = latest
                     saver.add(point, entry)
@@ -345,9 +345,9 @@ class Client:
             bar.close()
         return results, failures, versions, latest
 
-    def _entry(self, point: Point, value: parse.Parsed, version: str) -> Entry:
-        """A fetched value with its completeness decided now, by the one rule (complete_when_fetched)."""
-        fetched_at = self.settings.clock()
+    def _entry(self, point: Point, value: parse.Parsed, version: str, fetched_at: float) -> Entry:
+        """A fetched value with its completeness decided by the one rule (complete_when_fetched), at
+        ``fetched_at``: when its request was sent, not when the answer came (see fetching.run)."""
         try:
             last = dt.date.fromisoformat((value.period_end or "")[:10]) if value.period_end else None
         except ValueError:

@@ -15,7 +15,8 @@ Each answer also brings the data version it came from (the ``X-Data-Version`` he
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from metrics_kit.client.frames import Point
@@ -32,21 +33,31 @@ VERSION_HEADER = "x-data-version"
 
 
 def run(
-    transport: Transport, points: list[Point], metrics: Mapping[str, Metric], calendar: Calendar
-) -> Iterator[tuple[Point, wire.Parsed | Exception, str | None]]:
-    """Each point with its parsed answer (or the exception that stands for its failure) and the data
-    version the answer names (None when it names none)."""
+    transport: Transport,
+    points: list[Point],
+    metrics: Mapping[str, Metric],
+    calendar: Calendar,
+    clock: Callable[[], float] = time.time,
+) -> Iterator[tuple[Point, wire.Parsed | Exception, str | None, float]]:
+    """Each point with its parsed answer (or the exception that stands for its failure), the data
+    version the answer names (None when it names none) and when its request was sent.
+
+    The send time is read on ``clock`` before the batch goes out, so it is the earliest send time of
+    the batch: the service counted the value at that moment or later, never earlier. The completeness
+    rule compares a period's end with it, so an answer that arrives after midnight for a value
+    counted before is never taken for complete (when in doubt, incomplete)."""
     for i in range(0, len(points), BATCH):
         chunk = points[i : i + BATCH]
+        sent = clock()
         replies = transport.get_many([("/metrics", dict(zip(PARAMS, p, strict=True))) for p in chunk])
         for point, reply in zip(chunk, replies, strict=True):
             if isinstance(reply, TransportError):
-                yield point, reply, None
+                yield point, reply, None, sent
                 continue
             try:
-                yield point, read(point, reply, metrics[point.metric], calendar), reply.header(VERSION_HEADER)
+                yield point, read(point, reply, metrics[point.metric], calendar), reply.header(VERSION_HEADER), sent
             except (APIError, ResponseFormatError) as error:
-                yield point, error, None
+                yield point, error, None, sent
 
 
 def read(point: Point, reply: Reply, metric: Metric, calendar: Calendar) -> wire.Parsed:

@@ -74,3 +74,33 @@ def test_configure_refuses_a_key_whose_base_url_is_left_to_the_environment(fresh
     client = mk.default_client()
     assert client.base_url == "http://127.0.0.1:10" and client.settings.workers == 2
     assert client.settings.connection.api_key == settings.Secret("another-key-0123456789")
+
+
+# -- 2. completeness against the time the request was sent, not the time the answer was read -------------
+
+
+def test_a_value_asked_before_midnight_and_answered_after_it_is_incomplete():
+    now = [utc("2025-07-31T23:59:50")]
+
+    def slow(request: Request) -> Response:  # counts at 23:59:50, answers 20 s later; no completeness field
+        now[0] += 20 if request.path == "/metrics" else 0
+        return constant(7, complete=None)(request)
+
+    with Client(transport=MockTransport(slow), clock=lambda: now[0], cache=False) as client:
+        with pytest.warns(mk.IncompletePeriodWarning):
+            assert client.value(COUNT, "demoswap", "1_day", "2025-07-31") == 7  # was: complete, no warning
+
+
+def test_a_batch_is_stamped_with_the_time_it_was_sent():
+    now = [utc("2025-08-31T23:57:00")]
+
+    def tick(request: Request) -> Response:  # one second per answer: the batch ends after midnight
+        now[0] += 1 if request.path == "/metrics" else 0
+        return constant(1, complete=None)(request)
+
+    with Client(transport=MockTransport(tick), clock=lambda: now[0], cache=False, workers=1, progress=False) as c:
+        frame = c.frame([COUNT, "swap_active_users"], "demoswap", "2025-06-01", "2025-08-31", shape="long")
+    assert now[0] > utc("2025-09-01T00:00:00")  # answers of 2025-08-31 came after its end
+    last = frame[frame.period_start == "2025-08-31"]
+    assert len(last) == 2 and not last.complete.any()  # was: complete, for the answers read after midnight
+    assert frame[frame.period_start == "2025-08-30"].complete.all()
