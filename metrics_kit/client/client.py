@@ -208,6 +208,13 @@ class Client:
                     clock=self.settings.clock,
                     calendar=self.calendar,
                 )
+                if self._cache.read_only is not None:
+                    warnings.warn(
+                        f"the metric value cache {self._cache.path} cannot be written ({self._cache.read_only}); "
+                        "it is only read: cached values are returned, new ones are not cached",
+                        CacheWarning,
+                        stacklevel=_caller_level(),
+                    )
             return self._cache
 
     def clear_cache(self) -> int:
@@ -542,8 +549,9 @@ class _Saver:
             while j < len(pending) and pending[j][1].version == version:
                 j += 1
             self._discovery.saw(version, self._cache)
-            if self._cache is not None and not self._cache.put_many(pending[i:j]) and not self._warned:
-                self._warned = True
+            written = self._cache is None or self._cache.put_many(pending[i:j])
+            if not written and not self._warned and self._cache is not None and self._cache.read_only is None:
+                self._warned = True  # a cache opened read only warned when it was opened
                 warnings.warn(
                     f"the metric value cache {self._cache.path} could not be written ({self._cache.last_error}); "
                     "the values are returned but not cached, and will be fetched again next time",

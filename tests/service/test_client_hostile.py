@@ -1,0 +1,102 @@
+"""The client against a hostile tester's findings after issue 21, where the real part matters: real
+servers on 127.0.0.1, a real cache file under a file-size limit, a server restarted on the same
+address with other data. Each test here fails on the client before its fix.
+
+Service A serves the golden data set; service B the same with one more staking transaction on
+2025-01-02, so ``staking_transaction_count`` of ``farm`` on that day is 1 on A and 2 on B.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from support import ServerProcess
+
+GOLDEN = Path(__file__).parents[1] / "golden" / "data"
+KEY_A = "key-a-5f1e9c3b7d2a4e6f8091"
+KEY_B = "key-b-9a8b7c6d5e4f3a2b1c0d"
+QUESTION = ("staking_transaction_count", "farm", "1_day", "2025-01-02")
+EXTRA = "2025-01-02T15:00:00Z,s99,zoe,farm,stake,\n"
+
+
+@pytest.fixture(scope="module")
+def data_b(tmp_path_factory):
+    folder_b = tmp_path_factory.mktemp("data-b") / "data"
+    shutil.copytree(GOLDEN, folder_b)
+    with (folder_b / "transactions.csv").open("a") as table:
+        table.write(EXTRA)
+    return folder_b
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory, data_b):
+    cache = tmp_path_factory.mktemp("servers-cache")
+    with ServerProcess(GOLDEN, key=KEY_A, cache_dir=cache) as a, ServerProcess(data_b, key=KEY_B, cache_dir=cache) as b:
+        yield a, b
+
+
+def _child_environment(cache: Path) -> dict[str, str]:
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+    return {**kept, "METRICS_KIT_CACHE_DIR": str(cache)}
+
+
+def _run(code: str, *args: str, cache: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_child_environment(cache),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# -- 3. a full disk when an existing cache file is first opened --------------------------------------------
+
+SEED = """
+    import json, sys
+    from metrics_kit import Client
+    with Client(sys.argv[1], sys.argv[2]) as client:
+        print(json.dumps({"value": client.value("staking_transaction_count", "farm", "1_day", "2025-01-02")}))
+"""
+FULL_AT_OPEN = """
+    import json, os, resource, signal, sys, warnings
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), no signal
+    size = os.path.getsize(os.path.join(os.environ["METRICS_KIT_CACHE_DIR"], "values.sqlite3"))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))  # full
+    from metrics_kit import Client
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Client(sys.argv[1], sys.argv[2]) as client:
+            cached = client.series("staking_transaction_count", "farm", "2025-01-02", "2025-01-02")
+            both = client.series("staking_transaction_count", "farm", "2025-01-02", "2025-01-03")
+    print(json.dumps({
+        "cached": [cached.tolist(), cached.attrs["from_cache"], cached.attrs["fetched"]],
+        "both": [both.tolist(), both.attrs["from_cache"], both.attrs["fetched"]],
+        "warnings": [w.category.__name__ for w in caught],
+        "texts": [str(w.message) for w in caught],
+    }))
+"""
+
+
+def test_a_full_disk_when_an_existing_cache_is_opened_reads_it_and_returns_every_value(servers, tmp_path):
+    a, _ = servers
+    cache = tmp_path / "cache"
+    assert _run(SEED, a.base_url, KEY_A, cache=cache) == {"value": 1}
+    (cache / "values.sqlite3-wal").unlink(missing_ok=True)  # a clean close leaves none: it must be made
+    (cache / "values.sqlite3-shm").unlink(missing_ok=True)
+    out = _run(FULL_AT_OPEN, a.base_url, KEY_A, cache=cache)
+    # was: ConfigurationError "cannot create or write the metric value cache ... disk I/O error" for both
+    assert out["cached"] == [[1], 1, 0]  # read from the file, which cannot be written
+    assert out["both"][0] == [1, 0] and out["both"][2] == 1  # the day not cached is fetched, and returned
+    assert out["warnings"] == ["CacheWarning"], out["texts"]  # once, when the cache was opened
+    assert KEY_A not in json.dumps(out)
