@@ -26,8 +26,8 @@ import pandas as pd
 
 from metrics_kit.client.client import Client
 from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV, Secret, address
-from metrics_kit.errors import ConfigurationError
 from metrics_kit.client.signatures import presented
+from metrics_kit.errors import ConfigurationError
 from metrics_kit.files import CACHE_DIR_ENV
 
 __all__ = [
