@@ -59,7 +59,9 @@ def _environment() -> tuple[str, ...]:
     the key itself), the cache folder."""
     key = os.environ.get(API_KEY_ENV) or ""
     digest = hashlib.sha256(b"metrics-kit environment\x00" + key.encode()).hexdigest() if key else ""
-    return (os.environ.get(BASE_URL_ENV) or "", digest, os.environ.get(CACHE_DIR_ENV) or "")
+    # The base URL as an Address: it may be a key set in the wrong variable, and the tuple is a local
+    # of default_client() (a verbose traceback shows it); its repr masks it.
+    return (address(os.environ.get(BASE_URL_ENV) or ""), digest, os.environ.get(CACHE_DIR_ENV) or "")
 
 
 def configure(base_url: str | None = None, api_key: str | None = None, **settings: Any) -> Client:

@@ -120,6 +120,11 @@ class Secret:
     def reveal(self) -> str:
         return self._value
 
+    def well_formed(self) -> bool:
+        """Whether the key can travel in a header unmangled (visible ASCII, no space or line break).
+        Checked here, on the key itself, so that no frame of the caller holds it plain to check it."""
+        return isinstance(self._value, str) and _VALID_KEY.fullmatch(self._value) is not None
+
     def fingerprint(self, service: str) -> str:
         """The hex HMAC-SHA256 of the normalised ``service`` address, keyed by the key: the same
         service and key give the same fingerprint, another key or service another one, and the key
@@ -169,14 +174,16 @@ def cache_identity(service: str, key: Secret | None) -> str:
 
 
 def check_api_key(value: object) -> Secret:
-    text = value.reveal() if isinstance(value, Secret) else value
-    if not isinstance(text, str) or not _VALID_KEY.fullmatch(text):
-        # Never echo the value: it may be a real key with a stray newline.
+    # The key is checked by the Secret itself: no local here holds it plain (a verbose traceback of
+    # the error below shows every local), and the error never echoes it (a real key with a stray newline).
+    key = Secret(value) if isinstance(value, str) else value
+    del value
+    if not isinstance(key, Secret) or not key.well_formed():
         raise ConfigurationError(
             "api_key must be a non-empty string of visible ASCII characters (no spaces or line breaks)",
             setting="api_key",
         )
-    return value if isinstance(value, Secret) else Secret(text)
+    return key
 
 
 # A path segment that may be a key: long, of token characters, with letters and digits in it.

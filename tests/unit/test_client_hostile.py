@@ -104,3 +104,39 @@ def test_a_batch_is_stamped_with_the_time_it_was_sent():
     last = frame[frame.period_start == "2025-08-31"]
     assert len(last) == 2 and not last.complete.any()  # was: complete, for the answers read after midnight
     assert frame[frame.period_start == "2025-08-30"].complete.all()
+
+
+# -- 4. the key in no frame's locals of a verbose traceback ------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["\n", " ", "é", "\t"])
+def test_a_malformed_key_is_in_no_local_of_the_traceback(bad, fresh_default, monkeypatch):
+    with pytest.raises(ConfigurationError, match="visible ASCII") as given:
+        Client("http://127.0.0.1:9", KEY + bad)
+    monkeypatch.setenv("METRICS_KIT_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("METRICS_KIT_API_KEY", KEY + bad)
+    with pytest.raises(ConfigurationError, match="visible ASCII") as from_environment:
+        mk.value(COUNT, "demoswap", "1_day", "2025-01-05")
+    for caught in (given, from_environment):
+        text = verbose(caught.value)
+        assert "check_api_key" in text and KEY not in text  # was: check_api_key's local `text`
+
+
+def test_a_key_set_as_the_base_url_is_in_no_local_of_the_traceback(fresh_default, monkeypatch):
+    monkeypatch.setenv("METRICS_KIT_BASE_URL", KEY)  # the two variables swapped
+    monkeypatch.setenv("METRICS_KIT_API_KEY", "https://metrics.example.com")
+    with pytest.raises(ConfigurationError, match="base_url") as caught:
+        mk.value(COUNT, "demoswap", "1_day", "2025-01-05")
+    text = verbose(caught.value)
+    assert "default_client" in text and KEY not in text  # was: default_client's local `now`
+
+
+def test_a_mock_request_holds_the_key_in_no_local():
+    def refuse(request: Request) -> Response:
+        raise mk.TransportError("no answer")
+
+    with Client(transport=MockTransport(refuse, api_key=KEY), cache=False) as client:
+        with pytest.raises(mk.TransportError) as caught:
+            client.value(COUNT, "demoswap", "1_day", "2025-01-05")
+    text = verbose(caught.value)
+    assert "MockTransport" in text and KEY not in text  # was: MockTransport.get's local `headers`
