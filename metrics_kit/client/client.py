@@ -160,14 +160,19 @@ class Client:
         s = self.settings
         state = ", closed" if self.is_closed else ""
         return (
-            f"Client(base_url={self.base_url!r}, workers={s.workers}, rate_limit={s.rate_limit}, "
+            f"Client(base_url={self._shown_url()!r}, workers={s.workers}, rate_limit={s.rate_limit}, "
             f"cache={s.cache}{state})"
         )
+
+    def _shown_url(self) -> str:
+        """The base URL for a message or a repr: anything in it that may be a key masked."""
+        url = self.base_url
+        return url if url == "embedded" else masked_url(url) or "(an address not shown)"
 
     def _check_open(self) -> None:
         if self._closed is not None:
             raise ClientClosedError(
-                f"this Client ({self.base_url}) was closed {self._closed}; a closed client never answers again "
+                f"this Client ({self._shown_url()}) was closed {self._closed}; a closed client never answers again "
                 "(and never from another service). Make a new Client, or use the mk.* functions for the default one"
             )
 
@@ -309,7 +314,7 @@ class Client:
                 versions.pop(point, None)
                 results.pop(point, None)
         raise ResponseFormatError(
-            f"the data of {self.base_url} changed {VERSION_CHANGES} times during one pull; ask again later"
+            f"the data of {self._shown_url()} changed {VERSION_CHANGES} times during one pull; ask again later"
         )
 
     def _fetch_once(
@@ -510,7 +515,7 @@ class Client:
         found = self.discovery()
         if found is None:
             raise ConfigurationError(
-                f"the service at {self.base_url} offers no project discovery (GET /projects); name projects yourself"
+                f"the service at {self._shown_url()} offers no project discovery (GET /projects); name projects yourself"
             )
         return frames.projects_table(found)
 

@@ -18,8 +18,10 @@ import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from metrics_kit.client.frames import Point
+from metrics_kit.client.settings import shown_request
 from metrics_kit.client.transports import Reply, Transport
 from metrics_kit.errors import APIError, ConfigurationError, ResponseFormatError, TransportError
 from metrics_kit.spec import wire
@@ -61,17 +63,30 @@ def run(
 
 
 def read(point: Point, reply: Reply, metric: Metric, calendar: Calendar) -> wire.Parsed:
-    """The value in a reply, or the error it stands for (raised)."""
+    """The value in a reply, or the error it stands for (raised). Errors show the URL masked
+    (settings.shown_request): a base URL may hold a token-like path segment."""
+    url = shown_request(reply.url)
+    body = masked(reply.body, reply.url, url)
     if reply.status != 200:
-        raise wire.api_error(reply.status, reply.body, reply.url, reply.header("retry-after"))
-    parsed = wire.metric_value(reply.body, is_count=metric.is_count, url=reply.url)
+        raise wire.api_error(reply.status, body, url, reply.header("retry-after"))
+    parsed = wire.metric_value(body, is_count=metric.is_count, url=url)
     answered = (parsed.period_start or point.date)[:10]
     if answered != point.date:
-        raise other_period(point, answered, reply.url, calendar.week_start)
+        raise other_period(point, answered, url, calendar.week_start)
     wrong = mismatches(point, parsed, metric, calendar)
     if wrong:
-        raise ResponseFormatError(f"the answer from {reply.url} is not about what was asked: {'; '.join(wrong)}")
+        raise ResponseFormatError(f"the answer from {url} is not about what was asked: {'; '.join(wrong)}")
     return parsed
+
+
+def masked(body: bytes, url: str, shown: str) -> bytes:
+    """``body`` with every path segment that ``shown`` masks in ``url`` masked too: a service's
+    message may echo the path it was asked (a 404's "no such path"), token and all."""
+    raw, hidden = urlsplit(url).path.split("/"), urlsplit(shown).path.split("/")
+    for segment, masked_as in zip(raw, hidden, strict=False):
+        if segment and segment != masked_as:
+            body = body.replace(segment.encode(), b"***")
+    return body
 
 
 def mismatches(point: Point, parsed: wire.Parsed, metric: Metric, calendar: Calendar) -> list[str]:

@@ -217,6 +217,14 @@ def shown_url(value: object, limit: int = 80, key: Secret | None = None) -> str:
     return repr(shown[:limit] + ("..." if len(shown) > limit else ""))
 
 
+def shown_request(url: str) -> str:
+    """A request URL of ours (base URL, path, and the query we wrote: metric, project, granularity,
+    date) for a message or an error's ``url``: the base URL's part masked as :func:`masked_url`
+    masks it (a token-like path segment, say), the query kept."""
+    head, mark, query = url.partition("?")
+    return (masked_url(head) or "(an address not shown)") + mark + query
+
+
 class Address(str):
     """A base URL not yet known to be free of secrets (a key given in its place, a ``?api_key=``):
     a string whose repr masks whatever in it may be a key (:func:`shown_url`), so that a traceback's

@@ -100,3 +100,43 @@ def test_a_full_disk_when_an_existing_cache_is_opened_reads_it_and_returns_every
     assert out["both"][0] == [1, 0] and out["both"][2] == 1  # the day not cached is fetched, and returned
     assert out["warnings"] == ["CacheWarning"], out["texts"]  # once, when the cache was opened
     assert KEY_A not in json.dumps(out)
+
+
+# -- 5. a token-like path segment of the base URL in no message, repr or error attribute -------------------
+
+TOKEN = "sk-live-TOPSECRET-abcdef0123456789"
+
+
+def test_a_token_in_the_base_url_is_masked_in_every_message(servers, tmp_path):
+    import warnings
+
+    import metrics_kit as mk
+    from metrics_kit import Client
+
+    a, _ = servers
+    url = f"{a.base_url}/{TOKEN}"  # every path under it is a 404 from the reference service
+    with Client(url, KEY_A, cache=False, retries=0) as client:
+        assert TOKEN not in repr(client) and TOKEN not in repr(client.transport)
+        with pytest.raises(mk.NotFoundError) as one:
+            client.value("staking_transaction_count", "farm", "1_day", "2025-01-02")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            series = client.series("staking_transaction_count", "farm", "2025-01-01", "2025-01-02", errors="coerce")
+    texts = [str(one.value), str(one.value.url), *(str(w.message) for w in caught), json.dumps(series.attrs)]
+    assert "***" in str(one.value.url) and "/metrics?" in str(one.value.url)  # the query we wrote is kept
+    assert caught and all(TOKEN not in text for text in texts), texts
+    closed = Client(url, KEY_A, cache=False)
+    closed.close()
+    with pytest.raises(mk.ClientClosedError) as refused:
+        closed.value("staking_transaction_count", "farm", "1_day", "2025-01-02")
+    assert TOKEN not in str(refused.value)
+    done = subprocess.run(
+        [sys.executable, "-m", "metrics_kit", "fetch", "staking_transaction_count", "--project", "farm"]
+        + ["--start", "2025-01-01", "--end", "2025-01-02", "--base-url", url, "--out", str(tmp_path / "x.csv")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**_child_environment(tmp_path / "cache"), "METRICS_KIT_API_KEY": KEY_A},
+    )
+    assert done.returncode == 2 and "NotFoundError" not in done.stderr and "404" in done.stderr, done.stderr
+    assert TOKEN not in done.stderr + done.stdout
