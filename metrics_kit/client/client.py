@@ -515,7 +515,8 @@ class Client:
         found = self.discovery()
         if found is None:
             raise ConfigurationError(
-                f"the service at {self._shown_url()} offers no project discovery (GET /projects); name projects yourself"
+                f"the service at {self._shown_url()} offers no project discovery (GET /projects); "
+                "name projects yourself"
             )
         return frames.projects_table(found)
 

@@ -255,8 +255,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             "lab": _lab,
             "report": _report,
         }[args.command](args)
-    except MetricsKitError as error:
-        print(f"metrics-kit: error: {error}", file=sys.stderr)
+    except MetricsKitError as error:  # a FetchError's hint names the library's argument: the command's is a flag
+        print("metrics-kit: error:", str(error).replace("errors='coerce'", "--errors coerce"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -140,3 +140,4 @@ def test_a_token_in_the_base_url_is_masked_in_every_message(servers, tmp_path):
     )
     assert done.returncode == 2 and "NotFoundError" not in done.stderr and "404" in done.stderr, done.stderr
     assert TOKEN not in done.stderr + done.stdout
+    assert "--errors coerce" in done.stderr and "errors='coerce'" not in done.stderr  # the flag, not the argument

@@ -477,7 +477,10 @@ class HTTPTransport:
 
     def _get(self, path: str, params: Mapping[str, str], deadline: Deadline | None) -> Reply:
         if self._closed:
-            raise ClientClosedError(f"this HTTPTransport ({settings.shown_request(self.base_url)}) was closed; make a new one to send requests")
+            raise ClientClosedError(
+                f"this HTTPTransport ({settings.shown_request(self.base_url)}) was closed; "
+                "make a new one to send requests"
+            )
         url = self._url(path, params)
         until = deadline.at(self._clock) if deadline is not None else None
         self._pacer.wait()
@@ -503,7 +506,9 @@ class HTTPTransport:
             error.url = settings.shown_request(url)  # type: ignore[attr-defined]
         else:
             reply = Reply(status, response_headers, body, url)
-            log.debug("GET %s -> %d in %.2f s", settings.shown_request(reply.url), reply.status, self._clock() - started)
+            log.debug(
+                "GET %s -> %d in %.2f s", settings.shown_request(reply.url), reply.status, self._clock() - started
+            )
             return reply
         finally:
             self._local.until = None
@@ -575,7 +580,8 @@ class HTTPTransport:
                 what = "connection refused"
             else:
                 what = f"could not connect ({_os_error(inner) or type(inner).__name__})"
-            todo = f"check that the service is running at {settings.shown_request(self.base_url)} and that base_url is right"
+            shown = settings.shown_request(self.base_url)
+            todo = f"check that the service is running at {shown} and that base_url is right"
         elif _has_cause(inner, _AnswerTimeout) or _has_cause(exc, _AnswerTimeout):
             if any(isinstance(e, _AnswerTimeout) and e.pull for e in (*_chain(inner), *_chain(exc))):
                 seconds = f" ({deadline.seconds:g} s)" if deadline is not None else ""
