@@ -5,8 +5,10 @@ in flight, the key in a verbose traceback's locals, a token in a URL shown, ...)
 from __future__ import annotations
 
 import datetime as dt
+import json
 import traceback
 
+import pandas as pd
 import pytest
 
 import metrics_kit as mk
@@ -140,3 +142,27 @@ def test_a_mock_request_holds_the_key_in_no_local():
             client.value(COUNT, "demoswap", "1_day", "2025-01-05")
     text = verbose(caught.value)
     assert "MockTransport" in text and KEY not in text  # was: MockTransport.get's local `headers`
+
+
+# -- 7. incomplete="drop" says what it dropped, in every shape -----------------------------------------------
+
+
+def test_drop_records_every_point_it_left_out_in_every_shape():
+    def answer(request: Request) -> Response:  # 2025-06-30 is complete for demolend only
+        date = request.params.get("date")
+        complete = request.params["project"] == "demolend" if date == "2025-06-30" else True
+        return constant(10, complete=complete)(request)
+
+    with Client(transport=MockTransport(answer), cache=False, progress=False) as client:
+        projects = ["demoswap", "demolend"]
+        wide = client.frame([COUNT], projects, "2025-06-29", "2025-06-30", incomplete="drop")
+        long = client.frame([COUNT], projects, "2025-06-29", "2025-06-30", shape="long", incomplete="drop")
+        one = client.series(COUNT, "demoswap", "2025-06-29", "2025-06-30", incomplete="drop")
+        kept = client.series(COUNT, "demolend", "2025-06-29", "2025-06-30", incomplete="drop")
+    dropped = [{"project": "demoswap", "metric": COUNT, "period_start": "2025-06-30"}]
+    assert pd.isna(wide.loc["2025-06-30", ("demoswap", COUNT)])  # the cell left empty...
+    assert wide.attrs["dropped"] == dropped  # ...is recorded (was: no record, attrs["incomplete"] == [])
+    assert long.attrs["dropped"] == dropped and len(long) == 3
+    assert one.attrs["dropped"] == dropped and len(one) == 1
+    assert kept.attrs["dropped"] == [] and len(kept) == 2
+    json.dumps(wide.attrs)  # JSON, so that Parquet keeps it
