@@ -52,6 +52,9 @@ __all__ = ["Client", "Point", "Result"]
 log = logging.getLogger("metrics_kit.client")
 SAVE_EVERY = fetching.BATCH  # fetched values are written to the cache in batches of this many
 VERSION_CHANGES = 3  # times the data may change during one pull before it gives up
+# The most points (metric x project x period) one call may ask for, checked before any request: a
+# range typed wrong (years 0001 to 9999 by day) would otherwise send millions of requests.
+MAX_POINTS = 100_000
 Shape = Literal["wide", "long"]
 Names = str | Iterable[str]
 
@@ -420,6 +423,7 @@ class Client:
         # A metric named twice, or by its name and an alias, is one metric, fetched and shown once.
         metric_list = list({m.name: m for m in (self._metric(x) for x in _as_list(metrics, "metrics"))}.values())
         project_list = [ids.check_project(p) for p in _as_list(projects, "projects")]
+        self._check_size(len(metric_list) * len(project_list), start, end, granularity)
         starts = self.periods(start, end, granularity)  # every argument checked before the network
         pairs = []
         for project in project_list:
@@ -445,6 +449,25 @@ class Client:
                 stacklevel=_caller_level(),
             )
         return frames.drop_incomplete(frame) if incomplete == "drop" else frame
+
+    def _check_size(self, pairs: int, start: DateLike, end: DateLike, granularity: str) -> None:
+        """A ValidationError when ``pairs`` (metric, project) over the periods from ``start`` to
+        ``end`` are more than MAX_POINTS points, counted without listing the periods."""
+        first, last = ids.to_date(start, "start"), ids.to_date(end, "end")
+        if first > last:
+            return  # periods() says what is wrong
+        a, b = self.calendar.start(first, granularity), self.calendar.start(last, granularity)
+        if granularity == "1_month":
+            periods = (b.year - a.year) * 12 + b.month - a.month + 1
+        else:
+            periods = (b - a).days // (7 if granularity == "1_week" else 1) + 1
+        if pairs * periods > MAX_POINTS:
+            raise ValidationError(
+                f"this call asks for {pairs * periods:,} points ({pairs} metric and project pairs x {periods:,} "
+                f"{granularity} periods from {first} to {last}); one call may ask for at most {MAX_POINTS:,}. "
+                "Narrow the range (start, end), choose a coarser granularity, or split the pull into several calls",
+                "start",
+            )
 
     def series(
         self,

@@ -14,6 +14,7 @@ import pytest
 import metrics_kit as mk
 from metrics_kit import Client, ConfigurationError
 from metrics_kit.client import api, settings
+from metrics_kit.client.client import MAX_POINTS
 from metrics_kit.client.transports import MockTransport, Request, Response
 
 COUNT = "swap_transaction_count"
@@ -166,3 +167,19 @@ def test_drop_records_every_point_it_left_out_in_every_shape():
     assert one.attrs["dropped"] == dropped and len(one) == 1
     assert kept.attrs["dropped"] == [] and len(kept) == 2
     json.dumps(wide.attrs)  # JSON, so that Parquet keeps it
+
+
+# -- 8. a call asking for too many points is refused before any request -------------------------------------
+
+
+def test_a_huge_range_is_refused_before_any_request():
+    transport = MockTransport(constant(1))
+    with Client(transport=transport, cache=False, progress=False) as client:
+        with pytest.raises(mk.ValidationError, match="3,652,059 points") as caught:
+            client.series(COUNT, "demoswap", "0001-01-01", "9999-12-31", "1_day")  # was: 3.65 million requests
+        assert "100,000" in str(caught.value) and "coarser granularity" in str(caught.value)
+        with pytest.raises(mk.ValidationError, match="at most 100,000"):
+            client.frame([COUNT, "swap_active_users"], ["demoswap"], "1900-01-01", "2099-12-31", "1_day")
+        assert transport.requests == []  # not even discovery
+        assert len(client.series(COUNT, "demoswap", "2000-01-01", "2025-12-31", "1_month")) == 312
+    assert MAX_POINTS == 100_000  # as docs/client.md says
