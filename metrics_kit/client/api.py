@@ -88,8 +88,8 @@ def configure(base_url: str | None = None, api_key: str | None = None, **setting
         fixed = base_url is not None or settings.get("transport") is not None
         _made_from = None if fixed else _environment()
         _arguments = {} if fixed else arguments
-    if previous is not None:
-        previous._close("by mk.configure(), which replaced it as the default client")
+    if previous is not None:  # the transport the new default shares with it (given twice) stays open
+        previous._close("by mk.configure(), which replaced it as the default client", keep=settings.get("transport"))
     return client
 
 

@@ -15,11 +15,13 @@ Whether a value is complete is decided when it is fetched and kept with it (the 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
@@ -184,6 +186,12 @@ class Client:
         """The transport, made on first use: HTTP for a base URL, else the registered default."""
         with self._lock:
             self._check_open()
+            if self._given_transport and _closed_by(self._transport):
+                raise ClientClosedError(
+                    f"the transport this Client ({self._shown_url()}) was given was closed by another Client that "
+                    "shared it: closing a client closes the transport it was given (as httpx does). Give each "
+                    "Client a transport of its own, or close only the last one"
+                )
             if self._transport is None:
                 s, connection = self.settings, self.settings.connection
                 if connection.base_url is None or connection.api_key is None:
@@ -235,14 +243,19 @@ class Client:
         (ClientClosedError); closing twice is fine."""
         self._close("with close()")
 
-    def _close(self, how: str) -> None:
+    def _close(self, how: str, keep: object = None) -> None:
+        """Close, and close the transport unless it is ``keep`` (the transport a new default client
+        shares with this one: ``mk.configure(transport=t)`` run twice)."""
         with self._lock:
             if self._closed is not None:
                 return
             self._closed = how
             for part in (self._cache, self._transport):
-                if part is not None:
+                if part is not None and part is not keep:
                     part.close()
+                    if part is self._transport and self._given_transport:
+                        with contextlib.suppress(TypeError):  # a transport that cannot be weakly referenced
+                            _closed_by_a_client.add(part)
             self._cache = None
 
     def __enter__(self) -> Client:
@@ -550,6 +563,18 @@ class Client:
     lending = families.lending
     chain_rewards = families.chain_rewards
     financials = families.financials
+
+
+# The given transports that a Client closed: another Client given the same transport says so
+# rather than a bare "closed".
+_closed_by_a_client: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _closed_by(transport: object) -> bool:
+    try:
+        return transport in _closed_by_a_client
+    except TypeError:  # not weakly referenced, or not hashable: never recorded
+        return False
 
 
 class _Saver:

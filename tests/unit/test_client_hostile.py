@@ -183,3 +183,29 @@ def test_a_huge_range_is_refused_before_any_request():
         assert transport.requests == []  # not even discovery
         assert len(client.series(COUNT, "demoswap", "2000-01-01", "2025-12-31", "1_month")) == 312
     assert MAX_POINTS == 100_000  # as docs/client.md says
+
+
+# -- 9. a transport shared by two clients --------------------------------------------------------------------
+
+
+def test_configure_with_the_same_transport_twice_keeps_it_open(fresh_default):
+    transport = MockTransport(constant(5))
+    first = mk.configure(transport=transport, cache=False)
+    mk.configure(transport=transport, cache=False)  # the same cell run again
+    assert mk.value(COUNT, "demoswap", "1_day", "2025-01-05") == 5  # was: ClientClosedError, is_closed False
+    assert first.is_closed and not mk.default_client().is_closed and not transport.closed
+    with pytest.raises(mk.ClientClosedError, match=r"mk.configure\(\)"):
+        first.value(COUNT, "demoswap", "1_day", "2025-01-05")
+    mk.configure(transport=MockTransport(constant(6)), cache=False)  # another transport: the old one is closed
+    assert transport.closed
+
+
+def test_a_client_whose_shared_transport_another_closed_says_so():
+    transport = MockTransport(constant(5))
+    one, two = Client(transport=transport, cache=False), Client(transport=transport, cache=False)
+    one.close()  # closing a client closes the transport it was given, as httpx does
+    with pytest.raises(mk.ClientClosedError, match="closed by another Client that shared it"):
+        two.value(COUNT, "demoswap", "1_day", "2025-01-05")
+    assert "closed by another" not in str(
+        pytest.raises(mk.ClientClosedError, one.value, COUNT, "demoswap", "1_day", "2025-01-05").value
+    )
