@@ -244,6 +244,9 @@ def address(value: Any) -> Any:
 def check_base_url(value: object, key: Secret | None = None) -> str:
     value = address(value)
     text = Address(value.strip().rstrip("/")) if isinstance(value, str) else Address("")
+    scheme, mark, rest = text.partition("://")
+    if mark and scheme.lower() in ("http", "https"):  # a scheme is case-insensitive (RFC 3986): HTTP://
+        text = Address(scheme.lower() + mark + rest)
     if isinstance(value, str) and "@" in urlsplit(text).netloc:
         # Refused, not used as basic auth: the key travels in x-api-key, and a password in a URL ends
         # up in logs, reprs and shell history. The message never repeats what preceded the '@'.
@@ -263,6 +266,13 @@ def check_base_url(value: object, key: Secret | None = None) -> str:
             f"base_url must not hold the API key: got {shown_url(text, key=key)}; the key travels in a header only",
             setting="base_url",
         )
+    try:
+        urlsplit(text).port  # noqa: B018 (urllib checks the port when asked for it)
+    except ValueError:
+        raise ConfigurationError(
+            f"base_url has a port that is not a number from 0 to 65535: got {shown_url(text, key=key)}",
+            setting="base_url",
+        ) from None
     return str(text)
 
 

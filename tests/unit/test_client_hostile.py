@@ -209,3 +209,25 @@ def test_a_client_whose_shared_transport_another_closed_says_so():
     assert "closed by another" not in str(
         pytest.raises(mk.ClientClosedError, one.value, COUNT, "demoswap", "1_day", "2025-01-05").value
     )
+
+
+# -- 10. a base URL's port and scheme ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999", "http://127.0.0.1:notaport", "https://h.example:-1/v1"])
+def test_a_base_url_with_a_bad_port_is_refused_when_the_client_is_made(url):
+    from metrics_kit.client.transports import HTTPTransport
+
+    for make in (lambda: Client(url, KEY, cache=False), lambda: HTTPTransport(url, KEY)):
+        with pytest.raises(ConfigurationError, match="port") as caught:  # was: urllib3's LocationParseError at use
+            make()
+        assert caught.value.setting == "base_url"
+
+
+def test_an_upper_case_scheme_is_accepted():
+    from metrics_kit.client.transports import HTTPTransport
+
+    with Client("HTTP://127.0.0.1:8000/v1", KEY, cache=False) as client:  # was refused
+        assert client.base_url == "http://127.0.0.1:8000/v1"
+        assert client.transport.base_url == "http://127.0.0.1:8000/v1"
+    assert HTTPTransport("HTTPS://metrics.example.com", KEY).base_url == "https://metrics.example.com"

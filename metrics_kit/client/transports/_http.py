@@ -389,7 +389,8 @@ class HTTPTransport:
     ):
         api_key = settings.check_api_key(api_key)  # a Secret from here on
         base_url = settings.address(base_url)  # its repr masks what may be a key
-        settings.check_base_url(base_url, api_key)  # refuses credentials or a key in it, without echoing them
+        # Refuses credentials or a key in it (without echoing them) and a bad port; lower-cases the scheme.
+        base_url = settings.address(settings.check_base_url(base_url, api_key))
         if not re.match(r"https?://[^/?#\s]+", base_url):
             raise ConfigurationError(
                 f"base_url must be an http:// or https:// URL, got {settings.shown_url(base_url, key=api_key)}",
