@@ -231,3 +231,16 @@ def test_an_upper_case_scheme_is_accepted():
         assert client.base_url == "http://127.0.0.1:8000/v1"
         assert client.transport.base_url == "http://127.0.0.1:8000/v1"
     assert HTTPTransport("HTTPS://metrics.example.com", KEY).base_url == "https://metrics.example.com"
+
+
+# -- 11. a half-made transport's repr ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["not a url", "ftp://example.com", "http://127.0.0.1:99999"])
+def test_a_refused_transport_can_be_shown_in_a_verbose_traceback(url):
+    from metrics_kit.client.transports import HTTPTransport
+
+    with pytest.raises(ConfigurationError) as caught:
+        HTTPTransport(url, KEY)
+    text = verbose(caught.value)  # was: AttributeError from HTTPTransport.__repr__ while formatting it
+    assert "HTTPTransport(<not made>)" in text and KEY not in text

@@ -656,6 +656,8 @@ class HTTPTransport:
         self.close()
 
     def __repr__(self) -> str:
+        if "rate_limit" not in vars(self):  # a traceback's locals, while __init__ refuses an argument
+            return "HTTPTransport(<not made>)"
         return (
             f"HTTPTransport(base_url={settings.shown_request(self.base_url)!r}, retries={self.retries}, "
             f"timeout={self.timeout}, rate_limit={self.rate_limit!r})"
