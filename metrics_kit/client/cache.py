@@ -21,8 +21,8 @@ Which data version
     A service that names its data version (``X-Data-Version``) gets its values filed under it: each
     row holds the version of the answer it came from, and only the rows of the version the client
     currently trusts are read. The last version seen, when it was seen, and the service's
-    ``/projects`` answer under it are kept per service and key (the ``services`` table), so that a
-    fresh process can trust a version seen less than ``version_ttl`` seconds ago without asking.
+    ``/projects`` answer under it are kept per service and key (the ``services`` table), for a
+    client that cannot reach the service (a client trusts only a version it saw itself).
     Recording another version deletes the rows of every other: values of two data sets are never
     mixed. A service that names no version has the version ``""``.
 

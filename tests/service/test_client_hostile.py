@@ -141,3 +141,28 @@ def test_a_token_in_the_base_url_is_masked_in_every_message(servers, tmp_path):
     assert done.returncode == 2 and "NotFoundError" not in done.stderr and "404" in done.stderr, done.stderr
     assert TOKEN not in done.stderr + done.stdout
     assert "--errors coerce" in done.stderr and "errors='coerce'" not in done.stderr  # the flag, not the argument
+
+
+# -- 13. a server restarted at the same address on other data, and a fresh process ---------------------------
+
+ASK = """
+    import json, sys
+    from metrics_kit import Client
+    with Client(sys.argv[1], sys.argv[2]) as client:
+        print(json.dumps({"value": client.value("staking_transaction_count", "farm", "1_day", "2025-01-02")}))
+"""
+
+
+def test_a_fresh_process_never_answers_from_the_data_of_a_restarted_server(data_b, tmp_path):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    cache = tmp_path / "cache"
+    with ServerProcess(GOLDEN, "--port", port, key=KEY_A, cache_dir=tmp_path / "server") as old:
+        assert _run(ASK, old.base_url, KEY_A, cache=cache) == {"value": 1}  # cached, version A seen
+    with ServerProcess(data_b, "--port", port, key=KEY_A, cache_dir=tmp_path / "server") as new:
+        assert new.base_url == old.base_url
+        # within version_ttl (60 s) of the other process's sighting of A: was 1, from A's data set
+        assert _run(ASK, new.base_url, KEY_A, cache=cache) == {"value": 2}
