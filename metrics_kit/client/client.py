@@ -58,6 +58,7 @@ VERSION_CHANGES = 3  # times the data may change during one pull before it gives
 # range typed wrong (years 0001 to 9999 by day) would otherwise send millions of requests.
 MAX_POINTS = 100_000
 Shape = Literal["wide", "long"]
+_NOT_COPIED = "a Client cannot be copied or pickled; make another Client(...) with the same arguments"
 Names = str | Iterable[str]
 
 
@@ -258,6 +259,17 @@ class Client:
                             _closed_by_a_client.add(part)
             self._cache = None
 
+    def __copy__(self) -> Client:
+        raise TypeError(_NOT_COPIED)
+
+    def __deepcopy__(self, memo: object) -> Client:
+        raise TypeError(_NOT_COPIED)
+
+    def __reduce__(self) -> Any:
+        # A copy would share the cache and the transport (closing it closes the original's), and a
+        # pickle would carry the key out of the process.
+        raise TypeError(_NOT_COPIED)
+
     def __enter__(self) -> Client:
         self._check_open()
         return self
@@ -432,6 +444,9 @@ class Client:
         errors, incomplete, skip_inapplicable = options["errors"], options["incomplete"], options["skip_inapplicable"]
         _choice("errors", errors, ("raise", "coerce"))
         _choice("incomplete", incomplete, ("keep", "drop"))
+        for flag in ("refresh", "progress"):  # None: the client's setting
+            if not isinstance(options[flag], bool | None):
+                raise ValidationError(f"{flag} must be True, False or None, not {options[flag]!r}", flag)
         granularity = ids.check_granularity(granularity, synonyms=True)
         # A metric named twice, or by its name and an alias, is one metric, fetched and shown once.
         metric_list = list({m.name: m for m in (self._metric(x) for x in _as_list(metrics, "metrics"))}.values())

@@ -407,6 +407,13 @@ class Settings:
         base_url = address(base_url)  # nor what may be a key given as the base URL
         if clock is not None and not callable(clock):
             raise ConfigurationError(f"clock must be a function returning seconds, not {clock!r}", setting="clock")
+        if clock is not None:  # asked once now, rather than failing inside a pull
+            now = clock()
+            if not _is_number(now) or not math.isfinite(now):
+                raise ConfigurationError(
+                    f"clock must return the seconds since the epoch as a finite number; it returned {now!r}",
+                    setting="clock",
+                )
         from metrics_kit.client.transports import Transport  # the transports use these checks too
 
         if transport is not None and not isinstance(transport, Transport):

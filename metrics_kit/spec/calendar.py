@@ -50,7 +50,12 @@ class Calendar:
         return 0 if self.week_start == "monday" else 1
 
     def start(self, day: dt.date, granularity: str) -> dt.date:
-        """The first day of the period containing ``day``."""
+        """The first day of the period containing ``day`` (a date, or an ISO string, datetime or
+        Timestamp, taken as ids.to_date takes them; anything else is a ValidationError naming ``day``)."""
+        if type(day) is not dt.date:
+            from metrics_kit.spec.ids import to_date  # ids imports this module
+
+            day = to_date(day, "day")
         if granularity == "1_day":
             return day
         if granularity == "1_week":

@@ -244,3 +244,48 @@ def test_a_refused_transport_can_be_shown_in_a_verbose_traceback(url):
         HTTPTransport(url, KEY)
     text = verbose(caught.value)  # was: AttributeError from HTTPTransport.__repr__ while formatting it
     assert "HTTPTransport(<not made>)" in text and KEY not in text
+
+
+# -- 12. small inputs: calendar dates, a clock, per-call flags, copies -----------------------------------------
+
+
+def test_the_calendar_takes_iso_strings_and_names_a_wrong_argument():
+    with Client(transport=MockTransport(constant(1)), cache=False) as client:
+        calendar = client.calendar
+        assert calendar.start("2025-01-02", "1_week") == dt.date(2024, 12, 30)  # was: AttributeError
+        assert calendar.end("2025-01-02", "1_month") == dt.date(2025, 1, 31)  # was: TypeError
+        assert calendar.start(dt.datetime(2025, 1, 2, 23, tzinfo=dt.UTC), "1_day") == dt.date(2025, 1, 2)
+        for wrong in (20250102, "01/02/2025", None):
+            with pytest.raises(mk.ValidationError) as caught:
+                calendar.start(wrong, "1_week")
+            assert caught.value.argument == "day"
+
+
+@pytest.mark.parametrize("returns", ["x", None, float("nan")])
+def test_a_clock_that_returns_no_number_is_refused_when_the_client_is_made(returns):
+    with pytest.raises(ConfigurationError, match="clock must return") as caught:  # was: a raw TypeError at use
+        Client(transport=MockTransport(constant(1)), clock=lambda: returns)
+    assert caught.value.setting == "clock"
+
+
+@pytest.mark.parametrize("flag", ["refresh", "progress"])
+@pytest.mark.parametrize("wrong", ["yes", "no", 1])
+def test_per_call_flags_are_checked(flag, wrong):
+    transport = MockTransport(constant(1))
+    with Client(transport=transport, cache=False) as client:
+        with pytest.raises(mk.ValidationError, match=f"{flag} must be True, False or None") as caught:
+            client.series(COUNT, "demoswap", "2025-06-02", "2025-06-02", "1_week", **{flag: wrong})
+        assert caught.value.argument == flag and transport.requests == []  # was: accepted
+
+
+def test_a_client_cannot_be_copied_or_pickled():
+    import copy
+    import pickle
+
+    with Client(transport=MockTransport(constant(1)), cache=False) as client:
+        for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match="cannot be copied or pickled"):  # copy.copy shared the transport
+                attempt(client)
+        assert client.value(COUNT, "demoswap", "1_day", "2025-01-05") == 1
+    with pytest.raises(TypeError, match="cannot be copied or pickled"):
+        copy.deepcopy(Client(cache=False))  # the embedded default: was "cannot pickle '_thread.lock'"
