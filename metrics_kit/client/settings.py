@@ -244,9 +244,9 @@ def address(value: Any) -> Any:
 def check_base_url(value: object, key: Secret | None = None) -> str:
     value = address(value)
     text = Address(value.strip().rstrip("/")) if isinstance(value, str) else Address("")
-    scheme, mark, rest = text.partition("://")
-    if mark and scheme.lower() in ("http", "https"):  # a scheme is case-insensitive (RFC 3986): HTTP://
-        text = Address(scheme.lower() + mark + rest)
+    if "://" in text and text.partition("://")[0].lower() in ("http", "https"):  # case-insensitive (RFC 3986)
+        # Inline, no local holding a part of the text: it may hold a key (a verbose traceback shows locals).
+        text = Address(text.partition("://")[0].lower() + text[text.index("://") :])
     if isinstance(value, str) and "@" in urlsplit(text).netloc:
         # Refused, not used as basic auth: the key travels in x-api-key, and a password in a URL ends
         # up in logs, reprs and shell history. The message never repeats what preceded the '@'.
