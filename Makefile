@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # wheels it builds (pyspark's, ~4 min from its sdist) in its cache, so a clean .venv reinstalls fast.
 PIP := $(BIN)/python -m pip install --quiet --prefer-binary
 
-.PHONY: setup lab serve check test system-packages clean
+.PHONY: setup lab serve check docs test system-packages clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,17 +39,24 @@ check: $(VENV)/.test
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The documentation site, from docs/ (Sphinx, the PyData theme, MyST-NB: see docs/conf.py), into
+# docs/_build/html. Warnings are errors; --keep-going lists them all before failing. -E reads every
+# source again, so that a warning of an unchanged page is not skipped.
+docs: $(VENV)/.test
+	$(BIN)/python -m sphinx -b html -E -W --keep-going -q -d docs/_build/doctrees docs docs/_build/html
+
 # The Debian packages the tests need (.ci/apt-packages): installed when missing if we are root,
 # else the command to run is printed.
 system-packages:
 	@bash .ci/system-packages
 
 # Every test: the checks, then unit, golden values, HTTP against the real server, schemathesis,
-# the notebooks (nbval, papermill), the browser test and the Spark builds. `-m unit` and the other
+# the notebooks (nbval, papermill), the browser tests (the notebooks in JupyterLab, and the site that
+# `make docs` builds) and the Spark builds. `-m unit` and the other
 # markers in pyproject.toml select one kind: .venv/bin/python -m pytest -m unit
 # --durations: the slowest tests in the log, to keep CI inside its time.
-test: system-packages check
+test: system-packages check docs
 	$(BIN)/python -m pytest --durations=15
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache docs/_build docs/generated

@@ -11,6 +11,8 @@ read as percentages, USD amounts or counts, and periods that are not complete ar
 nobody reads a half week as a slump. Figures use constrained layout, so that titles, legends and
 tick labels are never clipped.
 
+For example::
+
     fig = charts.line_chart(client.dex("demoswap", "2025-01-01", "2025-06-30", "1_week"),
                             ["swap_active_users", "swap_transaction_count"], title="Users and swaps")
     fig = charts.family_chart(frame)   # a family frame, one panel per unit (not df.plot())

@@ -1,5 +1,7 @@
 """Interactive panels for notebooks: controls (ipywidgets) above a chart that redraws once per change.
 
+For example::
+
     panel = controls.Panel(draw, project=controls.choice(controls.projects("dex"), "demoswap", "exchange"),
                            granularity=controls.granularity("1_week"))
     panel   # the last expression of a cell: the controls, and the chart under them

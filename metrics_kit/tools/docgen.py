@@ -10,7 +10,7 @@ from metrics_kit.spec.catalogue import FAMILIES, Catalogue, default_catalogue
 
 _HEADER = """# Metric catalogue
 
-Generated from `metrics_kit/catalogue.py` by `python -m metrics_kit.tools.docgen > docs/metrics.md`;
+Generated from `metrics_kit/spec/catalogue.py` by `python -m metrics_kit.tools.docgen > docs/metrics.md`;
 do not edit by hand. Every metric accepts the granularities `1_day`, `1_week` and `1_month`.
 Chain reward metrics end in the chain's unit, here `{unit}` (a setting: `--chain-unit`).
 

@@ -110,14 +110,18 @@ class Lab:
                 self.process.wait(10)
 
 
-def chromium(profile: Path):
+def chromium(profile: Path, *, flags: tuple[str, ...] = (), logs: tuple[str, ...] = ()):
+    """Headless Chromium with ``flags`` added; ``logs``: the logs to keep ("browser" for the console,
+    "performance" for the DevTools network events), read with ``driver.get_log(name)``."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+    for flag in (*CHROMIUM_FLAGS, *flags, f"--user-data-dir={profile}"):
         options.add_argument(flag)
+    if logs:
+        options.set_capability("goog:loggingPrefs", dict.fromkeys(logs, "ALL"))
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
     driver.set_script_timeout(30)

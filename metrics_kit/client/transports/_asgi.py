@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequen
 from typing import Any
 from urllib.parse import urlencode
 
-from metrics_kit.client.settings import Secret, cache_identity, check_api_key
+from metrics_kit.client.checks import Secret, cache_identity, check_api_key
 from metrics_kit.client.transports._base import Pacer, Reply, object_name
 from metrics_kit.errors import ClientClosedError, TransportError
 

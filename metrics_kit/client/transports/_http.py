@@ -93,7 +93,7 @@ from urllib3.exceptions import (
 )
 from urllib3.util.retry import Retry
 
-from metrics_kit.client import settings
+from metrics_kit.client import checks as settings  # the checks settings.py shares with the transports
 from metrics_kit.client.transports._base import Clock, Deadline, Pacer, Reply, Sleep, current_deadline
 from metrics_kit.errors import ClientClosedError, ConfigurationError, TransportError, ValidationError
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from metrics_kit.client.settings import Secret, cache_identity
+from metrics_kit.client.checks import Secret, cache_identity
 from metrics_kit.client.transports._base import Reply, get_each, object_name
 from metrics_kit.errors import ClientClosedError, TransportError
 
