@@ -10,6 +10,7 @@ import traceback
 
 import pandas as pd
 import pytest
+from client_fakes import constant
 
 import metrics_kit as mk
 from metrics_kit import Client, ConfigurationError
@@ -24,32 +25,6 @@ KEY = "sk-live-TOPSECRET-abcdef0123456789"
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path))
-
-
-@pytest.fixture
-def fresh_default(monkeypatch):
-    """The default client of mk.* as if nothing had been configured, and put back afterwards."""
-    monkeypatch.setattr(api, "_default", None)
-    monkeypatch.setattr(api, "_made_from", None)
-    monkeypatch.setattr(api, "_arguments", {})
-    monkeypatch.setattr(settings, "_noticed", set())
-    yield
-    if api._default is not None:
-        api._default.close()
-
-
-def constant(value: int, *, complete: bool | None = True):
-    """A service answering ``value`` for every point (no discovery)."""
-
-    def answer(request: Request) -> Response:
-        if request.path != "/metrics":
-            return Response(404, json={"error": {"code": "not_found", "message": "no such path"}})
-        body = {"value": value, "period_start": request.params["date"]}
-        if complete is not None:
-            body["complete"] = complete
-        return Response(200, json=body)
-
-    return answer
 
 
 def verbose(error: BaseException) -> str:
