@@ -28,6 +28,7 @@ from metrics_kit.client.client import Client, Names, Shape
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV, Secret, address
 from metrics_kit.client.transports import Transport
+from metrics_kit.errors import ConfigurationError
 from metrics_kit.files import CACHE_DIR_ENV
 
 __all__ = [
@@ -59,7 +60,9 @@ def _environment() -> tuple[str, ...]:
     the key itself), the cache folder."""
     key = os.environ.get(API_KEY_ENV) or ""
     digest = hashlib.sha256(b"metrics-kit environment\x00" + key.encode()).hexdigest() if key else ""
-    return (os.environ.get(BASE_URL_ENV) or "", digest, os.environ.get(CACHE_DIR_ENV) or "")
+    # The base URL as an Address: it may be a key set in the wrong variable, and the tuple is a local
+    # of default_client() (a verbose traceback shows it); its repr masks it.
+    return (address(os.environ.get(BASE_URL_ENV) or ""), digest, os.environ.get(CACHE_DIR_ENV) or "")
 
 
 Function = TypeVar("Function", bound=Callable[..., Any])
@@ -102,6 +105,14 @@ def configure(
     key = Secret.of(api_key)
     del api_key  # no frame of ours holds the key plain, nor what may be one given as the base URL
     base_url = address(base_url)
+    if key is not None and base_url is None and transport is None:
+        # A key belongs to the service it was given with: with the base URL left to the environment,
+        # it would be sent to whatever METRICS_KIT_BASE_URL points at later.
+        raise ConfigurationError(
+            "api_key was given without a base URL: give base_url= with api_key=, or set both "
+            f"environment variables ({BASE_URL_ENV} and {API_KEY_ENV}) and call configure() without them",
+            setting="api_key",
+        )
     settings: dict[str, Any] = {
         "transport": transport,
         "workers": workers,
@@ -120,15 +131,16 @@ def configure(
         "deadline": deadline,
     }
     client = Client(base_url, key, **settings)
-    arguments = {"base_url": base_url, "api_key": key, **settings}
+    # Made again from the environment when it changes: never with a key given here (see above).
+    arguments = {"base_url": base_url, **settings}
     with _lock:
         previous, _default = _default, client
         # A base URL or transport given here stands; otherwise the environment still decides.
         fixed = base_url is not None or transport is not None
         _made_from = None if fixed else _environment()
         _arguments = {} if fixed else arguments
-    if previous is not None:
-        previous._close("by mk.configure(), which replaced it as the default client")
+    if previous is not None:  # the transport the new default shares with it (given twice) stays open
+        previous._close("by mk.configure(), which replaced it as the default client", keep=transport)
     return client
 
 

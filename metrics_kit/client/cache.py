@@ -21,8 +21,8 @@ Which data version
     A service that names its data version (``X-Data-Version``) gets its values filed under it: each
     row holds the version of the answer it came from, and only the rows of the version the client
     currently trusts are read. The last version seen, when it was seen, and the service's
-    ``/projects`` answer under it are kept per service and key (the ``services`` table), so that a
-    fresh process can trust a version seen less than ``version_ttl`` seconds ago without asking.
+    ``/projects`` answer under it are kept per service and key (the ``services`` table), for a
+    client that cannot reach the service (a client trusts only a version it saw itself).
     Recording another version deletes the rows of every other: values of two data sets are never
     mixed. A service that names no version has the version ``""``.
 
@@ -246,6 +246,11 @@ class ValueCache:
         self.misses = 0
         self.last_error: BaseException | None = None  # why the last operation that failed did
         self._failing = False  # whether the last operation failed
+        # Why the file, which exists, could not be opened for writing (a full disk, a file-size
+        # limit, a read-only file, -wal/-shm that cannot be made): then it is read only, or not at
+        # all, and every write is skipped. None: writable.
+        self.read_only: BaseException | None = None
+        self._unusable = False  # read_only, and not even readable: every read a miss
         with self._lock:
             self._open()
 
@@ -294,6 +299,8 @@ class ValueCache:
             )
         if not rows:
             return True
+        if self.read_only is not None:
+            return False
         return self._run(lambda conn: self._insert(conn, rows), default=False)
 
     def known(self) -> Known | None:
@@ -331,6 +338,8 @@ class ValueCache:
             conn.execute("COMMIT")
             return True
 
+        if self.read_only is not None:
+            return False
         return self._run(write, default=False)
 
     def clear(self, *, everything: bool = False) -> int:
@@ -483,13 +492,48 @@ class ValueCache:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise self._unwritable(error) from error
+        if self.read_only is not None:
+            self._open_read_only()
+            return
         try:
             self._connect_when_free()
         except sqlite3.DatabaseError as error:
             if _code(error) in _UNWRITABLE or _code(error) in _BUSY or not _is_broken(error):
                 self._disconnect()
-                raise self._unwritable(error) from None
+                if not self.path.is_file():
+                    raise self._unwritable(error) from None
+                # The file is there but cannot be written: its values can still be read.
+                self.read_only = error
+                log.warning("the metric value cache %s cannot be written (%s); reading it only", self.path, error)
+                self._open_read_only()
+                return
             self._rebuild(error)
+
+    def _open_read_only(self) -> None:
+        """Connect without writing anything (``mode=ro``; ``immutable`` when even that needs a -shm
+        file that cannot be made), checking the schema; when neither works, no file: every read a miss."""
+        for query in ("mode=ro", "immutable=1"):
+            uri = f"{self.path.resolve().as_uri()}?{query}"
+            try:
+                conn = sqlite3.connect(
+                    uri, uri=True, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+                )
+            except sqlite3.Error:
+                continue
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+                conn.execute("SELECT count(*) FROM entries WHERE 0").fetchone()
+            except sqlite3.Error:
+                conn.close()
+                continue
+            if row is None or row[0] != SCHEMA_VERSION:
+                conn.close()
+                break  # another schema: not migrated without writing, so not read
+            self._conn, self._unusable = conn, False
+            stat = os.stat(self.path)
+            self._inode = (stat.st_dev, stat.st_ino)
+            return
+        self._unusable = True
 
     def _connect_when_free(self) -> None:
         """Connect, trying again while another process holds the file (creating it, say: switching
@@ -559,6 +603,8 @@ class ValueCache:
 
     def _reopen_if_replaced(self) -> None:
         """Follow the file if another process (or ``delete_cache_file``) deleted or replaced it."""
+        if self._unusable:
+            raise sqlite3.OperationalError(f"the file cannot be written or read ({self.read_only})")
         try:
             stat = os.stat(self.path)
             same = (stat.st_dev, stat.st_ino) == self._inode

@@ -81,6 +81,11 @@ class Secret:
     def reveal(self) -> str:
         return self._value
 
+    def well_formed(self) -> bool:
+        """Whether the key can travel in a header unmangled (visible ASCII, no space or line break).
+        Checked here, on the key itself, so that no frame of the caller holds it plain to check it."""
+        return isinstance(self._value, str) and _VALID_KEY.fullmatch(self._value) is not None
+
     def fingerprint(self, service: str) -> str:
         """The hex HMAC-SHA256 of the normalised ``service`` address, keyed by the key: the same
         service and key give the same fingerprint, another key or service another one, and the key
@@ -130,14 +135,16 @@ def cache_identity(service: str, key: Secret | None) -> str:
 
 
 def check_api_key(value: object) -> Secret:
-    text = value.reveal() if isinstance(value, Secret) else value
-    if not isinstance(text, str) or not _VALID_KEY.fullmatch(text):
-        # Never echo the value: it may be a real key with a stray newline.
+    # The key is checked by the Secret itself: no local here holds it plain (a verbose traceback of
+    # the error below shows every local), and the error never echoes it (a real key with a stray newline).
+    key = Secret(value) if isinstance(value, str) else value
+    del value
+    if not isinstance(key, Secret) or not key.well_formed():
         raise ConfigurationError(
             "api_key must be a non-empty string of visible ASCII characters (no spaces or line breaks)",
             setting="api_key",
         )
-    return value if isinstance(value, Secret) else Secret(text)
+    return key
 
 
 # A path segment that may be a key: long, of token characters, with letters and digits in it.
@@ -171,6 +178,14 @@ def shown_url(value: object, limit: int = 80, key: Secret | None = None) -> str:
     return repr(shown[:limit] + ("..." if len(shown) > limit else ""))
 
 
+def shown_request(url: str) -> str:
+    """A request URL of ours (base URL, path, and the query we wrote: metric, project, granularity,
+    date) for a message or an error's ``url``: the base URL's part masked as :func:`masked_url`
+    masks it (a token-like path segment, say), the query kept."""
+    head, mark, query = url.partition("?")
+    return (masked_url(head) or "(an address not shown)") + mark + query
+
+
 class Address(str):
     """A base URL not yet known to be free of secrets (a key given in its place, a ``?api_key=``):
     a string whose repr masks whatever in it may be a key (:func:`shown_url`), so that a traceback's
@@ -190,6 +205,9 @@ def address(value: Any) -> Any:
 def check_base_url(value: object, key: Secret | None = None) -> str:
     value = address(value)
     text = Address(value.strip().rstrip("/")) if isinstance(value, str) else Address("")
+    if "://" in text and text.partition("://")[0].lower() in ("http", "https"):  # case-insensitive (RFC 3986)
+        # Inline, no local holding a part of the text: it may hold a key (a verbose traceback shows locals).
+        text = Address(text.partition("://")[0].lower() + text[text.index("://") :])
     if isinstance(value, str) and "@" in urlsplit(text).netloc:
         # Refused, not used as basic auth: the key travels in x-api-key, and a password in a URL ends
         # up in logs, reprs and shell history. The message never repeats what preceded the '@'.
@@ -209,4 +227,11 @@ def check_base_url(value: object, key: Secret | None = None) -> str:
             f"base_url must not hold the API key: got {shown_url(text, key=key)}; the key travels in a header only",
             setting="base_url",
         )
+    try:
+        urlsplit(text).port  # noqa: B018 (urllib checks the port when asked for it)
+    except ValueError:
+        raise ConfigurationError(
+            f"base_url has a port that is not a number from 0 to 65535: got {shown_url(text, key=key)}",
+            setting="base_url",
+        ) from None
     return str(text)

@@ -15,11 +15,13 @@ Whether a value is complete is decided when it is fetched and kept with it (the 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
@@ -52,7 +54,11 @@ __all__ = ["Client", "Point", "Result"]
 log = logging.getLogger("metrics_kit.client")
 SAVE_EVERY = fetching.BATCH  # fetched values are written to the cache in batches of this many
 VERSION_CHANGES = 3  # times the data may change during one pull before it gives up
+# The most points (metric x project x period) one call may ask for, checked before any request: a
+# range typed wrong (years 0001 to 9999 by day) would otherwise send millions of requests.
+MAX_POINTS = 100_000
 Shape = Literal["wide", "long"]
+_NOT_COPIED = "a Client cannot be copied or pickled; make another Client(...) with the same arguments"
 Names = str | Iterable[str]
 
 
@@ -160,14 +166,19 @@ class Client:
         s = self.settings
         state = ", closed" if self.is_closed else ""
         return (
-            f"Client(base_url={self.base_url!r}, workers={s.workers}, rate_limit={s.rate_limit}, "
+            f"Client(base_url={self._shown_url()!r}, workers={s.workers}, rate_limit={s.rate_limit}, "
             f"cache={s.cache}{state})"
         )
+
+    def _shown_url(self) -> str:
+        """The base URL for a message or a repr: anything in it that may be a key masked."""
+        url = self.base_url
+        return url if url == "embedded" else masked_url(url) or "(an address not shown)"
 
     def _check_open(self) -> None:
         if self._closed is not None:
             raise ClientClosedError(
-                f"this Client ({self.base_url}) was closed {self._closed}; a closed client never answers again "
+                f"this Client ({self._shown_url()}) was closed {self._closed}; a closed client never answers again "
                 "(and never from another service). Make a new Client, or use the mk.* functions for the default one"
             )
 
@@ -176,6 +187,12 @@ class Client:
         """The transport, made on first use: HTTP for a base URL, else the registered default."""
         with self._lock:
             self._check_open()
+            if self._given_transport and _closed_by(self._transport):
+                raise ClientClosedError(
+                    f"the transport this Client ({self._shown_url()}) was given was closed by another Client that "
+                    "shared it: closing a client closes the transport it was given (as httpx does). Give each "
+                    "Client a transport of its own, or close only the last one"
+                )
             if self._transport is None:
                 s, connection = self.settings, self.settings.connection
                 if connection.base_url is None or connection.api_key is None:
@@ -208,6 +225,13 @@ class Client:
                     clock=self.settings.clock,
                     calendar=self.calendar,
                 )
+                if self._cache.read_only is not None:
+                    warnings.warn(
+                        f"the metric value cache {self._cache.path} cannot be written ({self._cache.read_only}); "
+                        "it is only read: cached values are returned, new ones are not cached",
+                        CacheWarning,
+                        stacklevel=_caller_level(),
+                    )
             return self._cache
 
     def clear_cache(self) -> int:
@@ -220,15 +244,31 @@ class Client:
         (ClientClosedError); closing twice is fine."""
         self._close("with close()")
 
-    def _close(self, how: str) -> None:
+    def _close(self, how: str, keep: object = None) -> None:
+        """Close, and close the transport unless it is ``keep`` (the transport a new default client
+        shares with this one: ``mk.configure(transport=t)`` run twice)."""
         with self._lock:
             if self._closed is not None:
                 return
             self._closed = how
             for part in (self._cache, self._transport):
-                if part is not None:
+                if part is not None and part is not keep:
                     part.close()
+                    if part is self._transport and self._given_transport:
+                        with contextlib.suppress(TypeError):  # a transport that cannot be weakly referenced
+                            _closed_by_a_client.add(part)
             self._cache = None
+
+    def __copy__(self) -> Client:
+        raise TypeError(_NOT_COPIED)
+
+    def __deepcopy__(self, memo: object) -> Client:
+        raise TypeError(_NOT_COPIED)
+
+    def __reduce__(self) -> Any:
+        # A copy would share the cache and the transport (closing it closes the original's), and a
+        # pickle would carry the key out of the process.
+        raise TypeError(_NOT_COPIED)
 
     def __enter__(self) -> Client:
         self._check_open()
@@ -302,7 +342,7 @@ class Client:
                 versions.pop(point, None)
                 results.pop(point, None)
         raise ResponseFormatError(
-            f"the data of {self.base_url} changed {VERSION_CHANGES} times during one pull; ask again later"
+            f"the data of {self._shown_url()} changed {VERSION_CHANGES} times during one pull; ask again later"
         )
 
     def _fetch_once(
@@ -328,13 +368,13 @@ class Client:
         saver = _Saver(cache, self._discovery)
         try:
             metrics = {p.metric: self._metric(p.metric) for p in missing}
-            pulled = fetching.run(self.transport, missing, metrics, self.calendar)
-            for point, outcome, version in within_deadline(self.settings.deadline, pulled):
+            pulled = fetching.run(self.transport, missing, metrics, self.calendar, self.settings.clock)
+            for point, outcome, version, sent in within_deadline(self.settings.deadline, pulled):
                 if isinstance(outcome, Exception):
                     failures[point] = outcome
                 else:
                     latest = version or ""
-                    entry = self._entry(point, outcome, latest)
+                    entry = self._entry(point, outcome, latest, sent)
                     results[point] = Result(entry.value, entry.unit, entry.complete, False, latest)
                     versions[point] = latest
                     saver.add(point, entry)
@@ -345,9 +385,9 @@ class Client:
             bar.close()
         return results, failures, versions, latest
 
-    def _entry(self, point: Point, value: parse.Parsed, version: str) -> Entry:
-        """A fetched value with its completeness decided now, by the one rule (complete_when_fetched)."""
-        fetched_at = self.settings.clock()
+    def _entry(self, point: Point, value: parse.Parsed, version: str, fetched_at: float) -> Entry:
+        """A fetched value with its completeness decided by the one rule (complete_when_fetched), at
+        ``fetched_at``: when its request was sent, not when the answer came (see fetching.run)."""
         try:
             last = dt.date.fromisoformat((value.period_end or "")[:10]) if value.period_end else None
         except ValueError:
@@ -404,10 +444,14 @@ class Client:
         errors, incomplete, skip_inapplicable = options["errors"], options["incomplete"], options["skip_inapplicable"]
         _choice("errors", errors, ("raise", "coerce"))
         _choice("incomplete", incomplete, ("keep", "drop"))
+        for flag in ("refresh", "progress"):  # None: the client's setting
+            if not isinstance(options[flag], bool | None):
+                raise ValidationError(f"{flag} must be True, False or None, not {options[flag]!r}", flag)
         granularity = ids.check_granularity(granularity, synonyms=True)
         # A metric named twice, or by its name and an alias, is one metric, fetched and shown once.
         metric_list = list({m.name: m for m in (self._metric(x) for x in _as_list(metrics, "metrics"))}.values())
         project_list = [ids.check_project(p) for p in _as_list(projects, "projects")]
+        self._check_size(len(metric_list) * len(project_list), start, end, granularity)
         starts = self.periods(start, end, granularity)  # every argument checked before the network
         pairs = []
         for project in project_list:
@@ -433,6 +477,25 @@ class Client:
                 stacklevel=_caller_level(),
             )
         return frames.drop_incomplete(frame) if incomplete == "drop" else frame
+
+    def _check_size(self, pairs: int, start: DateLike, end: DateLike, granularity: str) -> None:
+        """A ValidationError when ``pairs`` (metric, project) over the periods from ``start`` to
+        ``end`` are more than MAX_POINTS points, counted without listing the periods."""
+        first, last = ids.to_date(start, "start"), ids.to_date(end, "end")
+        if first > last:
+            return  # periods() says what is wrong
+        a, b = self.calendar.start(first, granularity), self.calendar.start(last, granularity)
+        if granularity == "1_month":
+            periods = (b.year - a.year) * 12 + b.month - a.month + 1
+        else:
+            periods = (b - a).days // (7 if granularity == "1_week" else 1) + 1
+        if pairs * periods > MAX_POINTS:
+            raise ValidationError(
+                f"this call asks for {pairs * periods:,} points ({pairs} metric and project pairs x {periods:,} "
+                f"{granularity} periods from {first} to {last}); one call may ask for at most {MAX_POINTS:,}. "
+                "Narrow the range (start, end), choose a coarser granularity, or split the pull into several calls",
+                "start",
+            )
 
     def series(
         self,
@@ -503,7 +566,8 @@ class Client:
         found = self.discovery()
         if found is None:
             raise ConfigurationError(
-                f"the service at {self.base_url} offers no project discovery (GET /projects); name projects yourself"
+                f"the service at {self._shown_url()} offers no project discovery (GET /projects); "
+                "name projects yourself"
             )
         return frames.projects_table(found)
 
@@ -514,6 +578,18 @@ class Client:
     lending = families.lending
     chain_rewards = families.chain_rewards
     financials = families.financials
+
+
+# The given transports that a Client closed: another Client given the same transport says so
+# rather than a bare "closed".
+_closed_by_a_client: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _closed_by(transport: object) -> bool:
+    try:
+        return transport in _closed_by_a_client
+    except TypeError:  # not weakly referenced, or not hashable: never recorded
+        return False
 
 
 class _Saver:
@@ -542,8 +618,9 @@ class _Saver:
             while j < len(pending) and pending[j][1].version == version:
                 j += 1
             self._discovery.saw(version, self._cache)
-            if self._cache is not None and not self._cache.put_many(pending[i:j]) and not self._warned:
-                self._warned = True
+            written = self._cache is None or self._cache.put_many(pending[i:j])
+            if not written and not self._warned and self._cache is not None and self._cache.read_only is None:
+                self._warned = True  # a cache opened read only warned when it was opened
                 warnings.warn(
                     f"the metric value cache {self._cache.path} could not be written ({self._cache.last_error}); "
                     "the values are returned but not cached, and will be fetched again next time",

@@ -4,9 +4,11 @@ projects (``GET /projects``), where it offers one.
 The data version (``X-Data-Version`` on every answer, ``data_version`` in ``/projects``) files the
 cache: values are read only under the version the client trusts. A version is trusted for
 ``version_ttl`` seconds after it was last seen, in any answer; after that, one ``GET /projects``
-asks again (and brings the projects under that version). The version, when it was seen and the
-projects are kept in the cache too, so a fresh process whose values are all cached, within the
-TTL, answers without touching the network. A service that names no version has the version ``""``.
+asks again (and brings the projects under that version). Only a version this client saw itself is
+trusted: its first pull asks, whatever another process saw (the service may have restarted on other
+data at the same address). The version, when it was seen and the projects are kept in the cache
+too, read only when the service cannot be reached (untrusted). A service that names no version has
+the version ``""``.
 
 Discovery is not required by the specification, so nothing depends on it: with it, an unknown
 project or a metric that does not apply to a project is a ValidationError before any ``/metrics``
@@ -94,17 +96,20 @@ class Discovery:
         return self._version is not None and self._clock() - self._seen_at <= self._ttl
 
     def _refresh(self, transport: Transport, cache: ValueCache | None, *, need_projects: bool) -> None:
-        if not self._trusted() and cache is not None:
-            self._load(cache)
+        # Only a version this client has seen itself is trusted: another process's (in the cache
+        # file) may be of a server since restarted on other data at the same address.
         if not (self._trusted() and (self._asked or not need_projects)):
             self._ask(transport, cache)
+            if self._version is None and cache is not None:
+                self._load(cache)  # no answer: the last version the cache knows, to read it, untrusted
 
     def _load(self, cache: ValueCache) -> None:
-        """Take what the cache file knows (this or another process wrote it), when it is newer."""
+        """Take what the cache file knows (this or another process wrote it), without trusting it:
+        the service is asked again next time."""
         stored = cache.known()
-        if stored is None or stored.seen_at <= self._seen_at:
+        if stored is None:
             return
-        self._version, self._seen_at = stored.version, stored.seen_at
+        self._version, self._seen_at = stored.version, -math.inf
         self._asked = stored.projects is not None
         self._projects = json.loads(stored.projects) if stored.projects is not None else None
 

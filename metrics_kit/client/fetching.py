@@ -15,10 +15,13 @@ Each answer also brings the data version it came from (the ``X-Data-Version`` he
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from metrics_kit.client.frames import Point
+from metrics_kit.client.settings import shown_request
 from metrics_kit.client.transports import Reply, Transport
 from metrics_kit.errors import APIError, ConfigurationError, ResponseFormatError, TransportError
 from metrics_kit.spec import wire
@@ -32,35 +35,58 @@ VERSION_HEADER = "x-data-version"
 
 
 def run(
-    transport: Transport, points: list[Point], metrics: Mapping[str, Metric], calendar: Calendar
-) -> Iterator[tuple[Point, wire.Parsed | Exception, str | None]]:
-    """Each point with its parsed answer (or the exception that stands for its failure) and the data
-    version the answer names (None when it names none)."""
+    transport: Transport,
+    points: list[Point],
+    metrics: Mapping[str, Metric],
+    calendar: Calendar,
+    clock: Callable[[], float] = time.time,
+) -> Iterator[tuple[Point, wire.Parsed | Exception, str | None, float]]:
+    """Each point with its parsed answer (or the exception that stands for its failure), the data
+    version the answer names (None when it names none) and when its request was sent.
+
+    The send time is read on ``clock`` before the batch goes out, so it is the earliest send time of
+    the batch: the service counted the value at that moment or later, never earlier. The completeness
+    rule compares a period's end with it, so an answer that arrives after midnight for a value
+    counted before is never taken for complete (when in doubt, incomplete)."""
     for i in range(0, len(points), BATCH):
         chunk = points[i : i + BATCH]
+        sent = clock()
         replies = transport.get_many([("/metrics", dict(zip(PARAMS, p, strict=True))) for p in chunk])
         for point, reply in zip(chunk, replies, strict=True):
             if isinstance(reply, TransportError):
-                yield point, reply, None
+                yield point, reply, None, sent
                 continue
             try:
-                yield point, read(point, reply, metrics[point.metric], calendar), reply.header(VERSION_HEADER)
+                yield point, read(point, reply, metrics[point.metric], calendar), reply.header(VERSION_HEADER), sent
             except (APIError, ResponseFormatError) as error:
-                yield point, error, None
+                yield point, error, None, sent
 
 
 def read(point: Point, reply: Reply, metric: Metric, calendar: Calendar) -> wire.Parsed:
-    """The value in a reply, or the error it stands for (raised)."""
+    """The value in a reply, or the error it stands for (raised). Errors show the URL masked
+    (settings.shown_request): a base URL may hold a token-like path segment."""
+    url = shown_request(reply.url)
+    body = masked(reply.body, reply.url, url)
     if reply.status != 200:
-        raise wire.api_error(reply.status, reply.body, reply.url, reply.header("retry-after"))
-    parsed = wire.metric_value(reply.body, is_count=metric.is_count, url=reply.url)
+        raise wire.api_error(reply.status, body, url, reply.header("retry-after"))
+    parsed = wire.metric_value(body, is_count=metric.is_count, url=url)
     answered = (parsed.period_start or point.date)[:10]
     if answered != point.date:
-        raise other_period(point, answered, reply.url, calendar.week_start)
+        raise other_period(point, answered, url, calendar.week_start)
     wrong = mismatches(point, parsed, metric, calendar)
     if wrong:
-        raise ResponseFormatError(f"the answer from {reply.url} is not about what was asked: {'; '.join(wrong)}")
+        raise ResponseFormatError(f"the answer from {url} is not about what was asked: {'; '.join(wrong)}")
     return parsed
+
+
+def masked(body: bytes, url: str, shown: str) -> bytes:
+    """``body`` with every path segment that ``shown`` masks in ``url`` masked too: a service's
+    message may echo the path it was asked (a 404's "no such path"), token and all."""
+    raw, hidden = urlsplit(url).path.split("/"), urlsplit(shown).path.split("/")
+    for segment, masked_as in zip(raw, hidden, strict=False):
+        if segment and segment != masked_as:
+            body = body.replace(segment.encode(), b"***")
+    return body
 
 
 def mismatches(point: Point, parsed: wire.Parsed, metric: Metric, calendar: Calendar) -> list[str]:

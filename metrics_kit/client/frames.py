@@ -83,8 +83,16 @@ def long_frame(
 
 
 def drop_incomplete(long: pd.DataFrame) -> pd.DataFrame:
-    out = long[long["complete"] != False].reset_index(drop=True)  # noqa: E712 (None stays)
+    """The rows that are complete (or failed); ``attrs["dropped"]`` records each point left out
+    (project, metric, period_start), so that a cell left empty in a wide frame of several projects
+    (another project has that period) is never taken for a value that is missing for no reason."""
+    kept = long["complete"] != False  # noqa: E712 (None stays)
+    out = long[kept].reset_index(drop=True)
     out.attrs.update(long.attrs)
+    out.attrs["dropped"] = [
+        {"project": project, "metric": metric, "period_start": start.date().isoformat()}
+        for start, project, metric in long.loc[~kept, ["period_start", "project", "metric"]].itertuples(index=False)
+    ]
     return out
 
 
@@ -102,8 +110,9 @@ def series(long: pd.DataFrame, metric: Metric, project: str) -> pd.Series:
         fetched=long.attrs["fetched"],
         **{key: long.attrs[key] for key in SOURCE if key in long.attrs},
     )
-    if "failed" in long.attrs:
-        out.attrs["failed"] = long.attrs["failed"]
+    for key in ("failed", "dropped"):
+        if key in long.attrs:
+            out.attrs[key] = long.attrs[key]
     return out
 
 

@@ -22,6 +22,7 @@ it, and it is revealed only where a request is written. Messages show a URL thro
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import time
@@ -45,6 +46,7 @@ from metrics_kit.client.checks import (
     check_seconds,
     masked_url,
     normalise_url,
+    shown_request,
     shown_url,
 )
 from metrics_kit.client.transports import Transport
@@ -74,6 +76,7 @@ __all__ = [
     "masked_url",
     "normalise_url",
     "resolve",
+    "shown_request",
     "shown_url",
 ]
 
@@ -226,6 +229,13 @@ class Settings:
         base_url = address(base_url)  # nor what may be a key given as the base URL
         if clock is not None and not callable(clock):
             raise ConfigurationError(f"clock must be a function returning seconds, not {clock!r}", setting="clock")
+        if clock is not None:  # asked once now, rather than failing inside a pull
+            now = clock()
+            if not isinstance(now, int | float) or isinstance(now, bool) or not math.isfinite(now):
+                raise ConfigurationError(
+                    f"clock must return the seconds since the epoch as a finite number; it returned {now!r}",
+                    setting="clock",
+                )
         if transport is not None and not isinstance(transport, Transport):
             raise ConfigurationError(
                 "transport must be a Transport (get, get_many, close, base_url, cache_identity), such as "

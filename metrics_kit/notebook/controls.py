@@ -213,21 +213,28 @@ class Panel:
                 drawn = self._draw(**self.values())
                 fig, caption = drawn if isinstance(drawn, tuple) else (drawn, "")
                 picture = charts.png(fig)
+                # The caption's text before any widget changes: a picture never under another's caption.
+                text = html.escape("" if caption is None else caption if isinstance(caption, str) else str(caption))
             except Exception as error:  # any failure: shown in place of the chart, never a stale one
                 self._failed(error)
                 return
+            except BaseException as error:  # an interrupt (KeyboardInterrupt, SystemExit): shown, then raised
+                self._failed(error)
+                raise
             self.error = None
             self.image.value = picture
             self.image.layout.display = None
-            self.caption.value = html.escape(caption)
+            self.caption.value = text
             self.draws += 1
 
-    def _failed(self, error: Exception) -> None:
+    def _failed(self, error: BaseException) -> None:
         self.error = error
         self.image.value = b""
         self.image.layout.display = "none"
         if isinstance(error, MetricsKitError):
             what = str(error)
+        elif not isinstance(error, Exception):
+            what = f"the draw was interrupted ({type(error).__name__})"
         else:
             log.error("the panel's chart could not be drawn", exc_info=error)
             what = f"{type(error).__name__}: {error}"
@@ -239,6 +246,8 @@ class Panel:
             return None
         error = self.error
         what = str(error) if isinstance(error, MetricsKitError) else f"{type(error).__name__}: {error}"
+        if not isinstance(error, Exception):
+            what = f"the draw was interrupted ({type(error).__name__})"
         return f"Cannot draw this: {what}"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:

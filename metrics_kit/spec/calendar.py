@@ -50,7 +50,10 @@ class Calendar:
         return 0 if self.week_start == "monday" else 1
 
     def start(self, day: dt.date, granularity: str) -> dt.date:
-        """The first day of the period containing ``day``."""
+        """The first day of the period containing ``day`` (a date, or an ISO date string such as
+        "2025-01-02"; anything else is a ValidationError naming ``day``)."""
+        if not isinstance(day, dt.date):
+            day = _a_date(day)
         if granularity == "1_day":
             return day
         if granularity == "1_week":
@@ -138,3 +141,13 @@ period_start = ISO.start
 period_bounds = ISO.bounds
 period_starts = ISO.starts
 period_index = ISO.index
+
+
+def _a_date(value: object) -> dt.date:
+    """An ISO date string as a date (Calendar's methods take both); anything else a ValidationError."""
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value.strip())
+        except ValueError:
+            pass
+    raise ValidationError(f"day must be a date or an ISO date string such as '2025-01-02', not {value!r}", "day")

@@ -255,8 +255,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             "lab": _lab,
             "report": _report,
         }[args.command](args)
-    except MetricsKitError as error:
-        print(f"metrics-kit: error: {error}", file=sys.stderr)
+    except MetricsKitError as error:  # a FetchError's hint names the library's argument: the command's is a flag
+        print("metrics-kit: error:", str(error).replace("errors='coerce'", "--errors coerce"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -353,7 +353,7 @@ def _fetch(args) -> int:
     import warnings
 
     from metrics_kit.client.client import Client
-    from metrics_kit.client.settings import check_base_url
+    from metrics_kit.client.settings import check_base_url, shown_url
 
     suffix = args.out.suffix.lower()
     if suffix not in OUTPUT_FORMATS:
@@ -366,7 +366,7 @@ def _fetch(args) -> int:
         base_url = check_base_url(base_url)  # refuses a user name or password in it, without echoing them
     if base_url and not os.environ.get(API_KEY_ENV):
         return _fail(
-            f"the service {base_url} needs an API key: set the environment variable {API_KEY_ENV} "
+            f"the service {shown_url(base_url)} needs an API key: set the environment variable {API_KEY_ENV} "
             "(there is no flag for it, so that it stays out of shell history and ps)"
         )
     with Client(

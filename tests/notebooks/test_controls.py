@@ -157,3 +157,35 @@ def test_months_send_when_released():
     months = controls.months("2024-01-01", "2025-12-31", "2025-01-15", "2025-03-02")
     assert months.continuous_update is False
     assert controls.month_span(months.value) == (pd.Timestamp("2025-01-01").date(), pd.Timestamp("2025-03-31").date())
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_an_interrupted_draw_removes_the_chart_and_says_so(interrupt):
+    mode = {"interrupt": False}
+
+    def draw(project):
+        if mode["interrupt"]:
+            raise interrupt
+        return chart(project=project)
+
+    picker = controls.choice(["a", "b"], "a", "x")
+    panel = controls.Panel(draw, project=picker)
+    mode["interrupt"] = True
+    with pytest.raises(interrupt):
+        picker.value = "b"
+    bundle = panel._repr_mimebundle_()
+    # was: the chart of "a" on screen and stored, under controls that say "b"
+    assert panel.image.value == b"" and "image/png" not in bundle
+    assert "interrupted" in panel.caption.value and "interrupted" in bundle["text/plain"]
+
+
+@pytest.mark.parametrize("caption", [None, 42])
+def test_a_caption_that_is_not_text_shows_with_its_own_chart(caption):
+    def draw(project):
+        return chart(project=project), (f"chart of {project}" if project == "a" else caption)
+
+    picker = controls.choice(["a", "b"], "a", "x")
+    panel = controls.Panel(draw, project=picker)
+    picker.value = "b"  # was: the new chart under the old caption, and an AttributeError from html.escape
+    assert panel.error is None and panel.draws == 2
+    assert panel.caption.value == ("" if caption is None else "42")

@@ -97,3 +97,17 @@ class ThreadClock:
         with self._lock:
             self.slept.append(seconds)
             self.woke.append(self._local.now)
+
+
+def constant(value: int, *, complete: bool | None = True, version: str | None = None):
+    """A service answering ``value`` for every point (no discovery)."""
+
+    def answer(request: Request) -> Response:
+        if request.path != "/metrics":
+            return Response(404, json={"error": {"code": "not_found", "message": "no such path"}})
+        body = {"value": value, "period_start": request.params["date"]}
+        if complete is not None:
+            body["complete"] = complete
+        return Response(200, json=body, headers={"X-Data-Version": version} if version else {})
+
+    return answer

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from client_fakes import FakeClock, daily_service
+from client_fakes import FakeClock, constant, daily_service
 
 import metrics_kit as mk
 from metrics_kit import (
@@ -25,10 +25,10 @@ from metrics_kit import (
     ConfigurationError,
     IncompletePeriodWarning,
 )
-from metrics_kit.client import api, settings
+from metrics_kit.client import settings
 from metrics_kit.client.cache import ValueCache
 from metrics_kit.client.settings import Secret
-from metrics_kit.client.transports import ASGITransport, HTTPTransport, MockTransport, Request, Response
+from metrics_kit.client.transports import ASGITransport, HTTPTransport, MockTransport
 from metrics_kit.embedded import EMBEDDED_URL
 from metrics_kit.embedded import transport as embedded_transport
 
@@ -40,32 +40,6 @@ KEY = "sk_live_4f9a8b7c6d5e4f3a2b1c0d9e"
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path))
-
-
-@pytest.fixture
-def fresh_default(monkeypatch):
-    """The default client of mk.* as if nothing had been configured, and put back afterwards."""
-    monkeypatch.setattr(api, "_default", None)
-    monkeypatch.setattr(api, "_made_from", None)
-    monkeypatch.setattr(api, "_arguments", {})
-    monkeypatch.setattr(settings, "_noticed", set())
-    yield
-    if api._default is not None:
-        api._default.close()
-
-
-def constant(value: int, *, complete: bool | None = True, version: str | None = None):
-    """A service answering ``value`` for every point (no discovery)."""
-
-    def answer(request: Request) -> Response:
-        if request.path != "/metrics":
-            return Response(404, json={"error": {"code": "not_found", "message": "no such path"}})
-        body = {"value": value, "period_start": request.params["date"]}
-        if complete is not None:
-            body["complete"] = complete
-        return Response(200, json=body, headers={"X-Data-Version": version} if version else {})
-
-    return answer
 
 
 # -- the lifecycle --------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 functions (MockTransport) and a fake clock: no sockets, no sleeping, nothing timed.
 
 - the data version: values are filed under the version their answer named; a trusted version (seen
-  less than version_ttl seconds ago) answers a fully cached pull, discovery included, with no request;
+  less than version_ttl seconds ago, by this client) answers a fully cached pull, discovery included,
+  with no request; a fresh client asks once;
   a changed version, in /projects or in any answer, replaces every value of the old one;
 - answers checked against the question: metric, project, period and unit;
 - nothing lost: values reach the cache in batches as they arrive, so an interrupted pull keeps them.
@@ -84,16 +85,35 @@ def _metrics_requests(transport: MockTransport) -> int:
 # -- the data version ---------------------------------------------------------------------------------
 
 
-def test_a_fresh_client_with_every_value_cached_and_a_trusted_version_makes_no_request():
+def test_a_fresh_client_asks_for_the_version_once_then_trusts_it_for_version_ttl():
+    # Changed after issue 21's hostile review: a fresh client no longer trusts a version that another
+    # client (another process) saw, however recently: it asks once, then reads every cached value.
     clock, service = FakeClock(), Service()
     with _client(service, clock)[0] as client:
         assert _pull(client) == [m for _ in (1, 2) for m in range(1, 13)]
-    clock.advance(59)  # within version_ttl (60 s by default)
-    with _client(refuse, clock)[0] as again:  # any request fails the test
+    clock.advance(59)  # within version_ttl (60 s by default) of the other client's sighting
+    again, transport = _client(service, clock)
+    with again:
         series = again.series(METRIC, PROJECT, *MONTHS, "1_month")
         assert series.tolist() == [m for _ in (1, 2) for m in range(1, 13)]
         assert series.attrs["from_cache"] == 24
-        assert again.value(METRIC, PROJECT, "month", "2024-03-09") == 3  # discovery comes from the cache too
+        assert [r.path for r in transport.requests] == ["/projects"]  # was: no request, the other's version trusted
+        clock.advance(59)  # within its own version_ttl: no request at all
+        assert again.value(METRIC, PROJECT, "month", "2024-03-09") == 3
+        assert _pull(again) == [m for _ in (1, 2) for m in range(1, 13)]
+    assert [r.path for r in transport.requests] == ["/projects"]
+
+
+def test_a_fresh_client_never_trusts_another_clients_version_of_a_restarted_service():
+    clock, service = FakeClock(), Service()
+    with _client(service, clock)[0] as client:
+        _pull(client)
+    service.version, service.factor = "v2", 10  # restarted at the same address on other data
+    clock.advance(5)  # well within version_ttl of the other client's sighting
+    again, transport = _client(service, clock)
+    with again:
+        assert _pull(again) == [10 * m for _ in (1, 2) for m in range(1, 13)]  # was: the old data set's values
+    assert _metrics_requests(transport) == 24
 
 
 def test_an_untrusted_version_is_asked_once_and_kept_when_unchanged():

@@ -201,7 +201,7 @@ class _DeadlineRetry(Retry):
         _stacktrace: Any = None,
     ) -> _DeadlineRetry:
         attempts = len(self.history) + 1
-        full_url = _pool_url(_pool, url)
+        full_url = settings.shown_request(_pool_url(_pool, url))  # for the log: masked
         try:
             new = super().increment(method, url, response, error, _pool, _stacktrace)
         except MaxRetryError as exc:
@@ -389,7 +389,8 @@ class HTTPTransport:
     ):
         api_key = settings.check_api_key(api_key)  # a Secret from here on
         base_url = settings.address(base_url)  # its repr masks what may be a key
-        settings.check_base_url(base_url, api_key)  # refuses credentials or a key in it, without echoing them
+        # Refuses credentials or a key in it (without echoing them) and a bad port; lower-cases the scheme.
+        base_url = settings.address(settings.check_base_url(base_url, api_key))
         if not re.match(r"https?://[^/?#\s]+", base_url):
             raise ConfigurationError(
                 f"base_url must be an http:// or https:// URL, got {settings.shown_url(base_url, key=api_key)}",
@@ -477,7 +478,10 @@ class HTTPTransport:
 
     def _get(self, path: str, params: Mapping[str, str], deadline: Deadline | None) -> Reply:
         if self._closed:
-            raise ClientClosedError(f"this HTTPTransport ({self.base_url}) was closed; make a new one to send requests")
+            raise ClientClosedError(
+                f"this HTTPTransport ({settings.shown_request(self.base_url)}) was closed; "
+                "make a new one to send requests"
+            )
         url = self._url(path, params)
         until = deadline.at(self._clock) if deadline is not None else None
         self._pacer.wait()
@@ -488,27 +492,30 @@ class HTTPTransport:
             if started >= until:
                 assert deadline is not None
                 error = TransportError(
-                    f"GET {url}: not sent, as the pull's deadline ({deadline.seconds:g} s) had passed. "
-                    "What to do: raise deadline, or pull fewer points at once."
+                    f"GET {settings.shown_request(url)}: not sent, as the pull's deadline ({deadline.seconds:g} s) "
+                    "had passed. What to do: raise deadline, or pull fewer points at once."
                 )
-                error.url = url  # type: ignore[attr-defined]
+                error.url = settings.shown_request(url)  # type: ignore[attr-defined]
                 raise error
             connect_timeout = min(connect_timeout, until - started)
         self._local.until = until
         try:
             status, response_headers, body = self._send(url, connect_timeout, read_timeout)
         except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
-            error = TransportError(self._describe(exc, url, self._clock() - started, deadline))
-            error.url = url  # type: ignore[attr-defined]
+            # The URL masked in the message and the attribute: a base URL may hold a token-like segment.
+            error = TransportError(self._describe(exc, settings.shown_request(url), self._clock() - started, deadline))
+            error.url = settings.shown_request(url)  # type: ignore[attr-defined]
         else:
             reply = Reply(status, response_headers, body, url)
-            log.debug("GET %s -> %d in %.2f s", reply.url, reply.status, self._clock() - started)
+            log.debug(
+                "GET %s -> %d in %.2f s", settings.shown_request(reply.url), reply.status, self._clock() - started
+            )
             return reply
         finally:
             self._local.until = None
         # Raised outside the except block, so that neither __cause__ nor __context__ links to the
         # requests exception, whose .request carries the headers (and so the key).
-        log.debug("GET %s failed: %s", url, error)
+        log.debug("GET %s failed: %s", settings.shown_request(url), error)
         raise error
 
     def _send(self, url: str, connect_timeout: float, read_timeout: float) -> tuple[int, Mapping[str, str], bytes]:
@@ -574,7 +581,8 @@ class HTTPTransport:
                 what = "connection refused"
             else:
                 what = f"could not connect ({_os_error(inner) or type(inner).__name__})"
-            todo = f"check that the service is running at {self.base_url} and that base_url is right"
+            shown = settings.shown_request(self.base_url)
+            todo = f"check that the service is running at {shown} and that base_url is right"
         elif _has_cause(inner, _AnswerTimeout) or _has_cause(exc, _AnswerTimeout):
             if any(isinstance(e, _AnswerTimeout) and e.pull for e in (*_chain(inner), *_chain(exc))):
                 seconds = f" ({deadline.seconds:g} s)" if deadline is not None else ""
@@ -585,7 +593,7 @@ class HTTPTransport:
                 todo = "try again later, or raise the timeout (Client timeout=, HTTPTransport read_timeout=)"
         elif isinstance(inner, ConnectTimeoutError) or isinstance(exc, requests.ConnectTimeout):
             what = f"connecting timed out after {connect_timeout:g} s"
-            todo = f"check that {self.base_url} is reachable, or raise connect_timeout"
+            todo = f"check that {settings.shown_request(self.base_url)} is reachable, or raise connect_timeout"
         elif isinstance(inner, ReadTimeoutError) or isinstance(exc, requests.Timeout):
             what = f"timed out after {read_timeout:g} s waiting for the answer"
             todo = "try again later, or raise read_timeout"
@@ -648,8 +656,10 @@ class HTTPTransport:
         self.close()
 
     def __repr__(self) -> str:
+        if "rate_limit" not in vars(self):  # a traceback's locals, while __init__ refuses an argument
+            return "HTTPTransport(<not made>)"
         return (
-            f"HTTPTransport(base_url={self.base_url!r}, retries={self.retries}, "
+            f"HTTPTransport(base_url={settings.shown_request(self.base_url)!r}, retries={self.retries}, "
             f"timeout={self.timeout}, rate_limit={self.rate_limit!r})"
         )
 

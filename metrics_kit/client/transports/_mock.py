@@ -29,7 +29,7 @@ class Request:
 
     path: str
     params: Mapping[str, str]
-    headers: Mapping[str, str]
+    headers: Mapping[str, str] = field(repr=False)  # they hold the key
     url: str
     method: str = "GET"
 
@@ -81,8 +81,9 @@ class MockTransport:
             raise ClientClosedError(f"this MockTransport ({self.base_url}) was closed; make a new one to send requests")
         query = urlencode(params)
         url = f"{self.base_url}{path}" + (f"?{query}" if query else "")
-        headers = {"accept": "application/json", "x-api-key": self._key.reveal()}  # the request as written
-        request = Request(path, dict(params), headers, url)
+        # The request as written, the key revealed inline: no local of ours holds it plain (and a
+        # Request's repr leaves out its headers).
+        request = Request(path, dict(params), {"accept": "application/json", "x-api-key": self._key.reveal()}, url)
         self.requests.append(request)
         response = self._handler(request)
         return Reply(response.status, dict(response.headers), response.content(), url)
