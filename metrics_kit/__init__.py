@@ -45,6 +45,7 @@ from metrics_kit.errors import (
     ResponseFormatError,
     ServerError,
     TransportError,
+    UnconfirmedDataWarning,
     ValidationError,
 )
 from metrics_kit.spec.version import __version__
@@ -85,4 +86,5 @@ __all__ = [
     "PartialDataWarning",
     "IncompletePeriodWarning",
     "CacheWarning",
+    "UnconfirmedDataWarning",
 ]

@@ -18,6 +18,7 @@
     PartialDataWarning (a UserWarning): the same, with errors="coerce"
     └── IncompletePeriodWarning   value() of a period that had not ended when it was fetched
     CacheWarning (a UserWarning): a cache write failed (a full disk); the values are returned, not cached
+    UnconfirmedDataWarning (a UserWarning): cached values read while the service could not confirm its data version
 
 Every message says what was wrong and what is allowed. No message, repr or attribute holds an
 API key: requests are described by their URL, and the key travels only in a header.
@@ -146,3 +147,9 @@ class IncompletePeriodWarning(PartialDataWarning):
 class CacheWarning(UserWarning):
     """The cache could not be written (a full disk, a file grown past a limit, a file made read-only):
     the pull's values are returned, and what could not be written is fetched again next time."""
+
+
+class UnconfirmedDataWarning(UserWarning):
+    """Values read from the cache under a data version that the service could not confirm (it did not
+    answer): they are the data set's as last seen, which may have changed since. ``attrs`` of the
+    result say ``data_version_confirmed: False``."""

@@ -42,6 +42,7 @@ from metrics_kit.errors import (
     IncompletePeriodWarning,
     PartialDataWarning,
     ResponseFormatError,
+    UnconfirmedDataWarning,
     ValidationError,
 )
 from metrics_kit.spec import ids
@@ -330,6 +331,7 @@ class Client:
         for attempt in range(VERSION_CHANGES + 1):
             stale = [p for p, v in versions.items() if v != latest]
             if not stale:
+                self._warn_if_unconfirmed(results)
                 return results, failures
             if attempt == VERSION_CHANGES:
                 break
@@ -397,6 +399,21 @@ class Client:
         complete = complete_when_fetched(value.complete, last, fetched_at)
         return Entry(value.value, value.unit, complete, value.period_start, value.period_end, fetched_at, version)
 
+    def _warn_if_unconfirmed(self, results: dict[Point, Result]) -> None:
+        """Say so when cached values were read under a data version the service did not confirm
+        (it could not be reached): they are the data as last seen, which may have changed since."""
+        cached = {r.version for r in results.values() if r.from_cache and r.version is not None}
+        unconfirmed = sorted(v for v in cached if not self._discovery.confirmed(v))
+        if unconfirmed:
+            count = sum(r.from_cache and r.version in unconfirmed for r in results.values())
+            warnings.warn(
+                f"{self._shown_url()} did not answer to confirm its data version: {count} values are from the "
+                f"cache, under data version {', '.join(map(repr, unconfirmed))} as last seen, and may be out of "
+                "date. Ask again when the service is reachable",
+                UnconfirmedDataWarning,
+                stacklevel=_caller_level(),
+            )
+
     def _source(self, results: dict[Point, Result]) -> dict[str, Any]:
         """Where the values came from, for ``attrs``: the service (its address with anything that may
         be a key masked; the embedded demo marked synthetic) and the data version."""
@@ -406,6 +423,7 @@ class Client:
             "service": masked_url(transport.base_url) or "(not shown)",
             "synthetic": bool(getattr(transport, "synthetic", False)),
             "data_version": versions[0] if len(versions) == 1 else (versions or None),
+            "data_version_confirmed": all(self._discovery.confirmed(v) for v in versions),
         }
 
     # -- public API ----------------------------------------------------------------------------

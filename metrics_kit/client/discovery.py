@@ -50,6 +50,9 @@ class Discovery:
         self._seen_at = -math.inf
         self._asked = False  # whether _projects is the service's answer under _version
         self._projects: Projects | None = None
+        # Whether the service itself answered the last time it was asked (False: the version is
+        # the one last seen, or the cache file's, while the service did not answer).
+        self._confirmed = False
 
     def version(self, transport: Transport, cache: ValueCache | None) -> str | None:
         """The data version to read cached values under: a trusted one, else asked for; None when no
@@ -64,6 +67,12 @@ class Discovery:
             self._refresh(transport, cache, need_projects=True)
             return self._projects if self._asked else None
 
+    def confirmed(self, version: str) -> bool:
+        """Whether ``version`` is the one the service answered from the last time this client asked
+        (False: the version last seen, or the cache file's, while the service did not answer)."""
+        with self._lock:
+            return self._version == version and self._confirmed
+
     def saw(self, version: str, cache: ValueCache | None) -> None:
         """An answer came from data ``version``: trust it from now. Another version than the known one
         forgets the projects of the old one, and (in the cache) its values."""
@@ -74,6 +83,7 @@ class Discovery:
                     log.info("the service's data version changed from %s to %s", self._version, version)
                 self._projects, self._asked = None, False
             self._version, self._seen_at = version, max(now, self._seen_at)
+            self._confirmed = True
         if cache is not None:
             cache.see(version, now)
 
@@ -109,7 +119,7 @@ class Discovery:
         stored = cache.known()
         if stored is None:
             return
-        self._version, self._seen_at = stored.version, -math.inf
+        self._version, self._seen_at, self._confirmed = stored.version, -math.inf, False
         self._asked = stored.projects is not None
         self._projects = json.loads(stored.projects) if stored.projects is not None else None
 
@@ -118,9 +128,11 @@ class Discovery:
             reply = transport.get("/projects", {})
         except TransportError as error:
             log.debug("project discovery unreachable: %s", error)
+            self._confirmed = False
             return
         if reply.status == 429 or reply.status >= 500:
             log.debug("project discovery answered %s; asking again later", reply.status)
+            self._confirmed = False
             return
         version = reply.header(VERSION_HEADER)
         projects: Projects | None = None
@@ -137,6 +149,7 @@ class Discovery:
         if version != self._version and self._version is not None:
             log.info("the service's data version changed from %s to %s", self._version, version)
         self._version, self._seen_at, self._projects, self._asked = version, now, projects, True
+        self._confirmed = True
         if cache is not None:
             cache.see(version, now, json.dumps(projects))
 

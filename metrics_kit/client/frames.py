@@ -20,7 +20,7 @@ import pandas as pd
 from metrics_kit.spec.catalogue import Catalogue, Metric
 
 DATES = "datetime64[us]"
-SOURCE = ("service", "synthetic", "data_version")  # where a result came from, in its attrs
+SOURCE = ("service", "synthetic", "data_version", "data_version_confirmed")  # where a result came from, in attrs
 LONG_COLUMNS = ["period_start", "project", "metric", "value", "unit", "complete"]
 
 

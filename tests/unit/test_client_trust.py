@@ -12,11 +12,19 @@ functions (MockTransport) and a fake clock: no sockets, no sleeping, nothing tim
 from __future__ import annotations
 
 import datetime as dt
+import warnings
 
 import pytest
 from client_fakes import FakeClock
 
-from metrics_kit import Client, ConfigurationError, FetchError, ResponseFormatError
+from metrics_kit import (
+    Client,
+    ConfigurationError,
+    FetchError,
+    ResponseFormatError,
+    TransportError,
+    UnconfirmedDataWarning,
+)
 from metrics_kit.client import fetching
 from metrics_kit.client.cache import ValueCache
 from metrics_kit.client.transports import MockTransport, Request, Response
@@ -279,3 +287,46 @@ def test_values_are_in_the_cache_file_while_the_pull_goes_on_so_a_kill_keeps_the
     with _client(watched, clock)[0] as client:
         client.series(METRIC, PROJECT, *DAYS)
     assert found == [fetching.BATCH]
+
+
+def _unreachable(request: Request) -> Response:
+    raise TransportError(f"connection refused: {request.url}")
+
+
+def test_cached_values_read_while_the_service_does_not_answer_say_their_version_is_unconfirmed():
+    clock = FakeClock()
+    first, _ = _client(Service("v1"), clock)
+    expected = _pull(first)
+    first.close()
+    # A fresh client (a restarted kernel) while the service is down: the values it has are the data
+    # as last seen, which it cannot confirm; it says so rather than passing them off as current.
+    again, _ = _client(_unreachable, clock)
+    with pytest.warns(UnconfirmedDataWarning, match="did not answer to confirm its data version: 24 values"):
+        series = again.series(METRIC, PROJECT, *MONTHS, "1_month")
+    assert series.tolist() == expected
+    assert series.attrs["data_version"] == "v1"
+    assert series.attrs["data_version_confirmed"] is False
+
+
+def test_cached_values_under_a_version_the_service_confirmed_raise_no_warning():
+    clock = FakeClock()
+    first, _ = _client(Service("v1"), clock)
+    _pull(first)
+    first.close()
+    again, _ = _client(Service("v1"), clock)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        series = again.series(METRIC, PROJECT, *MONTHS, "1_month")
+    assert series.attrs["from_cache"] == 24
+    assert series.attrs["data_version_confirmed"] is True
+
+
+def test_version_ttl_zero_confirms_on_every_pull_and_never_warns():
+    clock = FakeClock()
+    client, _ = _client(Service("v1"), clock, version_ttl=0)
+    _pull(client)
+    clock.advance(5)  # past the TTL: the next pull asks again, and the service answers
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        series = client.series(METRIC, PROJECT, *MONTHS, "1_month")
+    assert series.attrs["data_version_confirmed"] is True

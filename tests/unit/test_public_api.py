@@ -36,6 +36,7 @@ EXPECTED = {
     "PartialDataWarning",
     "IncompletePeriodWarning",
     "CacheWarning",
+    "UnconfirmedDataWarning",
 }
 
 
