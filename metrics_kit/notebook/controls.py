@@ -231,24 +231,13 @@ class Panel:
         self.error = error
         self.image.value = b""
         self.image.layout.display = "none"
-        if isinstance(error, MetricsKitError):
-            what = str(error)
-        elif not isinstance(error, Exception):
-            what = f"the draw was interrupted ({type(error).__name__})"
-        else:
+        if isinstance(error, Exception) and not isinstance(error, MetricsKitError):
             log.error("the panel's chart could not be drawn", exc_info=error)
-            what = f"{type(error).__name__}: {error}"
-        self.caption.value = f"<b>Cannot draw this:</b> {html.escape(what)}"
+        self.caption.value = f"<b>Cannot draw this:</b> {html.escape(_failure(error))}"
 
     def error_text(self) -> str | None:
         """The last draw's failure as a line of text, or None when it drew."""
-        if self.error is None:
-            return None
-        error = self.error
-        what = str(error) if isinstance(error, MetricsKitError) else f"{type(error).__name__}: {error}"
-        if not isinstance(error, Exception):
-            what = f"the draw was interrupted ({type(error).__name__})"
-        return f"Cannot draw this: {what}"
+        return None if self.error is None else f"Cannot draw this: {_failure(self.error)}"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         """The widget, plus a PNG of its chart and a short text: what shows where no widget can
@@ -263,3 +252,12 @@ class Panel:
         bundle["image/png"] = base64.b64encode(self.image.value).decode("ascii")
         bundle["text/plain"] = PLACEHOLDER
         return bundle
+
+
+def _failure(error: BaseException) -> str:
+    """What went wrong, in a line: a library error's own message; anything else with its type."""
+    if isinstance(error, MetricsKitError):
+        return str(error)
+    if not isinstance(error, Exception):
+        return f"the draw was interrupted ({type(error).__name__})"
+    return f"{type(error).__name__}: {error}"
