@@ -3,7 +3,8 @@
 Serve data set A, pull 24 values (daily: the golden data set covers five weeks) through a cached
 client, restart the service on data set B at the same URL and key: the client returns B's values,
 once its trust in A's version has run out (version_ttl) or as soon as any answer names B's
-version. And with every value cached under a trusted version, a fresh client needs no service at all.
+version. And with every value cached, a fresh client answers with the service gone, saying it could
+not confirm the data version.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 from support import ServerProcess
 
-from metrics_kit import Client
+from metrics_kit import Client, UnconfirmedDataWarning
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "data"
 METRIC, PROJECT = "swap_transaction_count", "swapx"
@@ -100,8 +101,11 @@ def test_a_fresh_client_with_everything_cached_needs_no_service(data_sets, tmp_p
         base_url, key = server.base_url, server.key
         with Client(base_url, key, clock=clock) as client:
             projects = client.projects()
-    # The service is gone: any request would fail (retries=0: at once). Values and projects still answer.
+    # The service is gone: any request would fail (retries=0: at once). Values and projects still
+    # answer, saying that the service could not confirm they are its current data.
     with Client(base_url, key, clock=clock, retries=0) as client:
-        series = client.series(METRIC, PROJECT, *DAYS)
+        with pytest.warns(UnconfirmedDataWarning, match="24 values are from the cache"):
+            series = client.series(METRIC, PROJECT, *DAYS)
         assert series.tolist() == values and series.attrs["from_cache"] == 24
+        assert series.attrs["data_version_confirmed"] is False
         assert client.projects().equals(projects)
