@@ -31,6 +31,7 @@ import ibis
 import pandas as pd
 
 from metrics_kit.errors import DataFormatError
+from metrics_kit.server.backends import Backend
 from metrics_kit.server.data.schema import (
     ACTIONS,
     COLUMNS,
@@ -596,9 +597,9 @@ def provide(validated: Validated, in_memory: tuple[str, ...] = ()) -> ibis.BaseB
         validated.con.execute(f"CREATE TEMP {kind} {table} AS {relation}")
     # The backend class itself: ``ibis.duckdb`` first looks it up among the installed packages'
     # entry points, 0.03 s of every build.
-    from ibis.backends.duckdb import Backend
+    from ibis.backends.duckdb import Backend as DuckDBBackend
 
-    return Backend.from_connection(validated.con)
+    return DuckDBBackend.from_connection(validated.con)
 
 
 # Marks a folder as a normalised layout (one JSON line). No leading "_" or ".": Spark skips such files.
@@ -627,25 +628,25 @@ def write_parquet(validated: Validated, out: Path) -> None:
     (out / LAYOUT_FILE).write_text(json.dumps(marker) + "\n", encoding="utf-8")
 
 
-def open_parquet(backend: ibis.BaseBackend, location: str) -> EventStore:
+def open_parquet(backend: Backend, location: str, given: str | None = None) -> EventStore:
     """Register the normalised layout at ``location`` (a path or a URL the backend reads, such as
     ``s3a://bucket/events``) as the backend's five tables. Its rows were validated when it was
-    written, so only the marker is checked."""
+    written, so only the marker is checked. ``given``: what the user gave for it (``--data``), which
+    an error names when the backend cannot read ``location``."""
     root = location.rstrip("/")
+    con = backend.con
     try:
-        marker = backend.read_json(f"{root}/{LAYOUT_FILE}").to_pyarrow().to_pylist()
+        marker = con.read_json(f"{root}/{LAYOUT_FILE}").to_pyarrow().to_pylist()
     except Exception as exc:
-        raise DataFormatError(
-            f"{location}: not a normalised layout (no readable {LAYOUT_FILE}): {str(exc).splitlines()[0]}; "
+        raise backend.unreadable(given or location, location, exc) or DataFormatError(
+            f"{given or location}: not a normalised layout (no readable {LAYOUT_FILE}): {str(exc).splitlines()[0]}; "
             "write one with `metrics-kit build --data FOLDER --stage DIR` (docs/spark.md)"
         ) from None
     if len(marker) != 1 or marker[0].get("layout") != LAYOUT_VERSION:
         raise DataFormatError(f"{location}/{LAYOUT_FILE}: not a layout this version reads ({LAYOUT_VERSION})")
     for table in TABLES:
-        # Spark reads a folder of parts (a glob makes it log a stack trace); DuckDB needs the glob.
-        parts = f"{root}/{table}/*.parquet" if backend.name == "duckdb" else f"{root}/{table}"
-        backend.read_parquet(parts, table_name=table)
-    return _store(backend, location, str(marker[0]["fingerprint"]))
+        con.read_parquet(backend.parquet_parts(root, table), table_name=table)
+    return _store(con, location, str(marker[0]["fingerprint"]))
 
 
 def _store(backend: ibis.BaseBackend, location: str, fingerprint: str) -> EventStore:

@@ -1,0 +1,146 @@
+"""What differs between the engines a build runs on: one class per backend, DuckDB and Spark.
+
+The metric definitions (``engine``, ``passes``) are the same Ibis expressions on every backend.
+What is not the same lives here, and nowhere else checks a backend's name:
+
+- ``hash64``: the backend's 64-bit string hash, with which repeated tx_ids are found (a hash only
+  makes grouping cheaper: rows whose hashes match are counted by their exact strings);
+- ``repeats_by_sorting``: find repeated hashes by sorting them (a window) rather than grouping them;
+- ``reused``: how a table that one query reads twice is kept (DuckDB computes a CTE read twice
+  once; elsewhere it is cached first and released after);
+- ``tables``: how a build's validated tables (validated on DuckDB) reach the backend: DuckDB's
+  own views, or, for Spark, the normalised layout written where Spark reads it;
+- ``parquet_parts``: how a folder of Parquet parts is named to the backend's reader;
+- ``unreadable``: what a failure to read a location means to the person who gave it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import ibis
+import ibis.expr.datatypes as dt
+import ibis.expr.types as ir
+
+from metrics_kit import files
+from metrics_kit.errors import DataFormatError, MetricsKitError
+
+if TYPE_CHECKING:
+    from metrics_kit.server.data.store import Project, Validated
+
+Hash64 = Callable[[ir.StringValue], ir.Value]
+
+
+@ibis.udf.scalar.builtin(name="xxhash64")
+def _xxhash64(value: str) -> int:  # type: ignore[empty-body]
+    """Spark's 64-bit xxHash: Ibis compiles ``hash()`` to Spark's 32-bit ``HASH``, whose collisions
+    among millions of tx_ids would carry many thousands of rows that are not repeated through the
+    repeated-rows pass (exact still, as every collision is, but slower)."""
+
+
+@ibis.udf.scalar.builtin(name="hash")
+def _duckdb_hash(value: str) -> dt.UInt64:  # type: ignore[empty-body]
+    """DuckDB's 64-bit hash as it is: Ibis's ``hash()`` casts it through BIT to a signed integer,
+    which makes the repeated-rows pass slower."""
+
+
+def plain(value: ir.StringValue) -> ir.Value:
+    """No hash: the string itself, which gives the same results (hashing only makes grouping cheaper)."""
+    return value
+
+
+@dataclasses.dataclass
+class DuckDB:
+    """The embedded engine: the build's DuckDB connection, as an Ibis backend."""
+
+    con: Any  # ibis.backends.duckdb.Backend
+    hash64: Hash64 = _duckdb_hash
+    # DuckDB sorts 10 million hashes faster than it groups them.
+    repeats_by_sorting: bool = True
+    name = "duckdb"
+    slow_start = False  # nothing to report before the values are computed
+
+    @contextlib.contextmanager
+    def tables(
+        self, validated: Validated, in_memory: tuple[str, ...], staged: Path | None = None
+    ) -> Iterator[dict[str, Project]]:
+        """The validated tables as views of the validating connection (which ``con`` wraps), those
+        named in ``in_memory`` read into memory once; the projects."""
+        from metrics_kit.server.data import store
+
+        store.provide(validated, in_memory=in_memory)
+        yield store.read_projects(self.con)
+
+    def reused(self, table: ir.Table) -> contextlib.AbstractContextManager[ir.Table]:
+        # DuckDB materialises a CTE read twice in one query once: caching first only adds a round trip.
+        return contextlib.nullcontext(table)
+
+    def parquet_parts(self, root: str, table: str) -> str:
+        return f"{root}/{table}/*.parquet"
+
+    def unreadable(self, given: str, location: str, exc: Exception) -> MetricsKitError | None:
+        return None
+
+
+@dataclasses.dataclass
+class Spark:
+    """A Spark session (local, a cluster, or Spark Connect) as Ibis's PySpark backend.
+
+    ``remote``: the Spark Connect URL, its secrets masked (None: a session of this process's JVM)."""
+
+    con: Any  # ibis.backends.pyspark.Backend
+    remote: str | None = None
+    hash64: Hash64 = _xxhash64
+    # A global sort may run on one worker; a grouping by the hash spreads over all of them.
+    repeats_by_sorting: bool = False
+    name = "pyspark"
+    slow_start = True  # validation is done before the long part: say so
+
+    @contextlib.contextmanager
+    def tables(
+        self, validated: Validated, in_memory: tuple[str, ...], staged: Path | None = None
+    ) -> Iterator[dict[str, Project]]:
+        """The validated tables read by Spark as the normalised layout: ``staged`` if it was
+        written, else a temporary one in the cache folder, removed after; the projects."""
+        from metrics_kit.server.data import store
+
+        with contextlib.ExitStack() as stack:
+            if staged is None:
+                (files.cache_dir() / "stage").mkdir(parents=True, exist_ok=True)
+                staged = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=files.cache_dir() / "stage")))
+                store.write_parquet(validated, staged)
+            # Absolute: executors do not share the driver's working directory. Symbolic links are
+            # left as they are: the path is resolved where Spark reads it.
+            location = os.path.abspath(staged)
+            yield store.open_parquet(self, location, given=str(validated.directory)).projects
+
+    @contextlib.contextmanager
+    def reused(self, table: ir.Table) -> Iterator[ir.Table]:
+        # Spark would compute a subquery read twice twice: persisted, released after the query.
+        with table.cache() as cached:
+            yield cached
+
+    def parquet_parts(self, root: str, table: str) -> str:
+        # Spark reads a folder of parts (a glob makes it log a stack trace).
+        return f"{root}/{table}"
+
+    def unreadable(self, given: str, location: str, exc: Exception) -> MetricsKitError | None:
+        """A path that a Spark Connect server cannot read: named as the user gave it, with what to do."""
+        if self.remote is None or "PATH_NOT_FOUND" not in str(exc):
+            return None
+        shown = given if given == location else f"{given} (read by the server as {location})"
+        return DataFormatError(
+            f"--data {shown}: the Spark Connect server at {self.remote} cannot read this path: it reads "
+            "paths on its own machine, not on this one. Put the data where the cluster reads it "
+            "(s3a://bucket/events, hdfs://..., or a file system the server mounts at the same path) "
+            "and give that URL or path as --data (docs/spark.md)"
+        )
+
+
+Backend = DuckDB | Spark
