@@ -134,12 +134,19 @@ class Spark:
         """A path that a Spark Connect server cannot read: named as the user gave it, with what to do."""
         if self.remote is None or "PATH_NOT_FOUND" not in str(exc):
             return None
-        shown = given if given == location else f"{given} (read by the server as {location})"
+        if given == location:
+            return DataFormatError(
+                f"--data {given}: the Spark Connect server at {self.remote} cannot read this path: it reads "
+                "paths on its own machine, not on this one. Put the data where the cluster reads it "
+                "(s3a://bucket/events, hdfs://..., or a file system the server mounts at the same path) "
+                "and give that URL or path as --data (docs/spark.md)"
+            )
         return DataFormatError(
-            f"--data {shown}: the Spark Connect server at {self.remote} cannot read this path: it reads "
-            "paths on its own machine, not on this one. Put the data where the cluster reads it "
-            "(s3a://bucket/events, hdfs://..., or a file system the server mounts at the same path) "
-            "and give that URL or path as --data (docs/spark.md)"
+            f"--data {given}: the Spark Connect server at {self.remote} cannot read {location}, where this "
+            "machine wrote the validated data for it: the server reads paths on its own machine, not on "
+            "this one. Give --stage a folder on a file system the server mounts at the same path, or put "
+            "the data where the cluster reads it (s3a://bucket/events, hdfs://...) and give that URL as "
+            "--data (docs/spark.md)"
         )
 
 

@@ -24,7 +24,9 @@ from metrics_kit.server.backends import Spark
 INSTALL_HINT = "install it with: pip install 'metrics-kit[spark]'"
 CONNECT_PORT = 15002  # Spark Connect's default port
 REMOTE_ENV = "SPARK_REMOTE"
-_CONNECT = re.compile(r"sc://(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/;\[\]]+)(?P<port>:[^/;]*)?(?P<params>/.*)?", re.DOTALL)
+_CONNECT = re.compile(
+    r"sc://(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/;\[\]]+)(?P<port>:[^/;]*)?(?P<params>[/;].*)?", re.DOTALL
+)
 _PARAM = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*=[^;]*")
 _SECRET = re.compile(r"(;\s*token\s*=)[^;]*", re.IGNORECASE)
 
@@ -37,7 +39,7 @@ def masked(text: str) -> str:
 def connect_url(url: str, given_as: str = "--spark-master") -> str:
     """``url`` if it is a well-formed Spark Connect URL, else a :class:`ConfigurationError` saying
     what is allowed (the URL masked)."""
-    shown = masked(url)
+    shown = f"'{masked(url)}'"
     form = "sc://HOST[:PORT][/;param=value;...], for example sc://127.0.0.1:15002"
     match = _CONNECT.fullmatch(url)
     if match is None:
@@ -67,16 +69,16 @@ def _first_line(exc: BaseException) -> str:
     return masked(text.splitlines()[0]) if text else type(exc).__name__
 
 
-# Retries of the first call to a Spark Connect server (about 20 s in all, backing off from 50 ms):
+# Retries of the first call to a Spark Connect server (a few seconds in all, backing off from 50 ms):
 # no answer by then is no server, or none that speaks plain gRPC (a token asks for TLS). After
 # it, the client's own policy applies, which rides out a server restart.
-_FIRST_CONTACT_RETRIES = 5
+_FIRST_CONTACT_RETRIES = 4
 
 
 def _remote_session(url: str, given_as: str):
     from pyspark.sql import SparkSession
 
-    shown = masked(url)
+    shown = f"'{masked(url)}'"
     session: Any  # pyspark types it as the classic session, whose ``client`` is not a Connect client
     try:
         session = SparkSession.builder.remote(url).getOrCreate()
@@ -122,13 +124,20 @@ def _local_session(master: str | None):
         # One machine: Spark's default of 200 shuffle partitions is mostly per-task overhead here.
         builder = builder.config("spark.sql.shuffle.partitions", "8")
     # Under spark-submit (no --spark-master) the master and every other setting come from spark-submit.
-    return (
+    builder = (
         builder.config("spark.sql.session.timeZone", "UTC")
         # Let adaptive execution also coalesce the partitions of the two cached tables (off by default).
         .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
         .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
     )
+    try:
+        return builder.getOrCreate()
+    except Exception as exc:  # a master Spark does not know, a JVM that would not start
+        shown = f"--spark-master {master}" if master else "Spark"
+        raise ConfigurationError(
+            f"{shown}: Spark did not start: {_first_line(exc)} (its own output above says why); "
+            "a master is local[N], spark://HOST:PORT, yarn, k8s://..., or sc://HOST:PORT for Spark Connect"
+        ) from None
 
 
 def where(master: str | None) -> tuple[str | None, str]:
@@ -152,7 +161,7 @@ def backend(master: str | None = None) -> Iterator[Spark]:
 
     master, given_as = where(master)
     remote = None
-    if master and (master.startswith("sc://") or given_as == REMOTE_ENV):
+    if master and (master.startswith("sc:") or given_as == REMOTE_ENV):
         # Spark Connect: the cluster runs the JVM, this process only a gRPC client.
         remote = masked(connect_url(master, given_as))
         session = _remote_session(master, given_as)
