@@ -96,6 +96,7 @@ class Spark:
 
     con: Any  # ibis.backends.pyspark.Backend
     remote: str | None = None
+    session: Any = None  # the pyspark session ``con`` runs on
     hash64: Hash64 = _xxhash64
     # A global sort may run on one worker; a grouping by the hash spreads over all of them.
     repeats_by_sorting: bool = False
@@ -129,6 +130,41 @@ class Spark:
     def parquet_parts(self, root: str, table: str) -> str:
         # Spark reads a folder of parts (a glob makes it log a stack trace).
         return f"{root}/{table}"
+
+    # -- raw exports where the cluster reads them (``data/exports.py``) ---------------------------
+
+    def listing(self, root: str) -> list[tuple[str, int, int]]:
+        """(path, size, modification time in ms) of every file under ``root``, from Spark's own
+        listing (the binaryFile source reads no file's content unless asked for it); Spark leaves
+        out names starting with '_' or '.'."""
+        files = (
+            self.session.read.format("binaryFile")
+            .option("recursiveFileLookup", "true")
+            .load(root)
+            .selectExpr("path", "length", "unix_millis(modificationTime) AS mtime")
+        )
+        return [(r["path"], int(r["length"]), int(r["mtime"])) for r in files.collect()]
+
+    def contents(self, paths: list[str]) -> dict[str, bytes]:
+        """The bytes of a few small files (the projects table), by path."""
+        files = self.session.read.format("binaryFile").load(paths).select("path", "content")
+        return {r["path"]: bytes(r["content"]) for r in files.collect()}
+
+    def raw(self, name: str, fmt: str, paths: list[str]) -> ir.Table:
+        """The files as one table ``name`` of their columns as found (CSV: every column as text),
+        with each row's file (``_file``)."""
+        reader = self.session.read
+        if fmt == "parquet":
+            frame = reader.option("mergeSchema", "true").parquet(*paths)
+        else:
+            # The format's dialect (docs/data-format.md): a header row, comma, double quotes; every
+            # value as text, so that a bad one is reported rather than guessed; a malformed line fails.
+            frame = reader.options(
+                header=True, inferSchema=False, sep=",", quote='"', escape='"', encoding="UTF-8", mode="FAILFAST"
+            ).csv(paths)
+        frame = frame.select("*", frame["_metadata.file_path"].alias("_file"))
+        frame.createOrReplaceTempView(name)
+        return self.con.table(name)
 
     def unreadable(self, given: str, location: str, exc: Exception) -> MetricsKitError | None:
         """A path that a Spark Connect server cannot read: named as the user gave it, with what to do."""

@@ -146,16 +146,24 @@ def compute(backend: Backend, catalogue: Catalogue, transactions_per_day: pd.Dat
     return increments.normalise(pd.concat(frames, ignore_index=True)) if frames else compute_nothing()
 
 
-def build(backend: Backend, event_store: EventStore, catalogue: Catalogue) -> Aggregates:
+def build(
+    backend: Backend,
+    event_store: EventStore,
+    catalogue: Catalogue,
+    transactions_per_day: pd.DataFrame | None = None,
+    started: float | None = None,
+) -> Aggregates:
     """Run the engine over the whole data set, on ``backend`` (which holds the store's tables), and
-    densify its result."""
-    started = time.perf_counter()
+    densify its result (``transactions_per_day``: see ``engine.compute``)."""
+    started = time.perf_counter() if started is None else started
     coverage = event_store.coverage
-    sparse = compute(backend, catalogue) if coverage is not None else compute_nothing()
+    sparse = compute(backend, catalogue, transactions_per_day) if coverage is not None else compute_nothing()
     meta = {
         "engine": backend.name,
         "fingerprint": event_store.fingerprint,
         "data_dir": event_store.location,
+        "build": "full",
+        "why": "a URL is always built in full",
     }
     return assemble(sparse, coverage, event_store.projects, catalogue, meta, started)
 
@@ -430,7 +438,17 @@ def build_on(
         where = f" (Spark Connect {backend.remote})" if backend.remote else ""
         log(f"Spark {backend.con.version}{where} started in {time.perf_counter() - started:.1f} s")
         if is_url(data):
-            return build(backend, store.open_parquet(backend, str(data)), catalogue)
+            from metrics_kit.server.data import exports
+
+            started = time.perf_counter()
+            raw = exports.open_exports(backend, str(data))
+            if raw is None:  # the normalised layout, validated when it was written
+                aggregates = build(backend, store.open_parquet(backend, str(data)), catalogue, started=started)
+            else:
+                log(f"Validated {data} on Spark")
+                aggregates = build(backend, raw.store, catalogue, raw.rows_per_day, started=started)
+            log(_summary(aggregates.meta))
+            return aggregates
         return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage, on=backend)
 
 

@@ -175,6 +175,6 @@ def backend(master: str | None = None) -> Iterator[Spark]:
             # Ibis's in-memory tables ask for verifySchema, which a Connect session ignores, with a warning.
             warnings.filterwarnings("ignore", message="'verifySchema' is ignored", category=UserWarning)
             # Ibis also sets the session's time zone to UTC: periods are UTC days, weeks and months.
-            yield Spark(ibis.pyspark.connect(session), remote=remote)
+            yield Spark(ibis.pyspark.connect(session), remote=remote, session=session)
     finally:
         session.stop()
