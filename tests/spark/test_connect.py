@@ -9,11 +9,10 @@ server of the same release), on a port the system picks, stopped by its PID.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from spark_support import ConnectServer, assert_same_values, cli, connect_server, run_cli
+from spark_support import ConnectServer, assert_same_values, cli, run_cli
 
 from metrics_kit.server.build import Aggregates
 
@@ -24,13 +23,8 @@ SECRET = "hunter2-very-secret"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[ConnectServer]:
-    folder = tmp_path_factory.mktemp("spark-connect")
-    daemon = connect_server(folder)
-    try:
-        yield ConnectServer(f"sc://127.0.0.1:{daemon.match.group(1)}", folder, daemon.log)
-    finally:
-        daemon.stop()
+def server(connect) -> ConnectServer:
+    return connect
 
 
 @pytest.fixture(scope="module")
