@@ -118,23 +118,24 @@ def _parser() -> argparse.ArgumentParser:
     build = commands.add_parser(
         "build",
         help="validate a data folder and build its aggregates",
-        description="Validate a data folder (on DuckDB) and build every metric value, on DuckDB (default) "
-        "or Spark. Without --out the aggregates go to the cache folder, where serve --data finds them; "
+        description="Validate a data folder (on DuckDB; raw exports at a URL: on Spark) and build every "
+        "metric value, on DuckDB (default) or Spark. Without --out the aggregates go to the cache folder, where serve --data finds them; "
         "with --out, to a file that serve --aggregates serves without the event data (docs/spark.md).",
     )
     build.add_argument(
         "--data",
         required=True,
         metavar="SRC",
-        help="event data folder (docs/data-format.md); with --engine spark also the path or URL "
-        "(s3a://, hdfs://, ...) of a normalised layout written by --stage",
+        help="event data folder (docs/data-format.md); with --engine spark also a URL Spark reads "
+        "(s3a://, hdfs://, file://, ...) of raw exports laid out the same way, validated on Spark, or of a "
+        "normalised layout written by --stage",
     )
     build.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb", help="default: duckdb")
     build.add_argument(
         "--spark-master",
         metavar="URL",
-        help="local[N], spark://HOST:PORT or sc://HOST:PORT (Spark Connect); default: spark-submit's master, "
-        "else local[*]",
+        help="local[N], spark://HOST:PORT or sc://HOST:PORT (Spark Connect); default: SPARK_REMOTE, "
+        "else spark-submit's master, else local[*]",
     )
     build.add_argument("--out", type=Path, metavar="AGG", help="write the aggregates to this file")
     build.add_argument(
