@@ -119,7 +119,8 @@ def _parser() -> argparse.ArgumentParser:
         "build",
         help="validate a data folder and build its aggregates",
         description="Validate a data folder (on DuckDB; raw exports at a URL: on Spark) and build every "
-        "metric value, on DuckDB (default) or Spark. Without --out the aggregates go to the cache folder, where serve --data finds them; "
+        "metric value, on DuckDB (default) or Spark. Without --out the aggregates go to the cache folder, "
+        "where serve --data finds them; "
         "with --out, to a file that serve --aggregates serves without the event data (docs/spark.md).",
     )
     build.add_argument(

@@ -237,7 +237,8 @@ def test_compute_uses_the_passes_for_transactions_and_yields_every_granularity()
     con = ibis.duckdb.connect()
     con.raw_sql("SET TimeZone = 'UTC'")
     con.create_table("transactions", rows)
-    out = dict(engine.compute(backends.DuckDB(con), METRICS))  # compute only iterates the catalogue: the transaction metrics suffice
+    # compute only iterates the catalogue: the transaction metrics suffice
+    out = dict(engine.compute(backends.DuckDB(con), METRICS))
     assert list(out) == ["1_day", "1_week", "1_month"]
     for granularity, frame in out.items():
         pd.testing.assert_frame_equal(
