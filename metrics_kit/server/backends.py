@@ -20,6 +20,8 @@ import contextlib
 import dataclasses
 import os
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +31,7 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
 from metrics_kit import files
-from metrics_kit.errors import DataFormatError, MetricsKitError
+from metrics_kit.errors import ConfigurationError, DataFormatError, MetricsKitError
 
 if TYPE_CHECKING:
     from metrics_kit.server.data.store import Project, Validated
@@ -184,6 +186,57 @@ class Spark:
             "the data where the cluster reads it (s3a://bucket/events, hdfs://...) and give that URL as "
             "--data (docs/spark.md)"
         )
+
+
+# A Spark job whose stages have tasks waiting and none running for this long has no executor to
+# run on (every worker lost, or none with free cores): the build stops rather than wait forever.
+STALL_SECONDS = 120.0
+_POLL_SECONDS = 2.0
+
+
+@contextlib.contextmanager
+def watched(backend: Spark, stall_seconds: float = STALL_SECONDS) -> Iterator[None]:
+    """Stop the session's jobs, and the build with a clear error, when its running stages make no
+    progress (no task running, none finishing or failing) for ``stall_seconds``. Spark itself
+    re-runs the tasks of a lost executor on the others, and waits without end when there are none.
+    Only a session of this process can be watched (pyspark's status tracker); a Spark Connect
+    server schedules its jobs itself."""
+    if backend.remote is not None:
+        yield
+        return
+    context = backend.session.sparkContext
+    tracker = context.statusTracker()
+    done = threading.Event()
+    stalled: list[float] = []
+
+    def watch() -> None:
+        last, changed = None, time.monotonic()
+        while not done.wait(_POLL_SECONDS):
+            stages = [info for info in map(tracker.getStageInfo, tracker.getActiveStageIds()) if info is not None]
+            now = time.monotonic()
+            state = tuple((i.stageId, i.numCompletedTasks, i.numFailedTasks) for i in stages)
+            if not stages or any(i.numActiveTasks for i in stages) or state != last:
+                last, changed = state, now
+            elif now - changed > stall_seconds:
+                stalled.append(now - changed)
+                context.cancelAllJobs()
+                return
+
+    watcher = threading.Thread(target=watch, name="metrics-kit spark watcher", daemon=True)
+    watcher.start()
+    try:
+        yield
+    except Exception:
+        if stalled:
+            raise ConfigurationError(
+                f"Spark ran no task for {stalled[0]:.0f} s while the build waited: the cluster has no executor "
+                "left to run on (its workers stopped or were lost, or none has free cores). Nothing was written; "
+                "check the cluster (its master's web page lists the workers) and build again"
+            ) from None
+        raise
+    finally:
+        done.set()
+        watcher.join()
 
 
 Backend = DuckDB | Spark

@@ -434,7 +434,9 @@ def build_on(
     from metrics_kit.server import spark
 
     started = time.perf_counter()
-    with spark.backend(spark_master) as backend:
+    from metrics_kit.server.backends import watched
+
+    with spark.backend(spark_master) as backend, watched(backend):
         where = f" (Spark Connect {backend.remote})" if backend.remote else ""
         log(f"Spark {backend.con.version}{where} started in {time.perf_counter() - started:.1f} s")
         if is_url(data):
