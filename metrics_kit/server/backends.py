@@ -110,7 +110,8 @@ class Spark:
         self, validated: Validated, in_memory: tuple[str, ...], staged: Path | None = None
     ) -> Iterator[dict[str, Project]]:
         """The validated tables read by Spark as the normalised layout: ``staged`` if it was
-        written, else a temporary one in the cache folder, removed after; the projects."""
+        written, else a temporary one in the cache folder, removed after; the projects, read on
+        DuckDB from the validating connection (no Spark job for a few rows)."""
         from metrics_kit.server.data import store
 
         with contextlib.ExitStack() as stack:
@@ -120,8 +121,8 @@ class Spark:
                 store.write_parquet(validated, staged)
             # Absolute: executors do not share the driver's working directory. Symbolic links are
             # left as they are: the path is resolved where Spark reads it.
-            location = os.path.abspath(staged)
-            yield store.open_parquet(self, location, given=str(validated.directory)).projects
+            store.register_parquet(self, os.path.abspath(staged), given=str(validated.directory))
+            yield store.read_projects(store.provide(validated, in_memory=()))
 
     @contextlib.contextmanager
     def reused(self, table: ir.Table) -> Iterator[ir.Table]:

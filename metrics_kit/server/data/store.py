@@ -634,9 +634,8 @@ def open_parquet(backend: Backend, location: str, given: str | None = None) -> E
     written, so only the marker is checked. ``given``: what the user gave for it (``--data``), which
     an error names when the backend cannot read ``location``."""
     root = location.rstrip("/")
-    con = backend.con
     try:
-        marker = con.read_json(f"{root}/{LAYOUT_FILE}").to_pyarrow().to_pylist()
+        marker = backend.con.read_json(f"{root}/{LAYOUT_FILE}").to_pyarrow().to_pylist()
     except Exception as exc:
         raise backend.unreadable(given or location, location, exc) or DataFormatError(
             f"{given or location}: not a normalised layout (no readable {LAYOUT_FILE}): {str(exc).splitlines()[0]}; "
@@ -644,9 +643,21 @@ def open_parquet(backend: Backend, location: str, given: str | None = None) -> E
         ) from None
     if len(marker) != 1 or marker[0].get("layout") != LAYOUT_VERSION:
         raise DataFormatError(f"{location}/{LAYOUT_FILE}: not a layout this version reads ({LAYOUT_VERSION})")
+    register_parquet(backend, location, given)
+    return _store(backend.con, location, str(marker[0]["fingerprint"]))
+
+
+def register_parquet(backend: Backend, location: str, given: str | None = None) -> None:
+    """Register the tables of the normalised layout at ``location`` in ``backend``, reading none
+    of its rows: for a layout this build has just written (no marker to check)."""
+    root = location.rstrip("/")
     for table in TABLES:
-        con.read_parquet(backend.parquet_parts(root, table), table_name=table)
-    return _store(con, location, str(marker[0]["fingerprint"]))
+        try:
+            backend.con.read_parquet(backend.parquet_parts(root, table), table_name=table)
+        except Exception as exc:
+            raise backend.unreadable(given or location, location, exc) or DataFormatError(
+                f"{given or location}: cannot read {root}/{table}: {str(exc).splitlines()[0]}"
+            ) from None
 
 
 def _store(backend: ibis.BaseBackend, location: str, fingerprint: str) -> EventStore:
