@@ -147,14 +147,20 @@ def compute(backend: Backend, catalogue: Catalogue, transactions_per_day: pd.Dat
 
 
 def build(
-    backend: Backend,
     event_store: EventStore,
     catalogue: Catalogue,
+    *,
+    backend: Backend | None = None,
     transactions_per_day: pd.DataFrame | None = None,
     started: float | None = None,
+    why: str = "a data set built whole",
 ) -> Aggregates:
-    """Run the engine over the whole data set, on ``backend`` (which holds the store's tables), and
-    densify its result (``transactions_per_day``: see ``engine.compute``)."""
+    """Run the engine over the whole data set, on ``backend`` (which holds the store's tables;
+    default: DuckDB, the store's connection), and densify its result (``transactions_per_day``:
+    see ``engine.compute``; ``why``: why it is a full build, as the log says)."""
+    from metrics_kit.server.backends import DuckDB
+
+    backend = backend or DuckDB(event_store.backend)
     started = time.perf_counter() if started is None else started
     coverage = event_store.coverage
     sparse = compute(backend, catalogue, transactions_per_day) if coverage is not None else compute_nothing()
@@ -163,7 +169,7 @@ def build(
         "fingerprint": event_store.fingerprint,
         "data_dir": event_store.location,
         "build": "full",
-        "why": "a URL is always built in full",
+        "why": why,
     }
     return assemble(sparse, coverage, event_store.projects, catalogue, meta, started)
 
@@ -442,13 +448,17 @@ def build_on(
         if is_url(data):
             from metrics_kit.server.data import exports
 
-            started = time.perf_counter()
+            started, why = time.perf_counter(), "a URL is always built in full"
             raw = exports.open_exports(backend, str(data))
             if raw is None:  # the normalised layout, validated when it was written
-                aggregates = build(backend, store.open_parquet(backend, str(data)), catalogue, started=started)
+                layout = store.open_parquet(backend, str(data))
+                aggregates = build(layout, catalogue, backend=backend, started=started, why=why)
             else:
                 log(f"Validated {data} on Spark")
-                aggregates = build(backend, raw.store, catalogue, raw.rows_per_day, started=started)
+                per_day = raw.rows_per_day
+                aggregates = build(
+                    raw.store, catalogue, backend=backend, transactions_per_day=per_day, started=started, why=why
+                )
             log(_summary(aggregates.meta))
             return aggregates
         return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage, on=backend)
