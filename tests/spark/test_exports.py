@@ -132,3 +132,66 @@ def test_the_data_version_of_a_url_follows_its_listing(connect, tmp_path):
         assert done.returncode == 0, done.stderr
         versions.append(Aggregates.read(out).meta["fingerprint"])
     assert versions[0] != versions[1]
+
+
+def _broken(folder: Path, table: str, column: str, value: str) -> Path:
+    """The golden data with ``column`` of ``table``'s first row set to ``value``."""
+    folder.mkdir()
+    for name in ("projects", "transactions", "fees", "token_flows", "chain_rewards"):
+        (folder / f"{name}.csv").write_text((GOLDEN / f"{name}.csv").read_text())
+    if table:
+        lines = (folder / f"{table}.csv").read_text().splitlines()
+        header = lines[0].split(",")
+        first = lines[1].split(",")
+        first[header.index(column)] = value
+        lines[1] = ",".join(first)
+        (folder / f"{table}.csv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "value"),
+    [
+        ("", "", ""),
+        ("transactions", "action", "teleport"),
+        ("transactions", "project", "Not.A.Project"),
+        ("transactions", "signer", ""),
+        ("transactions", "block_time", "yesterday"),
+        ("fees", "amount_usd", "inf"),
+        ("token_flows", "amount", "-5"),
+        ("chain_rewards", "reward_type", "bribe"),
+    ],
+)
+def test_the_rules_run_on_duckdb_too_and_flag_what_validation_refuses(tmp_path, table, column, value):
+    """The Ibis rules Spark checks exports with are engine-neutral: on DuckDB, over the same CSV
+    files, they flag exactly the column that DuckDB's own validation of the folder refuses."""
+    import ibis
+
+    from metrics_kit.errors import DataFormatError
+    from metrics_kit.server.data import rules, store
+
+    folder = _broken(tmp_path / "data", table, column, value)
+    try:
+        store.validate(folder)
+        refused = None
+    except DataFormatError as error:
+        refused = str(error).split(":")[0]
+    projects = [line.split(",")[0] for line in (GOLDEN / "projects.csv").read_text().splitlines()[1:]]
+    con = ibis.duckdb.connect()
+    con.raw_sql("SET TimeZone = 'UTC'")
+    flagged = []
+    for name in ("transactions", "fees", "token_flows", "chain_rewards"):
+        # A table, not a view: DuckDB would push the timestamp cast into its CSV reader, which then
+        # fails on a value TRY_CAST would make missing.
+        path = folder / f"{name}.csv"
+        con.raw_sql(f"CREATE TABLE raw_{name} AS SELECT * FROM read_csv('{path}', all_varchar = true)")
+        raw = con.table(f"raw_{name}")
+        rows = raw.select(**rules.normalised(raw, name))
+        for check in rules.rules(name, projects):
+            if rows.count(where=check.bad(rows)).execute():
+                flagged.append(f"{name}.csv, column {check.column!r}")
+    if not table:
+        assert refused is None and flagged == []
+    else:
+        # (a project id that is not one breaks two rules: its form, and being listed)
+        assert refused == f"{table}.csv, column {column!r}" and set(flagged) == {refused}, (refused, flagged)
