@@ -57,6 +57,9 @@ def plain(value: ir.StringValue) -> ir.Value:
     return value
 
 
+_SPARK_TYPE = {"str": "STRING", "float": "DOUBLE", "bool": "BOOLEAN", "time": "TIMESTAMP"}
+
+
 @dataclasses.dataclass
 class DuckDB:
     """The embedded engine: the build's DuckDB connection, as an Ibis backend."""
@@ -85,6 +88,10 @@ class DuckDB:
 
     def parquet_parts(self, root: str, table: str) -> str:
         return f"{root}/{table}/*.parquet"
+
+    def register_written(self, root: str, table: str) -> None:
+        """Register ``table`` of a normalised layout this build wrote."""
+        self.con.read_parquet(self.parquet_parts(root, table), table_name=table)
 
     def unreadable(self, given: str, location: str, exc: Exception) -> MetricsKitError | None:
         return None
@@ -133,6 +140,14 @@ class Spark:
     def parquet_parts(self, root: str, table: str) -> str:
         # Spark reads a folder of parts (a glob makes it log a stack trace).
         return f"{root}/{table}"
+
+    def register_written(self, root: str, table: str) -> None:
+        """Register ``table`` of a normalised layout this build wrote: its schema is known, so
+        Spark reads no file to infer it (a job per table otherwise)."""
+        from metrics_kit.server.data.schema import COLUMNS
+
+        schema = ", ".join(f"`{c}` {_SPARK_TYPE[kind]}" for c, kind in COLUMNS[table].items())
+        self.session.read.schema(schema).parquet(self.parquet_parts(root, table)).createOrReplaceTempView(table)
 
     # -- raw exports where the cluster reads them (``data/exports.py``) ---------------------------
 

@@ -653,7 +653,7 @@ def register_parquet(backend: Backend, location: str, given: str | None = None) 
     root = location.rstrip("/")
     for table in TABLES:
         try:
-            backend.con.read_parquet(backend.parquet_parts(root, table), table_name=table)
+            backend.register_written(root, table)
         except Exception as exc:
             raise backend.unreadable(given or location, location, exc) or DataFormatError(
                 f"{given or location}: cannot read {root}/{table}: {str(exc).splitlines()[0]}"
