@@ -19,7 +19,6 @@ is killed after ``--timeout`` seconds; Spark binds to 127.0.0.1 only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -57,13 +56,7 @@ def _child(cmd: list[str], env: dict, timeout: float, what: str) -> dict:
 
 
 def bench_scale(scale: float, work: Path, master: str, url: bool, timeout: float) -> dict:
-    generation = common.ensure_data(work, scale, timeout)
-    directory = common.data_dir(work, scale)
-    out = work / f"spark-scan-bench-{common.scale_label(scale)}"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    env = {**common.child_env(out / "cache"), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    env["PYSPARK_SUBMIT_ARGS"] = "--conf spark.ui.enabled=false pyspark-shell"
+    generation, directory, out, env = common.spark_setup(work, scale, timeout, "spark-scan-bench")
     rows = generation["rows"].get("transactions", 0)
     print(f"scale {common.scale_label(scale)}: {rows:,} transactions", flush=True)
     result: dict = {"scale": scale, "transactions": rows}
@@ -82,13 +75,8 @@ def bench_scale(scale: float, work: Path, master: str, url: bool, timeout: float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scales", type=float, nargs="+", default=[10.0, 100.0], help="default 10 100")
-    parser.add_argument("--work", type=Path, default=common.DEFAULT_WORK, help="default /tmp/mk-bench")
-    parser.add_argument("--master", default="local[2]", help="the Spark master (default local[2])")
+    parser = common.spark_parser(__doc__)
     parser.add_argument("--url", action="store_true", help="also build from a file:// URL (validated on Spark)")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds before a child is killed")
-    parser.add_argument("--json", type=Path, help="also write every measurement to this file")
     args = parser.parse_args(argv)
     info = common.machine()
     common.print_machine(info)
@@ -104,11 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     headers = ["scale", "transactions", "scan s", "build s", "build / scan"]
     if args.url:
         headers += ["build (URL) s", "build (URL) / scan"]
-    print()
-    print(common.table(headers, rows))
-    if args.json:
-        common.write_results(args.json, info, results)
-    return 0
+    return common.report(headers, rows, args.json, info, results)
 
 
 if __name__ == "__main__":

@@ -79,60 +79,76 @@ def normalised(raw: ir.Table, table: str) -> dict[str, ir.Value]:
     return out
 
 
-def _one_of(column: str, values: tuple[str, ...], nullable: bool = False) -> Rule:
+@dataclass(frozen=True)
+class ColumnRule:
+    """What one column of an event table allows, as data: both validators build their checks
+    from these (``store`` in DuckDB SQL, :func:`rules` in Ibis)."""
+
+    column: str
+    kind: str  # "required", "one_of", "one_of_or_empty", "number" or "non_negative"
+    allowed: str
+    values: tuple[str, ...] = ()
+
+
+def _listed(column: str, values: tuple[str, ...], nullable: bool = False) -> ColumnRule:
     allowed = "one of " + ", ".join(values) + (" or empty" if nullable else "")
-    if nullable:
-        return Rule(column, allowed, lambda t: t[column].notnull() & ~t[column].isin(values))
-    return Rule(column, allowed, lambda t: t[column].isnull() | ~t[column].isin(values))
+    return ColumnRule(column, "one_of_or_empty" if nullable else "one_of", allowed, values)
 
 
-def _required(column: str, allowed: str) -> Rule:
-    return Rule(column, allowed, lambda t: t[column].isnull())
+TIMESTAMP = "an ISO 8601 timestamp or a Parquet timestamp"
+PROJECT_ID = "a lowercase project id (letters, digits, '-', '_', parts joined by dots)"
+# Every event table's columns after block_time and project, which every event table checks first.
+EVENT_COLUMNS: dict[str, list[ColumnRule]] = {
+    "transactions": [
+        ColumnRule("tx_id", "required", "a non-empty transaction id"),
+        ColumnRule("signer", "required", "a non-empty signer address"),
+        _listed("action", ACTIONS),
+        _listed("pool_type", POOL_TYPES, nullable=True),
+    ],
+    "fees": [
+        _listed("fee_type", FEE_TYPES),
+        _listed("recipient", RECIPIENTS),
+        ColumnRule("amount_usd", "number", "a finite number"),
+    ],
+    "token_flows": [_listed("flow", FLOWS), ColumnRule("amount", "non_negative", "a finite number >= 0")],
+    "chain_rewards": [
+        ColumnRule("account", "required", "a non-empty account address"),
+        _listed("reward_type", REWARD_TYPES),
+        ColumnRule("amount", "number", "a finite signed number"),
+    ],
+}
 
 
-def _number(column: str, allowed: str, at_least_zero: bool = False) -> Rule:
+def project_listed(projects: list[str]) -> str:
+    return "a project listed in the projects table: " + ", ".join(projects)
+
+
+def _ibis(rule: ColumnRule) -> Rule:
+    column, values = rule.column, list(rule.values)
+
     def bad(t: ir.Table) -> ir.BooleanValue:
         value = t[column]
+        if rule.kind == "required":
+            return value.isnull()
+        if rule.kind == "one_of":
+            return value.isnull() | ~value.isin(values)
+        if rule.kind == "one_of_or_empty":
+            return value.notnull() & ~value.isin(values)
         broken = value.isnull() | value.isnan() | value.isinf()
-        return broken | (value < 0) if at_least_zero else broken
+        return broken | (value < 0) if rule.kind == "non_negative" else broken
 
-    return Rule(column, allowed, bad)
+    return Rule(column, rule.allowed, bad)
 
 
 def rules(table: str, projects: list[str]) -> list[Rule]:
     """The rules of an event table, given the projects of the projects table."""
-    checks = [
-        Rule("block_time", "an ISO 8601 timestamp or a Parquet timestamp", lambda t: t.block_time.isnull()),
+    return [
+        Rule("block_time", TIMESTAMP, lambda t: t.block_time.isnull()),
+        Rule("project", PROJECT_ID, lambda t: t.project.isnull() | ~t.project.re_search(PROJECT_PATTERN)),
         Rule(
             "project",
-            "a lowercase project id (letters, digits, '-', '_', parts joined by dots)",
-            lambda t: t.project.isnull() | ~t.project.re_search(PROJECT_PATTERN),
-        ),
-        Rule(
-            "project",
-            "a project listed in the projects table: " + ", ".join(projects),
+            project_listed(projects),
             lambda t: t.project.notnull() & (~t.project.isin(projects) if projects else ibis.literal(True)),
         ),
+        *map(_ibis, EVENT_COLUMNS[table]),
     ]
-    if table == "transactions":
-        checks += [
-            _required("tx_id", "a non-empty transaction id"),
-            _required("signer", "a non-empty signer address"),
-            _one_of("action", ACTIONS),
-            _one_of("pool_type", POOL_TYPES, nullable=True),
-        ]
-    elif table == "fees":
-        checks += [
-            _one_of("fee_type", FEE_TYPES),
-            _one_of("recipient", RECIPIENTS),
-            _number("amount_usd", "a finite number"),
-        ]
-    elif table == "token_flows":
-        checks += [_one_of("flow", FLOWS), _number("amount", "a finite number >= 0", at_least_zero=True)]
-    elif table == "chain_rewards":
-        checks += [
-            _required("account", "a non-empty account address"),
-            _one_of("reward_type", REWARD_TYPES),
-            _number("amount", "a finite signed number"),
-        ]
-    return checks

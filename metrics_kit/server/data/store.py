@@ -32,15 +32,10 @@ import pandas as pd
 
 from metrics_kit.errors import DataFormatError
 from metrics_kit.server.backends import Backend
+from metrics_kit.server.data import rules
 from metrics_kit.server.data.schema import (
-    ACTIONS,
     COLUMNS,
     EVENT_TABLES,
-    FEE_TYPES,
-    FLOWS,
-    POOL_TYPES,
-    RECIPIENTS,
-    REWARD_TYPES,
     TABLES,
 )
 from metrics_kit.server.data.sources import (  # noqa: F401 (find_sources: the store's API)
@@ -241,38 +236,34 @@ _GROUPED = {
 
 
 def _checks(table: str, projects: list[str]) -> list[_Check]:
-    def required(column: str, allowed: str) -> _Check:
-        return _Check(column, allowed, f'"{column}" IS NULL', required=True, rejects_empty=True)
-
-    def one_of(column: str, values, nullable: bool = False) -> _Check:
-        allowed = "one of " + ", ".join(values) + (" or empty" if nullable else "")
-        test = f'NOT list_contains({_sql_list(values)}, "{column}")'
-        if nullable:
-            return _Check(column, allowed, f'"{column}" IS NOT NULL AND {test}', per_row=False)
-        return _Check(column, allowed, f'"{column}" IS NULL OR {test}', per_row=False, rejects_empty=True)
-
-    def timestamp() -> _Check:
-        return _Check("block_time", "an ISO 8601 timestamp or a Parquet timestamp", "block_time IS NULL")
+    def column_check(rule: rules.ColumnRule) -> _Check:
+        column, allowed = rule.column, rule.allowed
+        if rule.kind == "required":
+            return _Check(column, allowed, f'"{column}" IS NULL', required=True, rejects_empty=True)
+        if rule.kind in ("one_of", "one_of_or_empty"):
+            test = f'NOT list_contains({_sql_list(rule.values)}, "{column}")'
+            if rule.kind == "one_of_or_empty":
+                return _Check(column, allowed, f'"{column}" IS NOT NULL AND {test}', per_row=False)
+            return _Check(column, allowed, f'"{column}" IS NULL OR {test}', per_row=False, rejects_empty=True)
+        extra = f' OR "{column}" < 0' if rule.kind == "non_negative" else ""
+        return _Check(column, allowed, f'"{column}" IS NULL OR NOT isfinite("{column}"){extra}')
 
     def project_ref() -> list[_Check]:
         return [
             _Check(
                 "project",
-                "a lowercase project id (letters, digits, '-', '_', parts joined by dots)",
+                rules.PROJECT_ID,
                 f"project IS NULL OR NOT regexp_full_match(project, {_quote(PROJECT_PATTERN)})",
                 per_row=False,
                 rejects_empty=True,
             ),
             _Check(
                 "project",
-                "a project listed in the projects table: " + ", ".join(projects),
+                rules.project_listed(projects),
                 f"NOT list_contains({_sql_list(projects)}, project)",
                 per_row=False,
             ),
         ]
-
-    def number(column: str, allowed: str, extra: str = "") -> _Check:
-        return _Check(column, allowed, f'"{column}" IS NULL OR NOT isfinite("{column}"){extra}')
 
     if table == "projects":
         kinds_ok = (
@@ -283,7 +274,7 @@ def _checks(table: str, projects: list[str]) -> list[_Check]:
         return [
             _Check(
                 "project",
-                "a lowercase project id (letters, digits, '-', '_', parts joined by dots)",
+                rules.PROJECT_ID,
                 f"project IS NULL OR NOT regexp_full_match(project, {_quote(PROJECT_PATTERN)})",
             ),
             _Check("project", "each project listed once", "count(*) OVER (PARTITION BY project) > 1"),
@@ -308,29 +299,8 @@ def _checks(table: str, projects: list[str]) -> list[_Check]:
                 "list_contains(list_transform(string_split(kinds, ','), lambda k: trim(k)), 'dex'))",
             ),
         ]
-    checks = [timestamp(), *project_ref()]
-    if table == "transactions":
-        checks += [
-            required("tx_id", "a non-empty transaction id"),
-            required("signer", "a non-empty signer address"),
-            one_of("action", ACTIONS),
-            one_of("pool_type", POOL_TYPES, nullable=True),
-        ]
-    elif table == "fees":
-        checks += [
-            one_of("fee_type", FEE_TYPES),
-            one_of("recipient", RECIPIENTS),
-            number("amount_usd", "a finite number"),
-        ]
-    elif table == "token_flows":
-        checks += [one_of("flow", FLOWS), number("amount", "a finite number >= 0", ' OR "amount" < 0')]
-    elif table == "chain_rewards":
-        checks += [
-            required("account", "a non-empty account address"),
-            one_of("reward_type", REWARD_TYPES),
-            number("amount", "a finite signed number"),
-        ]
-    return checks
+    timestamp = _Check("block_time", rules.TIMESTAMP, "block_time IS NULL")
+    return [timestamp, *project_ref(), *map(column_check, rules.EVENT_COLUMNS[table])]
 
 
 def _never_empty(table: str) -> frozenset[str]:
