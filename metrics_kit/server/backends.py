@@ -213,11 +213,11 @@ _POLL_SECONDS = 2.0
 @contextlib.contextmanager
 def watched(backend: Spark, stall_seconds: float = STALL_SECONDS) -> Iterator[None]:
     """Stop the session's jobs, and the build with a clear error, when its running stages make no
-    progress (no task running, none finishing or failing) for ``stall_seconds``. Spark itself
+    progress (no task running, none finishing or failing) for ``stall_seconds`` (0: never). Spark itself
     re-runs the tasks of a lost executor on the others, and waits without end when there are none.
     Only a session of this process can be watched (pyspark's status tracker); a Spark Connect
     server schedules its jobs itself."""
-    if backend.remote is not None:
+    if backend.remote is not None or not stall_seconds:
         yield
         return
     context = backend.session.sparkContext

@@ -415,6 +415,7 @@ def build_on(
     *,
     engine: str = "duckdb",
     spark_master: str | None = None,
+    spark_stall_timeout: float | None = None,
     stage: Path | None = None,
     rebuild: bool = False,
     log=print,
@@ -430,8 +431,10 @@ def build_on(
 
     if engine not in ENGINES:
         raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
-    if engine != "spark" and spark_master:
-        raise ConfigurationError("--spark-master is for --engine spark")
+    if engine != "spark" and (spark_master or spark_stall_timeout is not None):
+        raise ConfigurationError("--spark-master and --spark-stall-timeout are for --engine spark")
+    if spark_stall_timeout is not None and not spark_stall_timeout >= 0:
+        raise ConfigurationError(f"--spark-stall-timeout {spark_stall_timeout}: give seconds >= 0 (0: no limit)")
     if is_url(data) and engine != "spark":
         raise ConfigurationError(f"{data}: only --engine spark reads a URL; DuckDB reads a local data folder")
     if engine == "duckdb":
@@ -440,9 +443,10 @@ def build_on(
     from metrics_kit.server import spark
 
     started = time.perf_counter()
-    from metrics_kit.server.backends import watched
+    from metrics_kit.server.backends import STALL_SECONDS, watched
 
-    with spark.backend(spark_master) as backend, watched(backend):
+    stall = STALL_SECONDS if spark_stall_timeout is None else spark_stall_timeout
+    with spark.backend(spark_master) as backend, watched(backend, stall):
         where = f" (Spark Connect {backend.remote})" if backend.remote else ""
         log(f"Spark {backend.con.version}{where} started in {time.perf_counter() - started:.1f} s")
         if is_url(data):

@@ -138,6 +138,13 @@ def _parser() -> argparse.ArgumentParser:
         help="local[N], spark://HOST:PORT or sc://HOST:PORT (Spark Connect); default: SPARK_REMOTE, "
         "else spark-submit's master, else local[*]",
     )
+    build.add_argument(
+        "--spark-stall-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="with --engine spark: stop the build when Spark's running stages have run no task for this "
+        "long (no executor left); default 120, 0: wait without end (a cluster that scales up slowly)",
+    )
     build.add_argument("--out", type=Path, metavar="AGG", help="write the aggregates to this file")
     build.add_argument(
         "--stage",
@@ -330,7 +337,8 @@ def _build(args) -> int:
     from metrics_kit.spec.catalogue import default_catalogue
 
     catalogue = default_catalogue(args.chain_unit)
-    if args.engine == "duckdb" and args.out is None and args.stage is None and not args.spark_master:
+    spark_only = args.spark_master or args.spark_stall_timeout is not None
+    if args.engine == "duckdb" and args.out is None and args.stage is None and not spark_only:
         built = aggregates.load_or_build(args.data, catalogue, rebuild=args.rebuild)
     else:
         built = aggregates.build_on(
@@ -338,6 +346,7 @@ def _build(args) -> int:
             catalogue,
             engine=args.engine,
             spark_master=args.spark_master,
+            spark_stall_timeout=args.spark_stall_timeout,
             stage=args.stage,
             rebuild=args.rebuild,
         )

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from spark_support import SPARK_ENV, SUBMIT_ARGS, _Daemon, assert_same_values, cli
+from spark_support import SPARK_ENV, SUBMIT_ARGS, _Daemon, assert_same_values, cli, run_cli
 
 from metrics_kit.server.build import Aggregates
 from metrics_kit.server.data import demo
@@ -119,3 +119,15 @@ def test_a_lost_worker_changes_no_value_and_no_worker_left_is_a_clear_error(tmp_
         for worker in workers:
             worker.stop()
         master.stop()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--spark-stall-timeout", "60"), "--spark-master and --spark-stall-timeout are for --engine spark"),
+        (("--engine", "spark", "--spark-stall-timeout", "-1"), "--spark-stall-timeout -1.0: give seconds >= 0"),
+    ],
+)
+def test_the_stall_timeout_is_checked_before_spark_starts(args, said, tmp_path):
+    done = run_cli("build", "--data", tmp_path, *args)
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
