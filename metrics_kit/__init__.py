@@ -32,9 +32,12 @@ from metrics_kit.client.transports import set_default_transport as _set_default_
 from metrics_kit.errors import (
     APIError,
     AuthenticationError,
+    CacheWarning,
+    ClientClosedError,
     ConfigurationError,
     DataFormatError,
     FetchError,
+    IncompletePeriodWarning,
     MetricsKitError,
     NotFoundError,
     PartialDataWarning,
@@ -68,6 +71,7 @@ __all__ = [
     "clear_cache",
     "MetricsKitError",
     "ConfigurationError",
+    "ClientClosedError",
     "DataFormatError",
     "ValidationError",
     "APIError",
@@ -79,4 +83,6 @@ __all__ = [
     "ResponseFormatError",
     "FetchError",
     "PartialDataWarning",
+    "IncompletePeriodWarning",
+    "CacheWarning",
 ]

@@ -7,8 +7,11 @@ registers :func:`transport` as the default transport of a client given no base U
 The application is built on its first request, not with the transport: a client whose values are
 all cached under a version it trusts answers without building the demo data (docs/client.md, "The
 data version"). Its answers name the data version like a remote service's, so the client's cache
-is filed the same way; which data set the values came from is the version's business, not the
-cache identity's.
+is filed the same way.
+
+Its cache identity is the demo data set (``embedded://demo``), not its key: the key is made anew in
+every process, and a restarted kernel must still find its cached values. Which data the values came
+from is then told apart by the data version each is filed under. Its answers are marked synthetic.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import secrets
 import threading
 from typing import Any
 
+from metrics_kit.client.settings import cache_identity
 from metrics_kit.client.transports import ASGITransport
 
 log = logging.getLogger("metrics_kit.embedded")
@@ -46,4 +50,11 @@ async def _on_first_request(scope: Any, receive: Any, send: Any) -> None:
 
 def transport(*, rate_limit: float | None = None) -> ASGITransport:
     """A transport to the embedded service; the demo data and its aggregates are built on its first request."""
-    return ASGITransport(_on_first_request, _KEY, EMBEDDED_URL, rate_limit=rate_limit)
+    return ASGITransport(
+        _on_first_request,
+        _KEY,
+        EMBEDDED_URL,
+        cache_identity(EMBEDDED_URL, None),
+        rate_limit=rate_limit,
+        synthetic=True,
+    )

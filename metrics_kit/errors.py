@@ -2,6 +2,7 @@
 
     MetricsKitError
     ├── ConfigurationError        a setting is missing or wrong (base URL, key, timeouts, cache folder)
+    │   └── ClientClosedError     a closed Client was used (it never turns into another client)
     ├── DataFormatError           an event data folder breaks docs/data-format.md
     ├── ValidationError           an argument is wrong; raised before any request
     ├── APIError                  the service answered with an error status
@@ -15,6 +16,8 @@
     └── FetchError                some points of a range or panel failed (errors="raise")
 
     PartialDataWarning (a UserWarning): the same, with errors="coerce"
+    └── IncompletePeriodWarning   value() of a period that had not ended when it was fetched
+    CacheWarning (a UserWarning): a cache write failed (a full disk); the values are returned, not cached
 
 Every message says what was wrong and what is allowed. No message, repr or attribute holds an
 API key: requests are described by their URL, and the key travels only in a header.
@@ -36,6 +39,11 @@ class ConfigurationError(MetricsKitError):
     def __init__(self, message: str, setting: str | None = None):
         super().__init__(message)
         self.setting = setting
+
+
+class ClientClosedError(ConfigurationError, RuntimeError):
+    """A Client was used after ``close()`` (or after ``configure()`` replaced it as the default).
+    A closed client never answers from anywhere: make a new one."""
 
 
 class DataFormatError(MetricsKitError, ValueError):
@@ -126,4 +134,15 @@ def for_status(status: int) -> type[APIError]:
 
 
 class PartialDataWarning(UserWarning):
-    """Some points of a pull failed and are missing (errors='coerce'); ``attrs['failed']`` lists them."""
+    """Data that is not all there: some points of a pull failed and are missing (errors='coerce';
+    ``attrs['failed']`` lists them), or, as IncompletePeriodWarning, a value of a period that had
+    not ended when it was fetched."""
+
+
+class IncompletePeriodWarning(PartialDataWarning):
+    """``value()`` of a period that had not ended when the value was fetched: it may still change."""
+
+
+class CacheWarning(UserWarning):
+    """The cache could not be written (a full disk, a file grown past a limit, a file made read-only):
+    the pull's values are returned, and what could not be written is fetched again next time."""

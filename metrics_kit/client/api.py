@@ -1,25 +1,34 @@
 """One-line functions on a default client, for notebooks: ``metrics_kit.series(...)`` and friends.
 
 The default client is made on first use from the environment (``METRICS_KIT_BASE_URL``,
-``METRICS_KIT_API_KEY``), else it is the embedded reference service. ``configure(...)`` replaces
-it with one built from your arguments; use ``Client`` directly to hold several.
+``METRICS_KIT_API_KEY``, ``METRICS_KIT_CACHE_DIR``), else it is the embedded reference service, and
+it follows that environment: when any of those variables changes, the next call makes a new default
+client from them (closing the old one). ``configure(...)`` replaces it with one built from your
+arguments (closing the old one too; a base URL or transport given there is kept whatever the
+environment says). A closed client raises ClientClosedError if used through a reference held to it:
+it never answers from the new service, nor from any other. Use ``Client`` directly to hold several.
 
-Each function is the Client method of the same name, on the default client, with the method's own
-signature and docstring (generated from it, so the two cannot drift apart).
+Each function is the Client method of the same name, on the default client: written out with the
+method's parameters and annotations (so a type checker sees them), and given the method's docstring;
+tests/unit/test_client_signatures.py checks that each signature is the method's, less ``self``.
 """
 
 from __future__ import annotations
 
-import inspect
+import hashlib
+import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal, TypedDict, TypeVar
 
 import pandas as pd
 
-from metrics_kit.client.client import Client
-from metrics_kit.client.signatures import presented
+from metrics_kit.client.client import Client, Names, Shape
+from metrics_kit.client.families import DateLike, Errors, Incomplete
+from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV, Secret, address
+from metrics_kit.client.transports import Transport
+from metrics_kit.files import CACHE_DIR_ENV
 
 __all__ = [
     "catalogue",
@@ -41,56 +50,279 @@ __all__ = [
 
 _lock = threading.Lock()
 _default: Client | None = None
+_made_from: tuple[str, ...] | None = None  # the environment the default was made under (None: not from it)
+_arguments: dict[str, Any] = {}  # what configure() was given, to make the default again from
 
 
-def configure(base_url: str | None = None, api_key: str | None = None, **settings: Any) -> Client:
-    """Make the default client from these arguments, closing the previous one."""
-    global _default
-    client = Client(base_url, api_key, **settings)
+def _environment() -> tuple[str, ...]:
+    """What of the environment decides the default client: the base URL, a digest of the key (never
+    the key itself), the cache folder."""
+    key = os.environ.get(API_KEY_ENV) or ""
+    digest = hashlib.sha256(b"metrics-kit environment\x00" + key.encode()).hexdigest() if key else ""
+    return (os.environ.get(BASE_URL_ENV) or "", digest, os.environ.get(CACHE_DIR_ENV) or "")
+
+
+Function = TypeVar("Function", bound=Callable[..., Any])
+
+
+def _documented_as(method: Callable[..., Any]) -> Callable[[Function], Function]:
+    """Gives a function ``method``'s docstring (help() and Shift-Tab show it; a type checker shows
+    the function's own one-line pointer to the method)."""
+
+    def document(function: Function) -> Function:
+        function.__doc__ = method.__doc__
+        return function
+
+    return document
+
+
+def configure(
+    base_url: str | None = None,
+    api_key: str | Secret | None = None,
+    *,
+    transport: Transport | None = None,
+    workers: int | None = None,
+    rate_limit: float | None = None,
+    timeout: float | None = None,
+    connect_timeout: float | None = None,
+    retries: int | None = None,
+    cache: bool = True,
+    refresh: bool = False,
+    progress: bool | None = None,
+    week_start: Literal["monday", "sunday"] = "monday",
+    chain_unit: str | None = None,
+    incomplete_ttl: float | None = None,
+    version_ttl: float | None = None,
+    clock: Any = None,
+    deadline: float | None = None,
+) -> Client:
+    """Make the default client from these arguments, closing the previous one (a reference held to
+    it then raises ClientClosedError). ``api_key`` without a base URL is a ConfigurationError."""
+    global _default, _made_from, _arguments
+    key = Secret.of(api_key)
+    del api_key  # no frame of ours holds the key plain, nor what may be one given as the base URL
+    base_url = address(base_url)
+    settings: dict[str, Any] = {
+        "transport": transport,
+        "workers": workers,
+        "rate_limit": rate_limit,
+        "timeout": timeout,
+        "connect_timeout": connect_timeout,
+        "retries": retries,
+        "cache": cache,
+        "refresh": refresh,
+        "progress": progress,
+        "week_start": week_start,
+        "chain_unit": chain_unit,
+        "incomplete_ttl": incomplete_ttl,
+        "version_ttl": version_ttl,
+        "clock": clock,
+        "deadline": deadline,
+    }
+    client = Client(base_url, key, **settings)
+    arguments = {"base_url": base_url, "api_key": key, **settings}
     with _lock:
         previous, _default = _default, client
+        # A base URL or transport given here stands; otherwise the environment still decides.
+        fixed = base_url is not None or transport is not None
+        _made_from = None if fixed else _environment()
+        _arguments = {} if fixed else arguments
     if previous is not None:
-        previous.close()
+        previous._close("by mk.configure(), which replaced it as the default client")
     return client
 
 
-_made = inspect.signature(Client.__init__)
-configure.__signature__ = _made.replace(  # type: ignore[attr-defined]
-    parameters=list(_made.parameters.values())[1:], return_annotation="Client"
-)
 configure.__doc__ = (configure.__doc__ or "") + "\n\n" + (Client.__doc__ or "")
 
 
 def default_client() -> Client:
-    global _default
+    """The default client, made again from the environment when the variables it was made under
+    changed since (the old one is closed)."""
+    global _default, _made_from
+    previous = None
     with _lock:
+        now = _environment()
+        if _default is not None and _made_from is not None and now != _made_from:
+            previous, _default = _default, None
         if _default is None:
-            _default = Client()
-        return _default
+            _default = Client(**_arguments)
+            _made_from = now
+        client = _default
+    if previous is not None:
+        previous._close("because the environment it was made from changed, and the default client with it")
+    return client
 
 
-def _on_default(method: Callable[..., Any]) -> Callable[..., Any]:
-    name = method.__name__
-    return presented(
-        lambda *args, **kwargs: getattr(default_client(), name)(*args, **kwargs),
-        method,
-        drop=next(iter(inspect.signature(method).parameters)),  # self, or a family helper's client
-        name=name,
-        doc=method.__doc__,
-        module=__name__,
+class _Options(TypedDict):
+    errors: Errors
+    incomplete: Incomplete
+    refresh: bool | None
+    progress: bool | None
+
+
+def _pull(errors: Errors, incomplete: Incomplete, refresh: bool | None, progress: bool | None) -> _Options:
+    """The options of every pull (series, the family helpers), to pass on as keywords."""
+    return {"errors": errors, "incomplete": incomplete, "refresh": refresh, "progress": progress}
+
+
+@_documented_as(Client.value)
+def value(metric: str, project: str, granularity: str, date: DateLike) -> int | float:
+    """``Client.value`` on the default client."""
+    return default_client().value(metric, project, granularity, date)
+
+
+@_documented_as(Client.series)
+def series(
+    metric: str,
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.Series:
+    """``Client.series`` on the default client."""
+    return default_client().series(
+        metric, project, start, end, granularity, **_pull(errors, incomplete, refresh, progress)
     )
 
 
-value = _on_default(Client.value)
-series = _on_default(Client.series)
-frame = _on_default(Client.frame)
-tokenomics = _on_default(Client.tokenomics)
-yields = _on_default(Client.yields)
-dex = _on_default(Client.dex)
-lending = _on_default(Client.lending)
-chain_rewards = _on_default(Client.chain_rewards)
-financials = _on_default(Client.financials)
-clear_cache = _on_default(Client.clear_cache)
+@_documented_as(Client.frame)
+def frame(
+    metrics: Names,
+    projects: Names,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    shape: Shape = "wide",
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+    skip_inapplicable: bool = False,
+) -> pd.DataFrame:
+    """``Client.frame`` on the default client."""
+    return default_client().frame(
+        metrics,
+        projects,
+        start,
+        end,
+        granularity,
+        shape=shape,
+        errors=errors,
+        incomplete=incomplete,
+        refresh=refresh,
+        progress=progress,
+        skip_inapplicable=skip_inapplicable,
+    )
+
+
+@_documented_as(Client.tokenomics)
+def tokenomics(
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """``Client.tokenomics`` on the default client."""
+    return default_client().tokenomics(project, start, end, granularity, **_pull(errors, incomplete, refresh, progress))
+
+
+@_documented_as(Client.yields)
+def yields(
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """``Client.yields`` on the default client."""
+    return default_client().yields(project, start, end, granularity, **_pull(errors, incomplete, refresh, progress))
+
+
+@_documented_as(Client.dex)
+def dex(
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """``Client.dex`` on the default client."""
+    return default_client().dex(project, start, end, granularity, **_pull(errors, incomplete, refresh, progress))
+
+
+@_documented_as(Client.lending)
+def lending(
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """``Client.lending`` on the default client."""
+    return default_client().lending(project, start, end, granularity, **_pull(errors, incomplete, refresh, progress))
+
+
+@_documented_as(Client.chain_rewards)
+def chain_rewards(
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """``Client.chain_rewards`` on the default client."""
+    return default_client().chain_rewards(
+        project, start, end, granularity, **_pull(errors, incomplete, refresh, progress)
+    )
+
+
+@_documented_as(Client.financials)
+def financials(
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """``Client.financials`` on the default client."""
+    return default_client().financials(project, start, end, granularity, **_pull(errors, incomplete, refresh, progress))
+
+
+@_documented_as(Client.clear_cache)
+def clear_cache() -> int:
+    """``Client.clear_cache`` on the default client."""
+    return default_client().clear_cache()
 
 
 class Listing:

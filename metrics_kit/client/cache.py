@@ -7,14 +7,15 @@ What is cached
     is read back in one query (a range scan; scattered dates go by ~500 per query), with no
     response objects to deserialise: about 1-2 ms.
 
-How long
-    A complete period (``complete is True``) is kept until the cache is cleared. An incomplete one
-    (``complete is False``: today, this week, this month) expires ``incomplete_ttl`` seconds
-    (600 by default) after it was fetched. When the service did not say (``complete is None``),
-    the calendar decides: a period that ended before the day before the fetch (UTC) is complete,
-    anything later is treated as incomplete. The decision is stored with the row as
-    ``expires_at`` (NULL = never), so the TTL in force when a value was written is the one that
-    applies to it. Expired entries are misses, and are purged at the start of the next write.
+Complete or not, and how long
+    Whether a value is complete is decided once, when it is fetched, and stored with it: complete
+    only if its period had ended when it was fetched (the service's ``complete`` flag where it sends
+    one; else the period's end, the day after its last day at 00:00 UTC, against the fetch time).
+    A value fetched while its period was running stays incomplete however late it is read: it holds
+    the number of that moment. A complete value is kept until the cache is cleared; an incomplete
+    one is read back only while it is younger than the *reading* cache's ``incomplete_ttl``
+    (600 seconds by default): the policy is the reader's, never the writer's. Incomplete values
+    older than the writer's ``incomplete_ttl`` are purged at the start of each write.
 
 Which data version
     A service that names its data version (``X-Data-Version``) gets its values filed under it: each
@@ -28,25 +29,31 @@ Which data version
 Where
     One SQLite file, ``cache_dir() / "values.sqlite3"`` (``$METRICS_KIT_CACHE_DIR``, else the
     user's cache folder), in WAL mode, shared safely by the threads of a process (one connection
-    behind a lock) and by several processes (SQLite's file locks, with a busy timeout). A file that
-    is not a database, is damaged, or has another schema version is deleted and rebuilt with a
-    warning in the log: a cache is only ever a copy.
+    behind a lock) and by several processes (SQLite's file locks, with a busy timeout; opening, and
+    creating, the file is retried while another process holds it). A file of the previous schema
+    version (2) is migrated, its values kept; a file that is not a database, is damaged, or has
+    another schema version is deleted and rebuilt, with a warning in the log: a cache is only ever
+    a copy.
+
+When a write fails
+    A write that fails once the cache is open (a full disk, a file-size limit, a file made
+    read-only, a lock held too long) is skipped: the values are still returned to the caller, which
+    warns once (CacheWarning); ``put_many`` says whether it wrote. A read that fails is a miss. A
+    folder that cannot be written when the cache is made is a ConfigurationError.
 
 The API key is never stored
     Entries are separated per service and per key by a namespace, ``HMAC-SHA256(key=api_key,
-    msg=normalised base URL)``. An HMAC rather than a plain hash of ``url + key``: it is a keyed
-    one-way function, so the file holds nothing the key can be recovered from (API keys are long
-    random strings, so guessing them against the namespace is hopeless), and two keys, or two
-    services, never share entries. Neither the key nor the base URL is written to the file (a
-    base URL can carry credentials of its own, ``https://user:password@host``), and neither
-    appears in a repr.
+    msg=normalised base URL)`` (the fingerprint in a transport's ``cache_identity``, see
+    ``settings.cache_identity``; a cache made from an identity files its values under it). An HMAC
+    rather than a plain hash of ``url + key``: it is a keyed one-way function, so the file holds
+    nothing the key can be recovered from (API keys are long random strings, so guessing them
+    against the namespace is hopeless), and two keys, or two services, never share entries. Neither
+    the key nor the base URL is written to the file, and the key appears in no repr.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import hmac
 import logging
 import math
 import os
@@ -57,19 +64,28 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
-from metrics_kit.client.settings import check_seconds
-from metrics_kit.errors import ConfigurationError
+from metrics_kit.client.settings import Secret, check_seconds, normalise_url
+from metrics_kit.errors import ClientClosedError, ConfigurationError
 from metrics_kit.files import CACHE_DIR_ENV, cache_dir
 from metrics_kit.spec.calendar import ISO, Calendar
 
-__all__ = ["Entry", "Key", "Known", "ValueCache", "default_path", "delete_cache_file", "namespace"]
+__all__ = [
+    "Entry",
+    "Key",
+    "Known",
+    "ValueCache",
+    "complete_when_fetched",
+    "default_path",
+    "delete_cache_file",
+    "namespace",
+]
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "values.sqlite3"
-SCHEMA_VERSION = "2"  # 2: the data version of each row, and the services table
+# 2: the data version of each row, and the services table; 3: completeness decided when fetched
+SCHEMA_VERSION = "3"
 CHUNK = 500  # dates per query: well under SQLite's 32,766 bound parameters
 BUSY_TIMEOUT = 10.0  # seconds another process may hold the write lock before we give up
 
@@ -91,11 +107,10 @@ CREATE TABLE IF NOT EXISTS entries (
     date TEXT NOT NULL,          -- request date, ISO
     value NOT NULL,              -- no declared type: INTEGER stays INTEGER, REAL stays REAL
     unit TEXT,
-    complete INTEGER,            -- 1, 0, or NULL when the service did not say
+    complete INTEGER NOT NULL,   -- 1: the period had ended when the value was fetched, else 0
     period_start TEXT,
     period_end TEXT,
     fetched_at REAL NOT NULL,
-    expires_at REAL,             -- NULL: never
     version TEXT NOT NULL,       -- the data version of the answer ('' when the service names none)
     PRIMARY KEY (ns, metric, project, granularity, date)
 ) WITHOUT ROWID;
@@ -105,7 +120,25 @@ CREATE TABLE IF NOT EXISTS services (
     seen_at REAL NOT NULL,       -- when it was last seen, the wall clock
     projects TEXT                -- its /projects answer as JSON ('null': none offered), NULL: not asked
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS entries_expiry ON entries (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS entries_incomplete ON entries (fetched_at) WHERE complete = 0;
+"""
+# Schema 2 -> 3: a row whose completeness the service did not say is complete if its period had
+# ended (the day after period_end, 00:00 UTC, as seconds since the epoch) when it was fetched.
+_MIGRATE_2 = """
+CREATE TABLE entries_3 (
+    ns TEXT NOT NULL, metric TEXT NOT NULL, project TEXT NOT NULL, granularity TEXT NOT NULL,
+    date TEXT NOT NULL, value NOT NULL, unit TEXT, complete INTEGER NOT NULL, period_start TEXT,
+    period_end TEXT, fetched_at REAL NOT NULL, version TEXT NOT NULL,
+    PRIMARY KEY (ns, metric, project, granularity, date)
+) WITHOUT ROWID;
+INSERT INTO entries_3 SELECT ns, metric, project, granularity, date, value, unit,
+    COALESCE(complete, CASE WHEN period_end IS NOT NULL
+        AND (julianday(substr(period_end, 1, 10)) + 1 - 2440587.5) * 86400.0 <= fetched_at THEN 1 ELSE 0 END),
+    period_start, period_end, fetched_at, version FROM entries;
+DROP INDEX IF EXISTS entries_expiry;
+DROP TABLE entries;
+ALTER TABLE entries_3 RENAME TO entries;
+CREATE INDEX IF NOT EXISTS entries_incomplete ON entries (fetched_at) WHERE complete = 0;
 """
 
 T = TypeVar("T")
@@ -117,7 +150,7 @@ class Entry:
 
     value: int | float
     unit: str | None
-    complete: bool | None  # None when the service did not say
+    complete: bool | None  # whether the period had ended when fetched; None: put_many decides by its end
     period_start: str | None  # ISO date, when the service said
     period_end: str | None
     fetched_at: float  # the wall clock (seconds since the epoch) when fetched
@@ -144,28 +177,19 @@ def namespace(base_url: str, api_key: str | None) -> str:
     Same service and key -> same namespace; another key or another service -> another one. The
     key cannot be recovered from it.
     """
-    message = b"metrics-kit value cache\x00" + _normalise_url(base_url).encode()
-    return hmac.new((api_key or "").encode(), message, hashlib.sha256).hexdigest()
+    return Secret(api_key or "").fingerprint(base_url)
 
 
-def _normalise_url(base_url: str) -> str:
-    """Lower-case scheme and host, no default port, no trailing slash, no fragment."""
-    parts = urlsplit(base_url.strip())
-    scheme = parts.scheme.lower()
-    netloc = parts.netloc
-    try:
-        host, port = parts.hostname, parts.port
-    except ValueError:  # a port that is not a number: keep the URL as written
-        host, port = None, None
-    if host is not None:
-        if ":" in host:  # IPv6 literal
-            host = f"[{host}]"
-        userinfo = netloc.rpartition("@")[0]
-        default = {"http": 80, "https": 443}.get(scheme)
-        netloc = (
-            (userinfo + "@" if userinfo else "") + host + (f":{port}" if port is not None and port != default else "")
-        )
-    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+def complete_when_fetched(complete: bool | None, last_day: dt.date | None, fetched_at: float) -> bool:
+    """The one completeness rule: the service's flag where it sent one; else whether the period
+    (whose last day is ``last_day``) had ended at ``fetched_at``. A period that cannot be placed
+    is not complete."""
+    if complete is not None:
+        return bool(complete)
+    if last_day is None:
+        return False
+    ended = dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time(), dt.UTC).timestamp()
+    return ended <= fetched_at
 
 
 def delete_cache_file(path: Path | None = None) -> None:
@@ -188,14 +212,16 @@ def _remove_files(path: Path) -> None:
 class ValueCache:
     """Metric values for one service and one API key, in the shared cache file.
 
-    ``get_many`` returns only fresh hits; ``put_many`` writes a batch in one transaction. Safe to
+    Made from ``(base_url, api_key)``, or from a transport's ``cache_identity`` alone
+    (``service#fingerprint``). ``get_many`` returns only fresh hits; ``put_many`` writes a batch in
+    one transaction, or skips it when the file cannot be written (``last_error`` says why). Safe to
     share between threads. Close it (or use it as a context manager) when done.
     """
 
     def __init__(
         self,
         base_url: str,
-        api_key: str,
+        api_key: str | None = None,
         *,
         path: Path | None = None,
         incomplete_ttl: float = 600.0,
@@ -205,8 +231,11 @@ class ValueCache:
         self.incomplete_ttl = check_seconds("incomplete_ttl", incomplete_ttl, positive=False)
         self._clock = clock  # the wall clock (seconds since the epoch): expiry outlives the process
         self._calendar = calendar
-        self._base_url = base_url
-        self._ns = namespace(base_url, api_key)
+        if api_key is None:  # a transport's cache identity, service#fingerprint
+            service, _, fingerprint = base_url.rpartition("#")
+            self._base_url, self._ns = service or base_url, fingerprint or namespace(base_url, None)
+        else:
+            self._base_url, self._ns = normalise_url(base_url), namespace(base_url, api_key)
         self._explicit_path = path is not None
         self.path = Path(path) if path is not None else default_path()
         self._lock = threading.RLock()
@@ -215,6 +244,8 @@ class ValueCache:
         self._closed = False
         self.hits = 0
         self.misses = 0
+        self.last_error: BaseException | None = None  # why the last operation that failed did
+        self._failing = False  # whether the last operation failed
         with self._lock:
             self._open()
 
@@ -234,8 +265,9 @@ class ValueCache:
             self.misses += sum(map(len, groups.values())) - len(found)
         return found
 
-    def put_many(self, items: Sequence[tuple[Key, Entry]]) -> None:
-        """Store entries (replacing any with the same key) in one transaction."""
+    def put_many(self, items: Sequence[tuple[Key, Entry]]) -> bool:
+        """Store entries (replacing any with the same key) in one transaction. False: not written
+        (``last_error`` says why), the entries are simply not cached."""
         rows = []
         for (metric, project, granularity, day), entry in items:
             value = entry.value
@@ -243,7 +275,7 @@ class ValueCache:
                 continue  # SQLite would store NaN as NULL; a missing value is not worth caching
             if isinstance(value, bool):
                 value = int(value)
-            complete = None if entry.complete is None else int(bool(entry.complete))
+            complete = int(self._complete((metric, project, granularity, day), entry))
             rows.append(
                 (
                     self._ns,
@@ -257,12 +289,12 @@ class ValueCache:
                     entry.period_start,
                     entry.period_end,
                     entry.fetched_at,
-                    self._expires_at((metric, project, granularity, day), entry),
                     entry.version,
                 )
             )
-        if rows:
-            self._run(lambda conn: self._insert(conn, rows), default=None)
+        if not rows:
+            return True
+        return self._run(lambda conn: self._insert(conn, rows), default=False)
 
     def known(self) -> Known | None:
         """The data version last seen for this service and key, when, and its projects; None if never."""
@@ -274,12 +306,12 @@ class ValueCache:
         )
         return None if row is None else Known(*row)
 
-    def see(self, version: str, seen_at: float, projects: str | None = None) -> None:
+    def see(self, version: str, seen_at: float, projects: str | None = None) -> bool:
         """Record that the service answered from data ``version`` at ``seen_at`` (with ``projects``,
         its /projects answer, when given). Another version than the one recorded deletes every value
-        of the older one, and its projects, in the same transaction."""
+        of the older one, and its projects, in the same transaction. False: not written."""
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: sqlite3.Connection) -> bool:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 row = conn.execute(
@@ -297,8 +329,9 @@ class ValueCache:
                 _rollback(conn)
                 raise
             conn.execute("COMMIT")
+            return True
 
-        self._run(write, default=None)
+        return self._run(write, default=False)
 
     def clear(self, *, everything: bool = False) -> int:
         """Remove this service and key's entries (or every entry); return how many rows went."""
@@ -318,7 +351,8 @@ class ValueCache:
         now = self._clock()
         entries = self._run(
             lambda conn: conn.execute(
-                "SELECT count(*) FROM entries WHERE ns = ? AND (expires_at IS NULL OR expires_at > ?)", (self._ns, now)
+                "SELECT count(*) FROM entries WHERE ns = ? AND (complete = 1 OR fetched_at > ?)",
+                (self._ns, now - self.incomplete_ttl),
             ).fetchone()[0],
             default=0,
         )
@@ -339,13 +373,20 @@ class ValueCache:
     def __repr__(self) -> str:
         return f"ValueCache(base_url={self._base_url!r}, path={str(self.path)!r})"
 
-    # -- expiry -------------------------------------------------------------------------------
+    # -- completeness ---------------------------------------------------------------------------
 
-    def _expires_at(self, key: Key, entry: Entry) -> float | None:
-        complete = entry.complete
-        if complete is None:
-            complete = _ended_by_calendar(key, entry, self._calendar)
-        return None if complete else entry.fetched_at + self.incomplete_ttl
+    def _complete(self, key: Key, entry: Entry) -> bool:
+        """Whether the entry's period had ended when it was fetched (see complete_when_fetched)."""
+        if entry.complete is not None:
+            return bool(entry.complete)
+        try:
+            if entry.period_end is not None:
+                last: dt.date | None = dt.date.fromisoformat(entry.period_end[:10])
+            else:
+                last = self._calendar.end(dt.date.fromisoformat(key[3]), key[2])
+        except ValueError:  # a date or granularity we cannot place (a ValidationError too)
+            last = None
+        return complete_when_fetched(None, last, entry.fetched_at)
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -363,7 +404,7 @@ class ValueCache:
             for (metric, project, granularity), by_date in groups.items():
                 head = (self._ns, metric, project, granularity, version)
                 get = by_date.get
-                for sql, params in _queries(head, by_date, now):
+                for sql, params in _queries(head, by_date, now - self.incomplete_ttl):
                     for day, value, unit, complete, start, end, fetched_at in conn.execute(sql, params):
                         key = get(day)
                         if key is not None:
@@ -373,7 +414,7 @@ class ValueCache:
                             entry.__dict__.update(
                                 value=value,
                                 unit=unit,
-                                complete=None if complete is None else complete == 1,
+                                complete=complete == 1,
                                 period_start=start,
                                 period_end=end,
                                 fetched_at=fetched_at,
@@ -385,43 +426,55 @@ class ValueCache:
         conn.execute("COMMIT")
         return found
 
-    def _insert(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    def _insert(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> bool:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            # Purge what has expired first, so that the rows of this batch are always written.
-            conn.execute("DELETE FROM entries WHERE expires_at < ?", (self._clock(),))
+            # Purge incomplete values past this cache's TTL first (a reader with a longer TTL only
+            # fetches them again), so that the rows of this batch are always written.
+            purge = self._clock() - self.incomplete_ttl
+            conn.execute("DELETE FROM entries WHERE complete = 0 AND fetched_at < ?", (purge,))
             conn.executemany(_INSERT, rows)
         except BaseException:
             _rollback(conn)
             raise
         conn.execute("COMMIT")
+        return True
 
     # -- the connection -----------------------------------------------------------------------
 
     def _run(self, operation: Callable[[sqlite3.Connection], T], *, default: T, write: bool = False) -> T:
         """Run ``operation`` on a live connection. A broken file is rebuilt and the operation tried
-        again; a file locked by another process for longer than the busy timeout gives ``default``
-        (a miss, or a write skipped) unless ``write`` says the caller must know."""
+        again. Any other failure (busy past the timeout, a full disk, a file made read-only, a file
+        that can no longer be opened) gives ``default`` (a miss, or a write skipped), logged and kept
+        in ``last_error``, unless ``write`` says the caller must know (a ConfigurationError)."""
         with self._lock:
             if self._closed:
-                raise RuntimeError("this ValueCache is closed")
-            self._reopen_if_replaced()
+                raise ClientClosedError(f"this ValueCache ({self.path}) is closed")
             for attempt in (1, 2):
-                conn = self._conn
-                assert conn is not None
                 try:
-                    return operation(conn)
-                except sqlite3.DatabaseError as error:
-                    _rollback(conn)
-                    if _is_broken(error) and attempt == 1:
+                    self._reopen_if_replaced()
+                    conn = self._conn
+                    assert conn is not None
+                    try:
+                        done = operation(conn)
+                        self._failing = False
+                        return done
+                    except sqlite3.DatabaseError as error:
+                        _rollback(conn)
+                        if not (_is_broken(error) and attempt == 1):
+                            raise
                         self._rebuild(error)
-                        continue
-                    if _code(error) in _BUSY and not write:
-                        log.warning("metric value cache %s is busy (%s); going on without it", self.path, error)
-                        return default
-                    if _code(error) in _UNWRITABLE:
-                        raise self._unwritable(error) from error
-                    raise
+                except (sqlite3.Error, ConfigurationError, OSError) as error:
+                    if write:
+                        if isinstance(error, ConfigurationError):
+                            raise
+                        raise self._unwritable(error) from None
+                    self.last_error = error
+                    # Logged once while it keeps failing (a full disk fails every write of a pull).
+                    report = log.debug if self._failing else log.warning
+                    report("the metric value cache %s failed (%s); going on without it", self.path, error)
+                    self._failing = True
+                    return default
             raise AssertionError("unreachable")
 
     def _open(self) -> None:
@@ -431,14 +484,28 @@ class ValueCache:
         except OSError as error:
             raise self._unwritable(error) from error
         try:
-            self._connect()
+            self._connect_when_free()
         except sqlite3.DatabaseError as error:
             if _code(error) in _UNWRITABLE or _code(error) in _BUSY or not _is_broken(error):
                 self._disconnect()
-                if _code(error) in _BUSY:
-                    raise
-                raise self._unwritable(error) from error
+                raise self._unwritable(error) from None
             self._rebuild(error)
+
+    def _connect_when_free(self) -> None:
+        """Connect, trying again while another process holds the file (creating it, say: switching
+        a new file to WAL takes a lock that SQLite's busy timeout does not wait for)."""
+        waited, pause = 0.0, 0.005
+        while True:
+            try:
+                self._connect()
+                return
+            except sqlite3.OperationalError as error:
+                self._disconnect()
+                if _code(error) not in _BUSY or waited >= BUSY_TIMEOUT:
+                    raise
+            time.sleep(pause)  # another process's lock: real time, not the injected clock
+            waited += pause
+            pause = min(pause * 2, 0.1)
 
     def _connect(self) -> None:
         if self.path.is_dir():
@@ -454,7 +521,12 @@ class ValueCache:
             if "meta" in tables:
                 row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
                 version = row[0] if row else None
-            if tables and (version != SCHEMA_VERSION or "entries" not in tables):
+            if tables and version == "2" and "entries" in tables:
+                for statement in _MIGRATE_2.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                log.warning("the metric value cache %s was migrated to schema %s, its values kept", self.path, "3")
+            elif tables and (version != SCHEMA_VERSION or "entries" not in tables):
                 raise sqlite3.DatabaseError(f"schema version {version!r}, expected {SCHEMA_VERSION!r}")
             if not tables:
                 for statement in _SCHEMA.split(";"):
@@ -472,12 +544,15 @@ class ValueCache:
 
     def _rebuild(self, error: Exception) -> None:
         log.warning(
-            "the metric value cache %s cannot be read (%s); deleting it and starting a fresh one", self.path, error
+            "the metric value cache %s cannot be read (%s); deleting it and starting a fresh one "
+            "(its values will be fetched again)",
+            self.path,
+            error,
         )
         self._disconnect()
         _remove_files(self.path)
         try:
-            self._connect()
+            self._connect_when_free()
         except sqlite3.DatabaseError as again:
             self._disconnect()
             raise self._unwritable(again) from again
@@ -512,12 +587,12 @@ class ValueCache:
 _SELECT = (
     "SELECT date, value, unit, complete, period_start, period_end, fetched_at FROM entries"
     " WHERE ns = ? AND metric = ? AND project = ? AND granularity = ? AND version = ?"
-    " AND (expires_at IS NULL OR expires_at > ?) AND "
+    " AND (complete = 1 OR fetched_at > ?) AND "
 )
 
 
 def _queries(
-    head: tuple[str, str, str, str, str], by_date: dict[str, Key], now: float
+    head: tuple[str, str, str, str, str], by_date: dict[str, Key], fresh_after: float
 ) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """The queries that read one (metric, project, granularity)'s dates.
 
@@ -531,28 +606,15 @@ def _queries(
     except ValueError:
         span = None
     if span is not None and len(by_date) * 2 >= span:
-        yield _SELECT + "date BETWEEN ? AND ?", (*head, now, first, last)
+        yield _SELECT + "date BETWEEN ? AND ?", (*head, fresh_after, first, last)
         return
     dates = sorted(by_date)
     for i in range(0, len(dates), CHUNK):
         chunk = dates[i : i + CHUNK]
-        yield _SELECT + "date IN (" + ",".join("?" * len(chunk)) + ")", (*head, now, *chunk)
+        yield _SELECT + "date IN (" + ",".join("?" * len(chunk)) + ")", (*head, fresh_after, *chunk)
 
 
-_INSERT = "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-
-
-def _ended_by_calendar(key: Key, entry: Entry, calendar: Calendar) -> bool:
-    """Whether the period ended before the day before the fetch (UTC): late data has had a day."""
-    fetched = dt.datetime.fromtimestamp(entry.fetched_at, dt.UTC).date()
-    try:
-        if entry.period_end is not None:
-            end = dt.date.fromisoformat(entry.period_end)
-        else:
-            end = calendar.end(dt.date.fromisoformat(key[3]), key[2])
-    except ValueError:  # a date or granularity we cannot place (a ValidationError too): keep it briefly
-        return False
-    return end < fetched - dt.timedelta(days=1)
+_INSERT = "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def _code(error: sqlite3.Error) -> int | None:

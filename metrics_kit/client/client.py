@@ -4,6 +4,13 @@ Every argument is checked before the first request. A pull is a list of points (
 granularity, request date), one per period; cached points are read in one batch, the rest go to the
 transport in batches, and each answer goes through the same parsing and error path, whichever
 transport carried it (a remote service over HTTP, an application in this process, a test's function).
+
+A client is open until ``close()`` (or until ``mk.configure`` replaces it as the default client);
+a closed client raises ClientClosedError on every use. It never reopens, and never turns into a
+client of another service: the service it answers from is fixed when it is made.
+
+Whether a value is complete is decided when it is fetched and kept with it (the cache's
+``complete_when_fetched``); every result's ``attrs`` names the service it came from and its data version.
 """
 
 from __future__ import annotations
@@ -19,15 +26,18 @@ from typing import Any, Literal
 import pandas as pd
 
 from metrics_kit.client import families, fetching, frames
-from metrics_kit.client.cache import Entry, ValueCache
+from metrics_kit.client.cache import Entry, ValueCache, complete_when_fetched
 from metrics_kit.client.discovery import Discovery, Projects
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.frames import Point, Result
-from metrics_kit.client.settings import Settings
+from metrics_kit.client.settings import Secret, Settings, address, masked_url
 from metrics_kit.client.transports import HTTPTransport, Transport, default_transport, within_deadline
 from metrics_kit.errors import (
+    CacheWarning,
+    ClientClosedError,
     ConfigurationError,
     FetchError,
+    IncompletePeriodWarning,
     PartialDataWarning,
     ResponseFormatError,
     ValidationError,
@@ -59,15 +69,18 @@ class Client:
     and ``connect_timeout`` (5 s), ``retries`` (5): for a base URL only; ``cache`` (True),
     ``refresh`` (False), ``progress`` (None: a bar from 100 points); ``week_start`` ("monday") the
     first day of the service's weeks; ``chain_unit`` ("sol"); ``incomplete_ttl`` (600 s) how long
-    an incomplete period stays cached; ``version_ttl`` (60 s) how long the service's data version,
+    an incomplete period's cached value is read back; ``version_ttl`` (60 s) how long the service's data version,
     once seen, is trusted before cached values are read under it again only after asking
     (docs/client.md, "The data version"); ``clock`` (time.time) the wall clock, for tests.
+
+    Close it when done (``close()``, or ``with Client(...) as client:``); a closed client raises
+    ClientClosedError on every use and never answers from anywhere again.
     """
 
     def __init__(
         self,
         base_url: str | None = None,
-        api_key: str | None = None,
+        api_key: str | Secret | None = None,
         *,
         transport: Transport | None = None,
         workers: int | None = None,
@@ -85,6 +98,9 @@ class Client:
         clock: Any = None,
         deadline: float | None = None,
     ):
+        # From here on no frame of ours holds the key, or what may be a key given as the base URL, plain.
+        api_key = Secret.of(api_key) if isinstance(api_key, str) else api_key
+        base_url = address(base_url)
         self.settings = Settings.make(
             base_url=base_url,
             api_key=api_key,
@@ -111,6 +127,7 @@ class Client:
         self._given_transport = transport is not None
         self._cache: ValueCache | None = None
         self._discovery = Discovery(self.settings.clock, self.settings.version_ttl)
+        self._closed: str | None = None  # None: open; else how it was closed (for the error)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -133,14 +150,32 @@ class Client:
     def week_start(self) -> str:
         return self.calendar.week_start
 
+    @property
+    def is_closed(self) -> bool:
+        return self._closed is not None
+
     def __repr__(self) -> str:
+        if "settings" not in vars(self):  # a traceback's locals, while __init__ refuses a setting
+            return "Client(<not made>)"
         s = self.settings
-        return f"Client(base_url={self.base_url!r}, workers={s.workers}, rate_limit={s.rate_limit}, cache={s.cache})"
+        state = ", closed" if self.is_closed else ""
+        return (
+            f"Client(base_url={self.base_url!r}, workers={s.workers}, rate_limit={s.rate_limit}, "
+            f"cache={s.cache}{state})"
+        )
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise ClientClosedError(
+                f"this Client ({self.base_url}) was closed {self._closed}; a closed client never answers again "
+                "(and never from another service). Make a new Client, or use the mk.* functions for the default one"
+            )
 
     @property
     def transport(self) -> Transport:
         """The transport, made on first use: HTTP for a base URL, else the registered default."""
         with self._lock:
+            self._check_open()
             if self._transport is None:
                 s, connection = self.settings, self.settings.connection
                 if connection.base_url is None or connection.api_key is None:
@@ -158,18 +193,17 @@ class Client:
             return self._transport
 
     def _get_cache(self) -> ValueCache | None:
+        self._check_open()
         if not self.settings.cache:
             return None
         transport = self.transport
         with self._lock:
+            self._check_open()
             if self._cache is None:
-                # Filed per service and key: the key this client was given, else the transport's identity
-                # (which a transport given with its own key derives from that key).
-                key = self.settings.connection.api_key
-                identity = transport.base_url if key is not None else transport.cache_identity
+                # Filed under the transport's identity: its service and its key's fingerprint (the
+                # embedded default: its data set), the same for every transport of that service and key.
                 self._cache = ValueCache(
-                    identity,
-                    key or identity,
+                    transport.cache_identity,
                     incomplete_ttl=self.settings.incomplete_ttl,
                     clock=self.settings.clock,
                     calendar=self.calendar,
@@ -182,14 +216,22 @@ class Client:
         return cache.clear() if cache is not None else 0
 
     def close(self) -> None:
+        """Close the transport and the cache. The client cannot be used afterwards
+        (ClientClosedError); closing twice is fine."""
+        self._close("with close()")
+
+    def _close(self, how: str) -> None:
         with self._lock:
+            if self._closed is not None:
+                return
+            self._closed = how
             for part in (self._cache, self._transport):
                 if part is not None:
                     part.close()
-            self._cache = self._transport = None
-            self._given_transport = False
+            self._cache = None
 
     def __enter__(self) -> Client:
+        self._check_open()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -275,7 +317,7 @@ class Client:
             latest = self._discovery.version(self.transport, cache)
             if latest is not None:
                 for key, entry in cache.get_many(points, version=latest).items():
-                    results[Point(*key)] = Result(entry.value, entry.unit, entry.complete, True)
+                    results[Point(*key)] = Result(entry.value, entry.unit, entry.complete, True, latest)
                     versions[Point(*key)] = latest
         missing = [p for p in points if p not in results]
         failures: dict[Point, Exception] = {}
@@ -283,7 +325,7 @@ class Client:
             return results, failures, versions, latest
         show = self.settings.progress if progress is None else progress
         bar = fetching.progress_bar(len(missing), show)
-        saver = _Saver(cache, self._discovery, self.settings.clock)
+        saver = _Saver(cache, self._discovery)
         try:
             metrics = {p.metric: self._metric(p.metric) for p in missing}
             pulled = fetching.run(self.transport, missing, metrics, self.calendar)
@@ -292,15 +334,39 @@ class Client:
                     failures[point] = outcome
                 else:
                     latest = version or ""
-                    results[point] = Result(outcome.value, outcome.unit, outcome.complete, False)
+                    entry = self._entry(point, outcome, latest)
+                    results[point] = Result(entry.value, entry.unit, entry.complete, False, latest)
                     versions[point] = latest
-                    saver.add(point, outcome, latest)
+                    saver.add(point, entry)
                 bar.update(1)
         finally:
             # Also on an interrupt: what was fetched is kept, and a re-run fetches only the rest.
             saver.flush()
             bar.close()
         return results, failures, versions, latest
+
+    def _entry(self, point: Point, value: parse.Parsed, version: str) -> Entry:
+        """A fetched value with its completeness decided now, by the one rule (complete_when_fetched)."""
+        fetched_at = self.settings.clock()
+        try:
+            last = dt.date.fromisoformat((value.period_end or "")[:10]) if value.period_end else None
+        except ValueError:
+            last = None
+        if last is None:
+            last = self.calendar.end(dt.date.fromisoformat(point.date), point.granularity)
+        complete = complete_when_fetched(value.complete, last, fetched_at)
+        return Entry(value.value, value.unit, complete, value.period_start, value.period_end, fetched_at, version)
+
+    def _source(self, results: dict[Point, Result]) -> dict[str, Any]:
+        """Where the values came from, for ``attrs``: the service (its address with anything that may
+        be a key masked; the embedded demo marked synthetic) and the data version."""
+        transport = self.transport
+        versions = sorted({r.version for r in results.values() if r.version})
+        return {
+            "service": masked_url(transport.base_url) or "(not shown)",
+            "synthetic": bool(getattr(transport, "synthetic", False)),
+            "data_version": versions[0] if len(versions) == 1 else (versions or None),
+        }
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -314,7 +380,16 @@ class Client:
         results, failures = self.fetch([point], progress=False)
         if failures:
             raise failures[point]
-        return results[point].value
+        result = results[point]
+        if not result.complete:
+            warnings.warn(
+                f"{m.name} for {project} over the {granularity} period starting {point.date} is not complete: "
+                "the period had not ended when the value was fetched, so it may still change "
+                "(series() and frame() list such periods in attrs['incomplete'])",
+                IncompletePeriodWarning,
+                stacklevel=_caller_level(),
+            )
+        return result.value
 
     def _long(
         self,
@@ -330,7 +405,8 @@ class Client:
         _choice("errors", errors, ("raise", "coerce"))
         _choice("incomplete", incomplete, ("keep", "drop"))
         granularity = ids.check_granularity(granularity, synonyms=True)
-        metric_list = [self._metric(m) for m in _as_list(metrics, "metrics")]
+        # A metric named twice, or by its name and an alias, is one metric, fetched and shown once.
+        metric_list = list({m.name: m for m in (self._metric(x) for x in _as_list(metrics, "metrics"))}.values())
         project_list = [ids.check_project(p) for p in _as_list(projects, "projects")]
         starts = self.periods(start, end, granularity)  # every argument checked before the network
         pairs = []
@@ -347,8 +423,7 @@ class Client:
         results, failures = self.fetch(points, refresh=options["refresh"], progress=options["progress"])
         if failures and errors == "raise":
             raise FetchError(failures, len(points))
-        today = dt.datetime.fromtimestamp(self.settings.clock(), dt.UTC).date()
-        frame = frames.long_frame(points, results, failures, self.catalogue, self.calendar, today)
+        frame = frames.long_frame(points, results, failures, self.catalogue, self._source(results))
         frame.attrs["granularity"] = granularity
         if failures:
             warnings.warn(
@@ -444,16 +519,16 @@ class Client:
 class _Saver:
     """Writes fetched values to the cache as they arrive, in batches of SAVE_EVERY (the transport's own
     batches, so an interrupt loses at most the one in flight), each under the data version of its
-    answer; recording a new version drops the older one's values from the cache."""
+    answer; recording a new version drops the older one's values from the cache. A batch the cache
+    cannot write (a full disk) is skipped, with one CacheWarning for the pull: the values are still
+    returned."""
 
-    def __init__(self, cache: ValueCache | None, discovery: Discovery, clock: Any):
-        self._cache, self._discovery, self._clock = cache, discovery, clock
+    def __init__(self, cache: ValueCache | None, discovery: Discovery):
+        self._cache, self._discovery = cache, discovery
         self._pending: list[tuple[Point, Entry]] = []
+        self._warned = False
 
-    def add(self, point: Point, value: parse.Parsed, version: str) -> None:
-        entry = Entry(
-            value.value, value.unit, value.complete, value.period_start, value.period_end, self._clock(), version
-        )
+    def add(self, point: Point, entry: Entry) -> None:
         self._pending.append((point, entry))
         if len(self._pending) >= SAVE_EVERY:
             self.flush()
@@ -467,8 +542,14 @@ class _Saver:
             while j < len(pending) and pending[j][1].version == version:
                 j += 1
             self._discovery.saw(version, self._cache)
-            if self._cache is not None:
-                self._cache.put_many(pending[i:j])
+            if self._cache is not None and not self._cache.put_many(pending[i:j]) and not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"the metric value cache {self._cache.path} could not be written ({self._cache.last_error}); "
+                    "the values are returned but not cached, and will be fetched again next time",
+                    CacheWarning,
+                    stacklevel=_caller_level(),
+                )
             i = j
 
 

@@ -56,27 +56,58 @@ Derived columns
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 import pandas as pd
 
-from metrics_kit.client.discovery import known
-from metrics_kit.client.signatures import presented
+from metrics_kit.client.discovery import Projects, known
 from metrics_kit.errors import FetchError, NotFoundError, ValidationError
 from metrics_kit.spec import ids
 from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric
-
-if TYPE_CHECKING:
-    from metrics_kit.client.client import Client
 
 Errors = Literal["raise", "coerce"]
 Incomplete = Literal["keep", "drop"]
 DateLike = Any  # an ISO string, datetime.date, datetime, pandas Timestamp or numpy datetime64
 
+
+class Puller(Protocol):
+    """What the family helpers use of a :class:`~metrics_kit.client.client.Client`. A protocol, so
+    that this module, which client.py imports for the helpers, never imports client.py."""
+
+    @property
+    def catalogue(self) -> Catalogue: ...
+
+    @property
+    def cache_enabled(self) -> bool: ...
+
+    def periods(self, start: DateLike, end: DateLike, granularity: str = ..., /) -> list[dt.date]: ...
+
+    def discovery(self) -> Projects | None: ...
+
+    def frame(
+        self,
+        metrics: str | Iterable[str],
+        projects: str | Iterable[str],
+        start: DateLike,
+        end: DateLike,
+        granularity: str = ...,
+        /,
+        *,
+        shape: Literal["wide", "long"] = ...,
+        errors: Errors = ...,
+        incomplete: Incomplete = ...,
+        refresh: bool | None = ...,
+        progress: bool | None = ...,
+        skip_inapplicable: bool = ...,
+    ) -> pd.DataFrame: ...
+
+
 __all__ = [
     "FAMILIES",
+    "Puller",
     "build",
     "chain_rewards",
     "derived_columns",
@@ -320,7 +351,7 @@ def derived_columns(frame: pd.DataFrame, family: str, catalogue: Catalogue) -> p
 
 
 def build(
-    client: Client,
+    client: Puller,
     family: str,
     project: str,
     start: DateLike,
@@ -373,7 +404,7 @@ class _Pull:
     refresh: bool | None
     progress: bool | None
 
-    def frame(self, client: Client, metrics: list[str], **override: Any) -> pd.DataFrame:
+    def frame(self, client: Puller, metrics: list[str], **override: Any) -> pd.DataFrame:
         options: dict[str, Any] = {
             "errors": self.errors,
             "incomplete": self.incomplete,
@@ -385,7 +416,7 @@ class _Pull:
 
 
 def _with_discovery(
-    client: Client, projects: Mapping[str, Any], family: str, metrics: Sequence[Metric], pull: _Pull
+    client: Puller, projects: Mapping[str, Any], family: str, metrics: Sequence[Metric], pull: _Pull
 ) -> tuple[pd.DataFrame, list[str]]:
     info = known(projects, pull.project)
     kinds, regular_pools = info["kinds"], info.get("regular_pools", False)
@@ -400,7 +431,7 @@ def _with_discovery(
     return pull.frame(client, chosen, skip_inapplicable=True), skipped
 
 
-def _by_probing(client: Client, metrics: Sequence[Metric], pull: _Pull) -> tuple[pd.DataFrame, list[str]]:
+def _by_probing(client: Puller, metrics: Sequence[Metric], pull: _Pull) -> tuple[pd.DataFrame, list[str]]:
     names = [m.name for m in metrics]
     try:
         return pull.frame(client, names, errors="raise"), []
@@ -427,49 +458,144 @@ def _kinds_of(metrics: Sequence[Metric]) -> str:
     return " or ".join(sorted({k for m in metrics for k in m.kinds}))
 
 
-def _helper(family: str, name: str, summary: str) -> Callable[..., pd.DataFrame]:
-    """The family helper of ``family``: ``build`` with the family filled in, showing build's
-    signature (less ``family``) and a docstring of its own."""
-    doc = summary + "\n\n" + (build.__doc__ or "").split("\n\n", 1)[1]
-    return presented(
-        lambda client, *args, **kwargs: build(client, family, *args, **kwargs),
-        build,
-        drop="family",
-        name=name,
-        doc=doc,
-        module=__name__,
+Helper = TypeVar("Helper", bound=Callable[..., pd.DataFrame])
+
+
+def _options_documented(helper: Helper) -> Helper:
+    """A family helper, its docstring followed by build's, which says what the options do (the
+    helper's signature is build's less ``family``; tests/unit/test_client_signatures.py checks that)."""
+    helper.__doc__ = (helper.__doc__ or "") + "\n\n" + (build.__doc__ or "").split("\n\n", 1)[1]
+    return helper
+
+
+def _frame_of(
+    client: Puller,
+    family: str,
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str,
+    errors: Errors,
+    incomplete: Incomplete,
+    refresh: bool | None,
+    progress: bool | None,
+) -> pd.DataFrame:
+    """What every family helper does: build with its family filled in (each argument passed on)."""
+    return build(
+        client,
+        family,
+        project,
+        start,
+        end,
+        granularity,
+        errors=errors,
+        incomplete=incomplete,
+        refresh=refresh,
+        progress=progress,
     )
 
 
-tokenomics = _helper(
-    "tokenomics",
-    "tokenomics",
-    "The tokenomics metrics of ``project`` in one wide frame, with supply_change and net_dilution_share.",
-)
-yields = _helper(
-    "yield",
-    "yields",
-    "The yield metrics that apply to ``project`` in one wide frame, with protocol_take_rate, staking_per_user "
-    "and farm_deposits_per_user (named ``yields``: ``yield`` is a Python keyword).",
-)
-dex = _helper(
-    "dex",
-    "dex",
-    "The exchange metrics that apply to ``project`` in one wide frame, with swaps_per_user and, with "
-    "regular pools, regular_pool_swap_share.",
-)
-lending = _helper(
-    "lending",
-    "lending",
-    "The lending metrics of ``project`` in one wide frame, with transactions per user and borrow_to_repay_ratio.",
-)
-chain_rewards = _helper(
-    "chain_rewards",
-    "chain_rewards",
-    "The chain reward metrics of ``project`` in one wide frame, with net_rent and total_rewards.",
-)
-financials = _helper(
-    "financials",
-    "financials",
-    "The financial metrics of ``project`` in one wide frame, with total_revenue_in_usd and protocol_take_rate.",
-)
+@_options_documented
+def tokenomics(
+    client: Puller,
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """The tokenomics metrics of ``project`` in one wide frame, with supply_change and net_dilution_share."""
+    return _frame_of(client, "tokenomics", project, start, end, granularity, errors, incomplete, refresh, progress)
+
+
+@_options_documented
+def yields(
+    client: Puller,
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """The yield metrics that apply to ``project`` in one wide frame, with protocol_take_rate, staking_per_user
+    and farm_deposits_per_user (named ``yields``: ``yield`` is a Python keyword)."""
+    return _frame_of(client, "yield", project, start, end, granularity, errors, incomplete, refresh, progress)
+
+
+@_options_documented
+def dex(
+    client: Puller,
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """The exchange metrics that apply to ``project`` in one wide frame, with swaps_per_user and, with
+    regular pools, regular_pool_swap_share."""
+    return _frame_of(client, "dex", project, start, end, granularity, errors, incomplete, refresh, progress)
+
+
+@_options_documented
+def lending(
+    client: Puller,
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """The lending metrics of ``project`` in one wide frame, with transactions per user and
+    borrow_to_repay_ratio."""
+    return _frame_of(client, "lending", project, start, end, granularity, errors, incomplete, refresh, progress)
+
+
+@_options_documented
+def chain_rewards(
+    client: Puller,
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """The chain reward metrics of ``project`` in one wide frame, with net_rent and total_rewards."""
+    return _frame_of(client, "chain_rewards", project, start, end, granularity, errors, incomplete, refresh, progress)
+
+
+@_options_documented
+def financials(
+    client: Puller,
+    project: str,
+    start: DateLike,
+    end: DateLike,
+    granularity: str = "1_day",
+    *,
+    errors: Errors = "raise",
+    incomplete: Incomplete = "keep",
+    refresh: bool | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """The financial metrics of ``project`` in one wide frame, with total_revenue_in_usd and
+    protocol_take_rate."""
+    return _frame_of(client, "financials", project, start, end, granularity, errors, incomplete, refresh, progress)

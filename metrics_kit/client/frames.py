@@ -4,6 +4,9 @@ Every ``attrs`` value is JSON (strings, numbers, lists, dicts): dates are ISO st
 point is a dict. So ``to_parquet`` keeps the attrs (pandas stores them as JSON), and any format
 that does not (CSV, Feather) loses only them, never a value. Periods are labelled by their first
 day, as the client asked for them and the service answered (the client checks that it did).
+Every result's ``attrs`` also says where its values came from (``SOURCE``: the service, whether its
+data is synthetic, the data version), and its ``complete`` flags are those decided when each value
+was fetched, never worked out again when it is read.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from metrics_kit.spec.calendar import Calendar
 from metrics_kit.spec.catalogue import Catalogue, Metric
 
 DATES = "datetime64[us]"
+SOURCE = ("service", "synthetic", "data_version")  # where a result came from, in its attrs
 LONG_COLUMNS = ["period_start", "project", "metric", "value", "unit", "complete"]
 
 
@@ -33,8 +36,9 @@ class Point(NamedTuple):
 class Result(NamedTuple):
     value: int | float
     unit: str | None
-    complete: bool | None
+    complete: bool | None  # whether its period had ended when it was fetched (None: unknown, not complete)
     from_cache: bool
+    version: str | None = None  # the data version of its answer
 
 
 def failure(point: Point, error: BaseException) -> dict[str, str]:
@@ -46,10 +50,12 @@ def long_frame(
     results: Mapping[Point, Result],
     failures: Mapping[Point, BaseException],
     catalogue: Catalogue,
-    calendar: Calendar,
-    today: dt.date,
+    source: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Tidy rows, one a point: period_start, project, metric, value (NaN where it failed), unit, complete."""
+    """Tidy rows, one a point: period_start, project, metric, value (NaN where it failed), unit, complete.
+
+    ``complete`` is what was decided when the value was fetched (kept with it in the cache), never
+    worked out again at read time; ``source`` (service, synthetic, data_version) goes to ``attrs``."""
     rows = []
     for point in points:
         result = results.get(point)
@@ -58,15 +64,14 @@ def long_frame(
         if result is None:
             value, unit, complete = None, default_unit, None
         else:
-            complete = result.complete
-            if complete is None:  # the service did not say: the calendar decides
-                complete = calendar.end(start, point.granularity) < today
+            complete = bool(result.complete)  # unknown is not complete
             value, unit = result.value, result.unit or default_unit
         rows.append((pd.Timestamp(start), point.project, point.metric, value, unit, complete))
     frame = pd.DataFrame(rows, columns=LONG_COLUMNS)
     # pandas' own resolution for dates (date_range, to_datetime), which Parquet also keeps
     frame["period_start"] = frame["period_start"].astype(DATES)
     frame["value"] = frame["value"].astype("float64") if len(frame) else frame["value"]
+    frame.attrs.update(source or {})
     frame.attrs.update(
         granularity=points[0].granularity if points else None,
         from_cache=sum(r.from_cache for r in results.values()),
@@ -95,6 +100,7 @@ def series(long: pd.DataFrame, metric: Metric, project: str) -> pd.Series:
         incomplete=incomplete(long),
         from_cache=long.attrs["from_cache"],
         fetched=long.attrs["fetched"],
+        **{key: long.attrs[key] for key in SOURCE if key in long.attrs},
     )
     if "failed" in long.attrs:
         out.attrs["failed"] = long.attrs["failed"]

@@ -9,32 +9,79 @@ embedded default. ``timeout``, ``connect_timeout``, ``retries`` and ``deadline``
 transport the client makes from a base URL; with a transport of your own or the embedded default
 there is no connection to time out or retry, so setting them there is refused, never silently ignored.
 A base URL with a user name or password in it (``https://user:pw@host``) is refused without
-echoing them: the key goes in ``api_key``.
+echoing them: the key goes in ``api_key``. An API key given without a base URL is refused too (it
+belongs to a service; the embedded default needs none); a key only in the environment, with no base
+URL anywhere, leaves the embedded default in place, with a one-time notice.
+
+The key is a :class:`Secret` from the moment it is read: no repr, message or traceback local shows
+it, and it is revealed only where a request is written. Messages show a URL through
+:func:`shown_url`, which masks anything in it that may be a key.
 ``rate_limit`` is honoured by the HTTP and the embedded transports.
 """
 
 from __future__ import annotations
 
-import math
+import logging
 import os
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from typing import Any
 
+# The checks live in checks.py, which the transports import too; they are imported here under
+# their old home's names (metrics_kit.client.settings.Secret and the rest still work).
+from metrics_kit.client.checks import (
+    USER_AGENT,
+    Address,
+    Secret,
+    address,
+    cache_identity,
+    check_api_key,
+    check_base_url,
+    check_bool,
+    check_int,
+    check_rate,
+    check_seconds,
+    masked_url,
+    normalise_url,
+    shown_url,
+)
+from metrics_kit.client.transports import Transport
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.spec.calendar import WEEK_STARTS, Calendar
-from metrics_kit.spec.version import __version__
 
+__all__ = [
+    "API_KEY_ENV",
+    "BASE_URL_ENV",
+    "DEFAULTS",
+    "HTTP_ONLY",
+    "USER_AGENT",
+    "Address",
+    "Connection",
+    "Secret",
+    "Settings",
+    "address",
+    "cache_identity",
+    "check_api_key",
+    "check_base_url",
+    "check_bool",
+    "check_chain_unit",
+    "check_int",
+    "check_rate",
+    "check_seconds",
+    "check_week_start",
+    "masked_url",
+    "normalise_url",
+    "resolve",
+    "shown_url",
+]
+
+log = logging.getLogger("metrics_kit.client")
 BASE_URL_ENV = "METRICS_KIT_BASE_URL"
 API_KEY_ENV = "METRICS_KIT_API_KEY"
-_VALID_KEY = re.compile(r"[\x21-\x7e]+")  # visible ASCII: a header value that cannot be mangled
 _CHAIN_UNIT = re.compile(r"[a-z_][a-z0-9_]*")
-_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//|)[^/?#@]*@")
 
-
-USER_AGENT = f"metrics-kit/{__version__}"
 # version_ttl: seconds a data version, once seen, is trusted without asking the service again.
 DEFAULTS = {
     "workers": 16,
@@ -46,80 +93,6 @@ DEFAULTS = {
 }
 # Settings of the connection the client makes from a base URL, and nothing else.
 HTTP_ONLY = ("timeout", "connect_timeout", "retries", "deadline")
-
-
-# -- the checks (also used by HTTPTransport) ------------------------------------------------------
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def check_int(name: str, value: object, *, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigurationError(f"{name} must be a whole number >= {minimum}, not {value!r}", setting=name)
-    return value
-
-
-def check_seconds(name: str, value: object, *, positive: bool) -> float:
-    """A finite number of seconds, above 0 (``positive``) or at least 0."""
-    if not _is_number(value) or not math.isfinite(value) or not (value > 0 if positive else value >= 0):  # type: ignore[arg-type, operator]
-        allowed = "above 0" if positive else ">= 0"
-        raise ConfigurationError(f"{name} must be a finite number of seconds {allowed}, not {value!r}", setting=name)
-    return float(value)  # type: ignore[arg-type]
-
-
-def check_rate(value: object) -> float | None:
-    if value is None:
-        return None
-    if not _is_number(value) or not math.isfinite(value) or not value > 0:  # type: ignore[arg-type, operator]
-        raise ConfigurationError(
-            f"rate_limit must be a number of requests a second above 0, or None (no limit), not {value!r}",
-            setting="rate_limit",
-        )
-    return float(value)  # type: ignore[arg-type]
-
-
-def check_bool(name: str, value: object, *, allow_none: bool = False) -> bool | None:
-    if isinstance(value, bool) or (allow_none and value is None):
-        return value
-    allowed = "True, False or None" if allow_none else "True or False"
-    raise ConfigurationError(f"{name} must be {allowed}, not {value!r}", setting=name)
-
-
-def check_api_key(value: object) -> str:
-    if not isinstance(value, str) or not _VALID_KEY.fullmatch(value):
-        # Never echo the value: it may be a real key with a stray newline.
-        raise ConfigurationError(
-            "api_key must be a non-empty string of visible ASCII characters (no spaces or line breaks)",
-            setting="api_key",
-        )
-    return value
-
-
-def shown_url(value: str, limit: int = 80) -> str:
-    """A URL for a message: anything before an '@' in its host part (a user name, a password) masked."""
-    return _USERINFO.sub(r"\1***@", value[:limit])
-
-
-def check_base_url(value: object) -> str:
-    text = value.strip().rstrip("/") if isinstance(value, str) else ""
-    if isinstance(value, str) and "@" in urlsplit(text).netloc:
-        # Refused, not used as basic auth: the key travels in x-api-key, and a password in a URL ends
-        # up in logs, reprs and shell history. The message never repeats what preceded the '@'.
-        raise ConfigurationError(
-            f"base_url must not hold a user name or password (user:password@host): got {shown_url(text)!r}. "
-            "Give the service's address alone, and the key as api_key= or in METRICS_KIT_API_KEY",
-            setting="base_url",
-        )
-    if not text.startswith(("http://", "https://")) or "?" in text or "#" in text or len(text) <= len("https://"):
-        shown = shown_url(value) if isinstance(value, str) else value
-        raise ConfigurationError(
-            "base_url must be an http:// or https:// address without a query, such as "
-            f"https://metrics.example.com/v1, not {shown!r}",
-            setting="base_url",
-        )
-    return text
 
 
 def check_week_start(value: object) -> Calendar:
@@ -148,22 +121,53 @@ class Connection:
     """A remote service (base_url and key) or, with base_url None, the embedded reference service."""
 
     base_url: str | None
-    api_key: str | None = field(default=None, repr=False)
+    api_key: Secret | None = field(default=None, repr=False)
 
     @property
     def embedded(self) -> bool:
         return self.base_url is None
 
 
-def resolve(base_url: str | None = None, api_key: str | None = None) -> Connection:
-    base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+_noticed: set[str] = set()  # the one-time notices given in this process
+
+
+def _secret(value: object) -> Any:
+    """A string key as a Secret at once (so no frame of ours holds it plain); anything else as it is,
+    for check_api_key to refuse."""
+    return Secret.of(value) if isinstance(value, str | Secret) or value is None else value
+
+
+def resolve(base_url: str | None = None, api_key: str | Secret | None = None) -> Connection:
+    api_key = _secret(api_key)
+    given_url = base_url is not None
+    base_url = address(base_url or os.environ.get(BASE_URL_ENV) or None)
     if base_url is None:
+        if api_key is not None:
+            raise ConfigurationError(
+                "api_key was given without a base URL: a key belongs to a service, and the embedded "
+                "demo service needs none. Give the service's address too (base_url=..., or "
+                f"{BASE_URL_ENV}), or leave out api_key for the embedded demo",
+                setting="api_key",
+            )
+        if os.environ.get(API_KEY_ENV) and API_KEY_ENV not in _noticed:
+            _noticed.add(API_KEY_ENV)
+            # A notice in the log, not a warning: a warning's text carries the caller's file path
+            # into a notebook's output, and stops a run that treats warnings as errors.
+            log.warning(
+                "%s is set but %s is not: the key is not used, and the embedded reference service on "
+                "SYNTHETIC demo data answers. Set %s (or give base_url=) for the service the key belongs to",
+                API_KEY_ENV,
+                BASE_URL_ENV,
+                BASE_URL_ENV,
+            )
         return Connection(None)
-    base_url = check_base_url(base_url)
-    api_key = api_key or os.environ.get(API_KEY_ENV) or None
-    if not api_key:
+    api_key = api_key if api_key is not None else _secret(os.environ.get(API_KEY_ENV) or None)
+    known = api_key if isinstance(api_key, Secret) else None
+    base_url = check_base_url(base_url, known)
+    if api_key is None:
+        where = "base_url=" if given_url else BASE_URL_ENV
         raise ConfigurationError(
-            f"a base URL ({base_url}) needs an API key; give it in one of these ways:\n"
+            f"a base URL ({shown_url(base_url)}, from {where}) needs an API key; give it in one of these ways:\n"
             f"  - Client(base_url=..., api_key='...')\n"
             f"  - the environment variable {API_KEY_ENV}\n"
             f"or leave out base_url (and unset {BASE_URL_ENV}) to use the embedded reference "
@@ -201,7 +205,7 @@ class Settings:
         cls,
         *,
         base_url: str | None,
-        api_key: str | None,
+        api_key: str | Secret | None,
         transport: object,
         workers: int | None,
         rate_limit: float | None,
@@ -218,10 +222,10 @@ class Settings:
         deadline: float | None = None,
         version_ttl: float | None = None,
     ) -> Settings:
+        api_key = _secret(api_key)  # from here on no frame of ours holds the key plain
+        base_url = address(base_url)  # nor what may be a key given as the base URL
         if clock is not None and not callable(clock):
             raise ConfigurationError(f"clock must be a function returning seconds, not {clock!r}", setting="clock")
-        from metrics_kit.client.transports import Transport  # the transports use these checks too
-
         if transport is not None and not isinstance(transport, Transport):
             raise ConfigurationError(
                 "transport must be a Transport (get, get_many, close, base_url, cache_identity), such as "

@@ -18,6 +18,9 @@ plain value rather than a dropdown with a single option (a control that cannot c
 Before the notebook runs, JupyterLab has no widget to show: the panel's stored output also holds
 the chart as a PNG and a short text, which JupyterLab (and reports) show instead of the widget's
 repr.
+
+A draw that fails, with any exception, shows the error in place of the chart: the previous picture
+is removed (on screen and from the stored output), never left under controls it does not match.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import html
+import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -39,6 +43,7 @@ from metrics_kit.errors import MetricsKitError
 from metrics_kit.notebook import charts
 from metrics_kit.spec.catalogue import default_catalogue
 
+log = logging.getLogger("metrics_kit.notebook")
 GRANULARITIES = ("1_day", "1_week", "1_month")
 PLACEHOLDER = "Interactive chart: run the notebook (Run > Run All Cells) to use its controls."
 _WIDE = widgets.Layout(width="640px")
@@ -135,8 +140,9 @@ class Panel:
 
     ``controls`` are keyword arguments named as ``draw``'s parameters: a widget (its ``value`` is
     passed) or a plain value (passed as it is; nothing to show). ``rows`` lays the widgets out
-    (default: one per row). A draw that fails with a library error shows its message in place of
-    the chart rather than a traceback."""
+    (default: one per row). A draw that fails, with any exception, shows its message in place of
+    the chart (the chart is removed, never left stale): a library error as it is, anything else
+    with its type (the traceback goes to the log). ``error`` holds the last draw's failure, or None."""
 
     def __init__(
         self,
@@ -149,6 +155,7 @@ class Panel:
         self.controls = {name: c for name, c in controls.items() if isinstance(c, widgets.ValueWidget)}
         self.fixed = {name: c for name, c in controls.items() if name not in self.controls}
         self.draws = 0
+        self.error: BaseException | None = None
         self._held = 0
         self._pending = False
         self._lock = threading.RLock()
@@ -202,18 +209,46 @@ class Panel:
         with self._lock:
             try:
                 drawn = self._draw(**self.values())
-            except MetricsKitError as error:
-                self.caption.value = f"<b>Cannot draw this:</b> {html.escape(str(error))}"
+                fig, caption = drawn if isinstance(drawn, tuple) else (drawn, "")
+                picture = charts.png(fig)
+            except Exception as error:  # any failure: shown in place of the chart, never a stale one
+                self._failed(error)
                 return
-            fig, caption = drawn if isinstance(drawn, tuple) else (drawn, "")
-            self.image.value = charts.png(fig)
+            self.error = None
+            self.image.value = picture
+            self.image.layout.display = None
             self.caption.value = html.escape(caption)
             self.draws += 1
+
+    def _failed(self, error: Exception) -> None:
+        self.error = error
+        self.image.value = b""
+        self.image.layout.display = "none"
+        if isinstance(error, MetricsKitError):
+            what = str(error)
+        else:
+            log.error("the panel's chart could not be drawn", exc_info=error)
+            what = f"{type(error).__name__}: {error}"
+        self.caption.value = f"<b>Cannot draw this:</b> {html.escape(what)}"
+
+    def error_text(self) -> str | None:
+        """The last draw's failure as a line of text, or None when it drew."""
+        if self.error is None:
+            return None
+        error = self.error
+        what = str(error) if isinstance(error, MetricsKitError) else f"{type(error).__name__}: {error}"
+        return f"Cannot draw this: {what}"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         """The widget, plus a PNG of its chart and a short text: what shows where no widget can
         (a notebook not run yet, a report)."""
         bundle = self.widget._repr_mimebundle_(**kwargs)
+        failure = self.error_text()
+        if failure is not None:  # the error, never the picture of an earlier draw
+            bundle.pop("image/png", None)
+            bundle["text/plain"] = failure
+            bundle["text/html"] = f"<p><b>Cannot draw this:</b> {html.escape(failure.split(': ', 1)[1])}</p>"
+            return bundle
         bundle["image/png"] = base64.b64encode(self.image.value).decode("ascii")
         bundle["text/plain"] = PLACEHOLDER
         return bundle

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import threading
 
 import ipywidgets as widgets
@@ -104,6 +105,33 @@ def test_a_library_error_shows_in_place_of_the_chart():
     panel = controls.Panel(failing, project=picker)
     picker.value = "b"
     assert panel.draws == 1 and "no such project" in panel.caption.value
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ValidationError("no such project 'b'", "project"), ZeroDivisionError("division by zero")],
+    ids=["library error", "any other exception"],
+)
+def test_a_failed_draw_replaces_the_chart_with_its_error_on_screen_and_in_the_stored_output(error):
+    def failing(project):
+        if project == "b":
+            raise error
+        return chart(project=project)
+
+    picker = controls.choice(["a", "b"], "a", "x")
+    panel = controls.Panel(failing, project=picker)
+    assert panel._repr_mimebundle_()["image/png"]  # drawn
+    picker.value = "b"
+    # No picture of project a under the controls of project b: the chart is gone, the error is there.
+    assert bytes(panel.image.value) == b"" and panel.image.layout.display == "none"
+    assert "Cannot draw this" in panel.caption.value and html.escape(str(error)) in panel.caption.value
+    if not isinstance(error, mk.MetricsKitError):
+        assert "ZeroDivisionError" in panel.caption.value  # what kind of failure, for a bug in the view
+    bundle = panel._repr_mimebundle_()
+    assert "image/png" not in bundle and str(error) in bundle["text/plain"]
+    picker.value = "a"  # drawing again brings the chart back, and the error goes
+    assert bytes(panel.image.value).startswith(b"\x89PNG") and panel.error is None
+    assert panel._repr_mimebundle_()["text/plain"] == controls.PLACEHOLDER
 
 
 def test_a_change_from_another_thread_redraws(client):

@@ -14,6 +14,7 @@ import socket
 import time
 import traceback
 import uuid
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +22,18 @@ import pandas as pd
 import pytest
 from support import ServerProcess
 
-from metrics_kit import AuthenticationError, Client, FetchError, NotFoundError, PartialDataWarning, ValidationError
+from metrics_kit import (
+    AuthenticationError,
+    Client,
+    FetchError,
+    IncompletePeriodWarning,
+    NotFoundError,
+    PartialDataWarning,
+    ValidationError,
+)
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "data"
+COVERAGE = (dt.date(2024, 12, 28), dt.date(2025, 2, 1))
 TS = pd.Timestamp
 
 
@@ -98,9 +108,18 @@ def dead_url() -> str:
     ],
 )
 def test_value_is_the_golden_value_typed_by_metric(client, metric, project, granularity, date, expected):
-    value = client.value(metric, project, granularity, date)
+    day = dt.date.fromisoformat(date)
+    covered = (
+        client.calendar.start(day, granularity) >= COVERAGE[0] and client.calendar.end(day, granularity) <= COVERAGE[1]
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = client.value(metric, project, granularity, date)
     assert value == expected
     assert type(value) is type(expected)  # counts are int, amounts float
+    # A period the data does not wholly cover is one the service calls incomplete: value() says so.
+    partial = [w for w in caught if issubclass(w.category, IncompletePeriodWarning)]
+    assert len(partial) == (0 if covered else 1) and len(caught) == len(partial)
 
 
 def test_value_accepts_dates_in_many_forms(client):

@@ -91,16 +91,19 @@ def test_values_keep_their_type(cache):
 
 def test_every_field_round_trips_and_a_put_replaces(cache):
     month = key(granularity="1_month")
-    first = Entry(5, None, None, "2024-01-01", "2024-01-31", FETCHED)
+    first = Entry(5, None, True, "2024-01-01", "2024-01-31", FETCHED)
     cache.put_many([(month, first)])
     assert cache.get_many([month], now=FETCHED) == {month: first}
     second = Entry(6.5, "usd", False, "2024-01-01", "2024-01-31", FETCHED + 1)
     cache.put_many([(month, second)])
     assert cache.get_many([month], now=FETCHED + 2) == {month: second}
-    for complete in (True, False, None):
+    for complete in (True, False):
         cache.put_many([(key(project=str(complete)), entry(complete=complete))])
         got = cache.get_many([key(project=str(complete))], now=FETCHED)[key(project=str(complete))]
         assert got.complete is complete
+    # Unsaid completeness is decided when written, by the period's end against the fetch time.
+    cache.put_many([(key(project="unsaid"), entry(complete=None, end="2024-01-31"))])
+    assert cache.get_many([key(project="unsaid")], now=FETCHED)[key(project="unsaid")].complete is True
 
 
 def test_a_nan_is_not_cached(cache):
@@ -179,7 +182,7 @@ def test_the_ttl_is_a_setting(path):
     [
         ("2024-01-01", "1_day", None, True),  # long past
         ("2024-06-13", "1_day", None, True),  # the day before yesterday
-        ("2024-06-14", "1_day", None, False),  # yesterday: late data may still come in
+        ("2024-06-14", "1_day", None, True),  # yesterday: it had ended when fetched (today, noon)
         ("2024-06-15", "1_day", None, False),  # today
         ("2024-06-01", "1_week", None, True),  # week of 27 May - 2 June
         ("2024-06-12", "1_week", None, False),  # this week (10-16 June)
@@ -190,7 +193,7 @@ def test_the_ttl_is_a_setting(path):
         ("2024-01-01", "1_hour", None, False),  # a granularity the calendar cannot place: short
     ],
 )
-def test_unknown_completeness_is_decided_by_the_calendar(cache, day, granularity, end, kept):
+def test_unknown_completeness_is_decided_by_the_period_end_against_the_fetch_time(cache, day, granularity, end, kept):
     k = key(day, granularity=granularity)
     cache.put_many([(k, entry(complete=None, end=end))])
     assert k in cache.get_many([k], now=FETCHED + TTL - 1)

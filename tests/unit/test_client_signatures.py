@@ -37,11 +37,43 @@ def test_every_option_is_in_the_signature_and_the_docstring(label, function):
                                    ["client", "family", "project", "start"])  # fmt: skip
 
 
-def test_a_generated_helper_refuses_what_its_signature_does_not_take():
-    with pytest.raises(TypeError, match=r"dex\(\): got an unexpected keyword argument 'shape'"):
+def test_a_helper_refuses_what_its_signature_does_not_take():
+    with pytest.raises(TypeError, match=r"dex\(\) got an unexpected keyword argument 'shape'"):
         mk.dex("demoswap", "2025-01-01", "2025-01-02", shape="long")
     with pytest.raises(TypeError, match=r"series\(\)"):
         mk.series("swap_active_users")
+
+
+ON_DEFAULT = ("value", "series", "frame", *FAMILY_HELPERS, "clear_cache")
+
+
+def _less_first(function):
+    signature = inspect.signature(function)
+    return signature.replace(parameters=list(signature.parameters.values())[1:])
+
+
+@pytest.mark.parametrize("name", ON_DEFAULT)
+def test_each_mk_function_has_the_client_methods_signature_and_docstring(name):
+    """mk.* are written out by hand (so a type checker sees them): they cannot drift from Client."""
+    function, method = getattr(mk, name), getattr(mk.Client, name)
+    assert inspect.signature(function) == _less_first(method)
+    assert function.__doc__ == method.__doc__ and function.__name__ == name
+    assert function.__module__ == "metrics_kit.client.api"
+
+
+def test_configure_takes_what_client_takes():
+    made = _less_first(mk.Client.__init__)
+    assert inspect.signature(mk.configure).parameters == made.parameters
+    assert inspect.signature(mk.configure).return_annotation == "Client"
+    assert mk.Client.__doc__ in mk.configure.__doc__
+
+
+@pytest.mark.parametrize("name", FAMILY_HELPERS)
+def test_each_family_helper_is_build_less_the_family(name):
+    built = inspect.signature(families.build)
+    less_family = built.replace(parameters=[p for p in built.parameters.values() if p.name != "family"])
+    assert inspect.signature(getattr(families, name)) == less_family
+    assert getattr(families, name).__doc__.endswith(families.build.__doc__.split("\n\n", 1)[1])
 
 
 def test_family_helpers_are_one_definition():

@@ -68,7 +68,8 @@ def _own_cache(tmp_path, monkeypatch):
 
 
 def _client(service, clock, **settings) -> tuple[Client, MockTransport]:
-    transport = MockTransport(service)
+    # One service named "trust" whatever the handler: a test's "fresh process" is a new handler.
+    transport = MockTransport(service, service="trust")
     return Client(transport=transport, clock=clock, **settings), transport
 
 
@@ -251,7 +252,7 @@ def test_values_are_in_the_cache_file_while_the_pull_goes_on_so_a_kill_keeps_the
 
     def watched(request: Request) -> Response:
         if service.answers == 300:
-            with ValueCache("mock://service", "mock://service", clock=clock) as other:
+            with ValueCache(MockTransport(refuse, service="trust").cache_identity, clock=clock) as other:
                 found.append(other.stats()["entries"])
         return service(request)
 

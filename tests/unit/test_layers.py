@@ -1,5 +1,6 @@
 """The layers of metrics_kit (docs/architecture.md): who may import whom, checked on every import
-statement of every module, imports inside functions and ``if TYPE_CHECKING:`` blocks included; and
+statement of every module, imports inside functions and ``if TYPE_CHECKING:`` blocks included; no
+import cycle at run time (imports inside functions count, ``if TYPE_CHECKING:`` blocks do not); and
 docs/architecture.md names exactly the modules there are."""
 
 from __future__ import annotations
@@ -65,12 +66,13 @@ def layer(name: str) -> str:
     return LAYERS.get(parts[1], f"unknown ({parts[1]})")
 
 
-def imported(path: Path, name: str, known: set[str]) -> Iterator[tuple[int, str]]:
+def imported(path: Path, name: str, known: set[str], *, at_run_time: bool = False) -> Iterator[tuple[int, str]]:
     """(line, module) for every import in the file, at any depth. ``from x import y`` counts as
     importing ``x.y`` when that is a module, else ``x``; ``importlib.import_module("x")`` of a
-    constant name counts too."""
+    constant name counts too. ``at_run_time``: leave out what ``if TYPE_CHECKING:`` guards."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in _run_time_nodes(tree) if at_run_time else ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
@@ -87,6 +89,19 @@ def imported(path: Path, name: str, known: set[str]) -> Iterator[tuple[int, str]
         elif isinstance(node, ast.Call) and _call_name(node.func) in ("import_module", "__import__"):
             if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
                 yield node.lineno, node.args[0].value
+
+
+def _run_time_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node, less the bodies of ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``); their
+    ``else:`` runs, so it stays."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and _call_name(node.test) == "TYPE_CHECKING":
+            for child in node.orelse:
+                yield child
+                yield from _run_time_nodes(child)
+            continue
+        yield node
+        yield from _run_time_nodes(node)
 
 
 def _call_name(func: ast.expr) -> str | None:
@@ -114,8 +129,123 @@ def violations(root: Path) -> list[str]:
     return problems
 
 
+def made_up_package(root: Path, files: dict[str, str]) -> None:
+    """Writes a package named metrics_kit under ``root``: {path in the package: its text}."""
+    for relative, text in files.items():
+        path = root / PACKAGE / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
 def test_every_import_follows_the_layers():
     assert violations(ROOT) == []
+
+
+def run_time_imports(root: Path) -> dict[str, set[str]]:
+    """Which modules of ours each module imports when it runs. Importing ``a.b.c`` runs the packages
+    ``a`` and ``a.b`` first, so those count too, except the importer's own packages (already
+    running when it is imported)."""
+    found = modules(root)
+    known = set(found)
+    graph: dict[str, set[str]] = {name: set() for name in found}
+    for name, path in found.items():
+        own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)} | {name}
+        for _, target in imported(path, name, known, at_run_time=True):
+            parts = target.split(".")
+            runs = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+            graph[name] |= {t for t in runs if t in known and t not in own}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle through each group of modules that import each other, as 'a -> b -> a'
+    (Tarjan's strongly connected components, then a path around each)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1 or node in graph[node]:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [" -> ".join(_around(graph, group[0], set(group))) for group in groups]
+
+
+def _around(graph: dict[str, set[str]], start: str, members: set[str]) -> list[str]:
+    """The shortest path from ``start`` back to itself through ``members`` (breadth first)."""
+    parent: dict[str, str] = {}
+    queue = [start]
+    for here in queue:
+        for there in sorted(graph[here] & members):
+            if there == start:
+                path = [here]
+                while path[-1] != start:
+                    path.append(parent[path[-1]])
+                return [*reversed(path), start]
+            if there not in parent:
+                parent[there] = here
+                queue.append(there)
+    raise AssertionError(f"{start} is in no cycle")  # Tarjan put it in one: it cannot happen
+
+
+def test_no_import_cycle_at_run_time():
+    assert cycles(run_time_imports(ROOT)) == []
+
+
+def test_the_cycle_finder_sees_a_cycle_closed_inside_a_function(tmp_path):
+    """A made-up package: settings -> transports (inside a function) -> _http -> settings is a cycle;
+    families -> client only under TYPE_CHECKING, while client imports families, is not; nor is a
+    submodule importing its own package."""
+    files = {
+        "__init__.py": "",
+        "client/__init__.py": "",
+        "client/checks.py": "",
+        "client/settings.py": "def make():\n    from metrics_kit.client.transports import Transport\n",
+        "client/transports/__init__.py": "from metrics_kit.client.transports._http import HTTPTransport\n",
+        "client/transports/_http.py": (
+            "from metrics_kit.client import settings\nfrom metrics_kit.client.transports import _base\n"
+        ),
+        "client/transports/_base.py": "from metrics_kit.client import checks\n",
+        "client/client.py": "from metrics_kit.client import families\n",
+        "client/families.py": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"
+            "    from metrics_kit.client.client import Client\n"
+            "else:\n"
+            "    from metrics_kit.client import checks\n"
+        ),
+        "spec/__init__.py": "",
+        "spec/a.py": "import metrics_kit.spec.b\n",
+        "spec/b.py": "from metrics_kit.spec.a import x\n",
+    }
+    made_up_package(tmp_path, files)
+    graph = run_time_imports(tmp_path)
+    assert graph["metrics_kit.client.families"] == {"metrics_kit.client.checks"}
+    assert graph["metrics_kit.client.settings"] == {"metrics_kit.client.transports"}
+    assert cycles(graph) == [
+        "metrics_kit.client.settings -> metrics_kit.client.transports -> metrics_kit.client.transports._http"
+        " -> metrics_kit.client.settings",
+        "metrics_kit.spec.a -> metrics_kit.spec.b -> metrics_kit.spec.a",
+    ]
 
 
 def test_the_checker_sees_every_kind_of_import(tmp_path):
@@ -152,10 +282,7 @@ def test_the_checker_sees_every_kind_of_import(tmp_path):
         "extra.py": "",  # a module in no layer
         "tools/api.py": "from metrics_kit import embedded\nfrom .. import client\n",
     }
-    for relative, text in files.items():
-        path = tmp_path / PACKAGE / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    made_up_package(tmp_path, files)
     found = violations(tmp_path)
     expected = [
         "files.py:1: metrics_kit.files (files) imports metrics_kit.errors (errors)",

@@ -22,6 +22,7 @@ EXPECTED = {
     "clear_cache",
     "MetricsKitError",
     "ConfigurationError",
+    "ClientClosedError",
     "DataFormatError",
     "ValidationError",
     "APIError",
@@ -33,6 +34,8 @@ EXPECTED = {
     "ResponseFormatError",
     "FetchError",
     "PartialDataWarning",
+    "IncompletePeriodWarning",
+    "CacheWarning",
 }
 
 

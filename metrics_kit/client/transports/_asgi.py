@@ -17,8 +17,9 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequen
 from typing import Any
 from urllib.parse import urlencode
 
-from metrics_kit.client.transports._base import Pacer, Reply
-from metrics_kit.errors import TransportError
+from metrics_kit.client.checks import Secret, cache_identity, check_api_key
+from metrics_kit.client.transports._base import Pacer, Reply, object_name
+from metrics_kit.errors import ClientClosedError, TransportError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -34,23 +35,33 @@ class ASGITransport:
 
     ``rate_limit`` (requests a second) paces requests as HTTPTransport does; there is no connection,
     so there is nothing to time out or retry.
+
+    Cached values are filed under ``base_url``, this application (the object) and the key's
+    fingerprint, so another key, or another application under the same address, never reads them.
+    ``cache_identity`` replaces that for an application whose answers do not depend on the key and
+    that is the same in every process (the embedded default: its demo data set). ``synthetic``
+    marks an application that serves made-up data (results say so in their ``attrs``).
     """
 
     def __init__(
         self,
         app: ASGIApp,
-        api_key: str,
+        api_key: str | Secret,
         base_url: str,
         cache_identity: str | None = None,
         *,
         rate_limit: float | None = None,
         pacer: Pacer | None = None,
+        synthetic: bool = False,
     ):
+        api_key = check_api_key(api_key)  # a Secret from here on
         self.base_url = base_url
-        self.cache_identity = cache_identity or base_url
+        self.cache_identity = cache_identity or _identity(base_url, app, api_key)
         self.rate_limit = rate_limit
+        self.synthetic = synthetic
         self._app = app
-        self._key = api_key.encode()
+        self._key = api_key
+        self._closed = False
         self._pacer = pacer or Pacer(rate_limit)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="metrics-kit-asgi", daemon=True)
@@ -68,6 +79,8 @@ class ASGITransport:
     def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
         """Answers to several requests in one hand-off to the application's thread (a hand-off costs
         more than an answer). Paced requests go one hand-off each."""
+        if self._closed:
+            raise ClientClosedError(f"this ASGITransport ({self.base_url}) was closed; make a new one to send requests")
         if self._pacer.rate:
             out: list[Reply | TransportError] = []
             for request in requests:
@@ -99,7 +112,7 @@ class ASGITransport:
             "root_path": "",
             "client": ("127.0.0.1", 0),
             "server": ("127.0.0.1", 0),
-            "headers": [(b"host", b"embedded"), (b"accept", b"application/json"), (b"x-api-key", self._key)],
+            "headers": [(b"host", b"embedded"), (b"accept", b"application/json")],
         }
         return scope, f"{self.base_url}{path}?{query}"
 
@@ -127,12 +140,19 @@ class ASGITransport:
             else:
                 sent["body"].append(message.get("body", b""))
 
-        await self._app(scope, receive, send)
+        # The key is revealed here only, into the request as the application receives it.
+        headers = [*scope["headers"], (b"x-api-key", self._key.reveal().encode())]
+        await self._app({**scope, "headers": headers}, receive, send)
         return int(sent["status"]), sent.get("headers", {}), b"".join(sent["body"])
 
     def close(self) -> None:
+        self._closed = True
         if self._loop.is_running():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5)
         if not self._loop.is_running():
             self._loop.close()
+
+
+def _identity(base_url: str, app: object, key: Secret) -> str:
+    return cache_identity(f"{base_url.rstrip('/')}/+app-{object_name(app)}", key)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from metrics_kit.errors import ConfigurationError, TransportError
 
@@ -39,7 +41,10 @@ class Transport(Protocol):
     ``get`` returns a :class:`Reply` for every HTTP status (errors included) and raises
     :class:`~metrics_kit.errors.TransportError` when no answer came. ``get_many`` answers several
     requests, in order, each a Reply or the TransportError of that request. ``base_url`` is shown
-    in messages; ``cache_identity`` files the cache (the same service, the same identity).
+    in messages (and in results' ``attrs``); ``cache_identity`` files the cache: it names the service
+    and the key (a one-way fingerprint of it, never the key), so that two services, two keys or two
+    test handlers never share a cached value (``settings.cache_identity`` makes one). A closed
+    transport refuses to send (ClientClosedError).
     """
 
     @property
@@ -151,6 +156,20 @@ def within_deadline(seconds: float | None, steps: Iterator[T]) -> Iterator[T]:
         finally:
             _pull.reset(token)
         yield item
+
+
+_names: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_names_lock = threading.Lock()
+
+
+def object_name(thing: object) -> str:
+    """A random name for ``thing`` (an application, a handler), the same while it lives and never
+    another's: what tells two in-process services apart in a cache identity."""
+    try:
+        with _names_lock:
+            return _names.setdefault(thing, secrets.token_hex(8))
+    except TypeError:  # not weakly referable, or unhashable: a name of its own each time
+        return secrets.token_hex(8)
 
 
 def get_each(transport: Transport, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:

@@ -6,7 +6,10 @@ client layer maps them with :func:`metrics_kit.errors.for_status`) or raises
 :class:`~metrics_kit.errors.TransportError` (no answer). No ``requests``/``urllib3`` exception escapes.
 
 The API key travels only in the ``x-api-key`` header of each request. It is never put in a URL,
-a repr, an exception (message, args or cause chain) or a log record.
+a repr, an exception (message, args or cause chain), a log record or a local variable of a frame an
+exception passes through: it is held as a :class:`~metrics_kit.client.settings.Secret` and revealed
+inline, in the call that hands the headers to urllib3 (``_send``), whose frame no TransportError's
+traceback includes.
 
 Retries (urllib3 ``Retry``, not a hand-written loop):
 
@@ -58,8 +61,6 @@ once (the pool blocks): more threads than that wait for a free connection.
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
 import http.client
 import io
 import itertools
@@ -92,31 +93,13 @@ from urllib3.exceptions import (
 )
 from urllib3.util.retry import Retry
 
-from metrics_kit.client import settings
+from metrics_kit.client import checks as settings  # the checks settings.py shares with the transports
 from metrics_kit.client.transports._base import Clock, Deadline, Pacer, Reply, Sleep, current_deadline
-from metrics_kit.errors import ConfigurationError, TransportError, ValidationError
+from metrics_kit.errors import ClientClosedError, ConfigurationError, TransportError, ValidationError
 
 log = logging.getLogger("metrics_kit.transport")
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
-_VALID_KEY = re.compile(r"[\x21-\x7e]+")  # visible ASCII: a header value that cannot be mangled
-
-
-class _Secret:
-    """Holds the key so that no repr, ``vars()`` dump or pretty-printer can show it."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str):
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<hidden>"
-
-    __str__ = __repr__
 
 
 class _GaveUp(MaxRetryError):
@@ -390,7 +373,7 @@ class HTTPTransport:
     def __init__(
         self,
         base_url: str,
-        api_key: str,
+        api_key: str | settings.Secret,
         *,
         pool_size: int = 16,
         connect_timeout: float = 5.0,
@@ -404,12 +387,14 @@ class HTTPTransport:
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
     ):
-        settings.check_base_url(base_url)  # refuses a user name or password without echoing them
+        api_key = settings.check_api_key(api_key)  # a Secret from here on
+        base_url = settings.address(base_url)  # its repr masks what may be a key
+        settings.check_base_url(base_url, api_key)  # refuses credentials or a key in it, without echoing them
         if not re.match(r"https?://[^/?#\s]+", base_url):
             raise ConfigurationError(
-                f"base_url must be an http:// or https:// URL, got {base_url!r}", setting="base_url"
+                f"base_url must be an http:// or https:// URL, got {settings.shown_url(base_url, key=api_key)}",
+                setting="base_url",
             )
-        settings.check_api_key(api_key)
         settings.check_int("pool_size", pool_size, minimum=1)
         settings.check_int("retries", retries, minimum=0)
         for name, number in (
@@ -422,10 +407,10 @@ class HTTPTransport:
         settings.check_seconds("backoff_max", backoff_max, positive=False)
         settings.check_rate(rate_limit)
 
-        self.base_url = base_url.rstrip("/")
+        self.base_url = str(base_url).rstrip("/")
         parts = urllib3.util.parse_url(self.base_url)
         self._origin = f"{parts.scheme}://{parts.netloc}"  # what precedes the path in every URL
-        self._key = _Secret(api_key)
+        self._key = api_key
         self.timeout = (float(connect_timeout), float(read_timeout))
         self.retries = retries
         self.retry_deadline = float(retry_deadline)
@@ -435,6 +420,7 @@ class HTTPTransport:
         self._pacer = Pacer(rate_limit, clock, sleep)
         self._threads: ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
+        self._closed = False
         user_agent = user_agent or settings.USER_AGENT
 
         retry = _DeadlineRetry(
@@ -490,13 +476,13 @@ class HTTPTransport:
         return self._get(path, params, current_deadline())
 
     def _get(self, path: str, params: Mapping[str, str], deadline: Deadline | None) -> Reply:
+        if self._closed:
+            raise ClientClosedError(f"this HTTPTransport ({self.base_url}) was closed; make a new one to send requests")
         url = self._url(path, params)
         until = deadline.at(self._clock) if deadline is not None else None
         self._pacer.wait()
         started = self._clock()
         error: TransportError | None = None
-        response_headers: Mapping[str, str]
-        headers = {"User-Agent": self._user_agent, "Accept": "application/json", "x-api-key": self._key.reveal()}
         connect_timeout, read_timeout = self.timeout
         if until is not None:
             if started >= until:
@@ -510,27 +496,7 @@ class HTTPTransport:
             connect_timeout = min(connect_timeout, until - started)
         self._local.until = until
         try:
-            if self._pool is not None:
-                raw = self._pool.urlopen(
-                    "GET",
-                    url[len(self._origin) :],
-                    headers=headers,
-                    body=None,
-                    retries=self._adapter.max_retries,
-                    redirect=False,
-                    assert_same_host=False,
-                    timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
-                    preload_content=True,
-                    decode_content=True,
-                )
-                status, response_headers, body = raw.status, raw.headers, raw.data
-            else:
-                request = PreparedRequest()
-                request.method, request.url, request.body = "GET", url, None
-                request.headers = CaseInsensitiveDict(headers)
-                response = self._adapter.send(request, timeout=(connect_timeout, read_timeout), **self._settings)
-                body = response.content  # read here, so a truncated body fails inside this try
-                status, response_headers = response.status_code, response.headers
+            status, response_headers, body = self._send(url, connect_timeout, read_timeout)
         except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
             error = TransportError(self._describe(exc, url, self._clock() - started, deadline))
             error.url = url  # type: ignore[attr-defined]
@@ -544,6 +510,34 @@ class HTTPTransport:
         # requests exception, whose .request carries the headers (and so the key).
         log.debug("GET %s failed: %s", url, error)
         raise error
+
+    def _send(self, url: str, connect_timeout: float, read_timeout: float) -> tuple[int, Mapping[str, str], bytes]:
+        """One request, through urllib3's retries: the one place the key is revealed, inline in the
+        headers handed over (an exception from here is turned into a TransportError raised by
+        ``_get``, whose traceback does not include this frame)."""
+        if self._pool is not None:
+            raw = self._pool.urlopen(
+                "GET",
+                url[len(self._origin) :],
+                headers=self._headers(self._key.reveal()),
+                body=None,
+                retries=self._adapter.max_retries,
+                redirect=False,
+                assert_same_host=False,
+                timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
+                preload_content=True,
+                decode_content=True,
+            )
+            return raw.status, raw.headers, raw.data
+        request = PreparedRequest()
+        request.method, request.url, request.body = "GET", url, None
+        request.headers = CaseInsensitiveDict(self._headers(self._key.reveal()))
+        response = self._adapter.send(request, timeout=(connect_timeout, read_timeout), **self._settings)
+        body = response.content  # read here, so a truncated body fails inside the caller's try
+        return response.status_code, response.headers, body
+
+    def _headers(self, key: str) -> dict[str, str]:
+        return {"User-Agent": self._user_agent, "Accept": "application/json", "x-api-key": key}
 
     def _url(self, path: str, params: Mapping[str, str]) -> str:
         query = urlencode(params)
@@ -614,10 +608,9 @@ class HTTPTransport:
 
     @property
     def cache_identity(self) -> str:
-        """The base URL and a one-way digest of the key: two keys never share cached values, and
-        the key cannot be recovered from it."""
-        digest = hmac.new(self._key.reveal().encode(), b"metrics-kit cache identity", hashlib.sha256).hexdigest()
-        return f"{self.base_url}#{digest[:32]}"
+        """The base URL and a one-way fingerprint of the key (``base_url#hmac``): two keys or two
+        services never share cached values, and the key cannot be recovered from it."""
+        return settings.cache_identity(self.base_url, self._key)
 
     def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
         """Answers to several requests, ``pool_size`` in flight at once, in the order asked."""
@@ -640,8 +633,9 @@ class HTTPTransport:
             return error
 
     def close(self) -> None:
-        """Close the pooled connections. The transport cannot be used afterwards."""
+        """Close the pooled connections. The transport cannot be used afterwards (ClientClosedError)."""
         with self._threads_lock:
+            self._closed = True
             if self._threads is not None:
                 self._threads.shutdown(wait=True)
                 self._threads = None

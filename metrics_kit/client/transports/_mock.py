@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from metrics_kit.client.transports._base import Reply, get_each
-from metrics_kit.errors import TransportError
+from metrics_kit.client.checks import Secret, cache_identity
+from metrics_kit.client.transports._base import Reply, get_each, object_name
+from metrics_kit.errors import ClientClosedError, TransportError
 
 
 @dataclass(frozen=True)
@@ -52,20 +53,36 @@ Handler = Callable[[Request], Response]
 
 
 class MockTransport:
-    """Answers every request with ``handler(request)``; ``requests`` records what was asked."""
+    """Answers every request with ``handler(request)``; ``requests`` records what was asked.
 
-    def __init__(self, handler: Handler, *, base_url: str = "mock://service", api_key: str = "mock-key"):
+    Cached values are filed under ``base_url``, the key's fingerprint and the handler (the object):
+    two handlers are two services and never read each other's values. Give two transports the same
+    ``service`` name to have them stand for one service (a test of a restarted process, say).
+    A closed transport refuses to send (ClientClosedError)."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        base_url: str = "mock://service",
+        api_key: str = "mock-key",
+        service: str | None = None,
+    ):
         self.base_url = base_url
-        self.cache_identity = base_url
+        self._key = Secret(api_key)
+        who = f"service-{service}" if service is not None else f"handler-{object_name(handler)}"
+        self.cache_identity = cache_identity(f"{base_url.rstrip('/')}/+{who}", self._key)
         self._handler = handler
-        self._key = api_key
         self.requests: list[Request] = []
         self.closed = False
 
     def get(self, path: str, params: Mapping[str, str]) -> Reply:
+        if self.closed:
+            raise ClientClosedError(f"this MockTransport ({self.base_url}) was closed; make a new one to send requests")
         query = urlencode(params)
         url = f"{self.base_url}{path}" + (f"?{query}" if query else "")
-        request = Request(path, dict(params), {"accept": "application/json", "x-api-key": self._key}, url)
+        headers = {"accept": "application/json", "x-api-key": self._key.reveal()}  # the request as written
+        request = Request(path, dict(params), headers, url)
         self.requests.append(request)
         response = self._handler(request)
         return Reply(response.status, dict(response.headers), response.content(), url)

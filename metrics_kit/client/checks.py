@@ -1,0 +1,212 @@
+"""The checks every part of the client shares: the key as a :class:`Secret`, base URLs (checked,
+normalised, masked for messages), and numbers of seconds, counts and rates.
+
+``settings.py`` checks a Client's settings with these, and the transports check their own
+arguments with them; this module imports no other module of the client, so both can import it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import re
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from metrics_kit.errors import ConfigurationError
+from metrics_kit.spec.version import __version__
+
+_VALID_KEY = re.compile(r"[\x21-\x7e]+")  # visible ASCII: a header value that cannot be mangled
+_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//|)[^/?#@]*@")
+
+USER_AGENT = f"metrics-kit/{__version__}"
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_int(name: str, value: object, *, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigurationError(f"{name} must be a whole number >= {minimum}, not {value!r}", setting=name)
+    return value
+
+
+def check_seconds(name: str, value: object, *, positive: bool) -> float:
+    """A finite number of seconds, above 0 (``positive``) or at least 0."""
+    if not _is_number(value) or not math.isfinite(value) or not (value > 0 if positive else value >= 0):  # type: ignore[arg-type, operator]
+        allowed = "above 0" if positive else ">= 0"
+        raise ConfigurationError(f"{name} must be a finite number of seconds {allowed}, not {value!r}", setting=name)
+    return float(value)  # type: ignore[arg-type]
+
+
+def check_rate(value: object) -> float | None:
+    if value is None:
+        return None
+    if not _is_number(value) or not math.isfinite(value) or not value > 0:  # type: ignore[arg-type, operator]
+        raise ConfigurationError(
+            f"rate_limit must be a number of requests a second above 0, or None (no limit), not {value!r}",
+            setting="rate_limit",
+        )
+    return float(value)  # type: ignore[arg-type]
+
+
+def check_bool(name: str, value: object, *, allow_none: bool = False) -> bool | None:
+    if isinstance(value, bool) or (allow_none and value is None):
+        return value
+    allowed = "True, False or None" if allow_none else "True or False"
+    raise ConfigurationError(f"{name} must be {allowed}, not {value!r}", setting=name)
+
+
+class Secret:
+    """An API key that no repr, str, format, ``vars()`` dump or traceback local shows.
+
+    :meth:`reveal` gives the key back; only the code that writes a request calls it, inline, so
+    that not even a local variable of ours holds the plain key. :meth:`fingerprint` is what the
+    cache files values under: one-way, keyed by the key."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str):
+        self._value = value
+
+    @classmethod
+    def of(cls, value: str | Secret | None) -> Secret | None:
+        """``value`` as a Secret (None and "" stay None)."""
+        if value is None or isinstance(value, Secret):
+            return value
+        return cls(value) if value else None
+
+    def reveal(self) -> str:
+        return self._value
+
+    def fingerprint(self, service: str) -> str:
+        """The hex HMAC-SHA256 of the normalised ``service`` address, keyed by the key: the same
+        service and key give the same fingerprint, another key or service another one, and the key
+        cannot be recovered from it."""
+        message = b"metrics-kit value cache\x00" + normalise_url(service).encode()
+        return hmac.new(self._value.encode(), message, hashlib.sha256).hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and hmac.compare_digest(self._value.encode(), other._value.encode())
+
+    def __hash__(self) -> int:
+        return hash((Secret, self._value))
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> Any:
+        raise TypeError("an API key (Secret) is not pickled or copied out of the process")
+
+
+def normalise_url(base_url: str) -> str:
+    """Lower-case scheme and host, no default port, no trailing slash, no fragment."""
+    parts = urlsplit(base_url.strip())
+    scheme = parts.scheme.lower()
+    netloc = parts.netloc
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number: keep the URL as written
+        host, port = None, None
+    if host is not None:
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+        userinfo = netloc.rpartition("@")[0]
+        default = {"http": 80, "https": 443}.get(scheme)
+        netloc = (
+            (userinfo + "@" if userinfo else "") + host + (f":{port}" if port is not None and port != default else "")
+        )
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def cache_identity(service: str, key: Secret | None) -> str:
+    """``service#fingerprint``: what a transport files cached values under (see :meth:`Secret.fingerprint`).
+    Without a key (a service in this process that needs none), the service names itself."""
+    return f"{service}#{(key or Secret(service)).fingerprint(service)}"
+
+
+def check_api_key(value: object) -> Secret:
+    text = value.reveal() if isinstance(value, Secret) else value
+    if not isinstance(text, str) or not _VALID_KEY.fullmatch(text):
+        # Never echo the value: it may be a real key with a stray newline.
+        raise ConfigurationError(
+            "api_key must be a non-empty string of visible ASCII characters (no spaces or line breaks)",
+            setting="api_key",
+        )
+    return value if isinstance(value, Secret) else Secret(text)
+
+
+# A path segment that may be a key: long, of token characters, with letters and digits in it.
+_TOKEN = re.compile(r"(?=[\w.~+=-]*[0-9])(?=[\w.~+=-]*[A-Za-z])[\w.~+=-]{20,}")
+
+
+def masked_url(value: str, key: Secret | None = None) -> str | None:
+    """``value`` with whatever in it may be a key masked: a user name or password (``***@``), the
+    query and the fragment, a long token-like path segment, the key itself. None when ``value`` is
+    not an address at all (it may be a key given in the wrong place: nothing of it is shown)."""
+    text = value.strip()
+    parts = urlsplit(text)
+    if not parts.scheme or "://" not in text:
+        return None
+    netloc = _USERINFO.sub(r"\1***@", "//" + parts.netloc)[2:]
+    path = "/".join("***" if _TOKEN.fullmatch(segment) else segment for segment in parts.path.split("/"))
+    shown = urlunsplit((parts.scheme, netloc, path, "***" if "?" in text else "", "***" if "#" in text else ""))
+    if key is not None and key.reveal() in shown:
+        shown = shown.replace(key.reveal(), "***")
+    return shown
+
+
+def shown_url(value: object, limit: int = 80, key: Secret | None = None) -> str:
+    """A base URL for a message: quoted and masked (:func:`masked_url`), or, for a value that is not
+    an address, only its length."""
+    if not isinstance(value, str):
+        return f"a {type(value).__name__}"
+    shown = masked_url(value, key)
+    if shown is None:
+        return f"a value of {len(value.strip())} characters that is not an address (not shown: it may be a key)"
+    return repr(shown[:limit] + ("..." if len(shown) > limit else ""))
+
+
+class Address(str):
+    """A base URL not yet known to be free of secrets (a key given in its place, a ``?api_key=``):
+    a string whose repr masks whatever in it may be a key (:func:`shown_url`), so that a traceback's
+    locals (``%xmode Verbose``, ``pytest --showlocals``) never show it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return shown_url(str(self))
+
+
+def address(value: Any) -> Any:
+    """``value`` as an :class:`Address` when it is a string (anything else as it is)."""
+    return Address(value) if isinstance(value, str) and not isinstance(value, Address) else value
+
+
+def check_base_url(value: object, key: Secret | None = None) -> str:
+    value = address(value)
+    text = Address(value.strip().rstrip("/")) if isinstance(value, str) else Address("")
+    if isinstance(value, str) and "@" in urlsplit(text).netloc:
+        # Refused, not used as basic auth: the key travels in x-api-key, and a password in a URL ends
+        # up in logs, reprs and shell history. The message never repeats what preceded the '@'.
+        raise ConfigurationError(
+            f"base_url must not hold a user name or password (user:password@host): got {shown_url(text, key=key)}. "
+            "Give the service's address alone, and the key as api_key= or in METRICS_KIT_API_KEY",
+            setting="base_url",
+        )
+    if not text.startswith(("http://", "https://")) or "?" in text or "#" in text or len(text) <= len("https://"):
+        raise ConfigurationError(
+            "base_url must be an http:// or https:// address without a query or fragment, such as "
+            f"https://metrics.example.com/v1; got {shown_url(value, key=key)}",
+            setting="base_url",
+        )
+    if key is not None and key.reveal() in text:
+        raise ConfigurationError(
+            f"base_url must not hold the API key: got {shown_url(text, key=key)}; the key travels in a header only",
+            setting="base_url",
+        )
+    return str(text)

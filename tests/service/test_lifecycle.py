@@ -1,0 +1,262 @@
+"""The client as an analyst lives with it (issue 21), against two real services on 127.0.0.1 that
+answer the same question differently: environment variables changed in the middle of a session,
+clients closed and configured again, two keys, a full disk, verbose tracebacks, two processes
+creating the cache at once.
+
+Service A serves the golden data set; service B the same with one more staking transaction on
+2025-01-02, so ``staking_transaction_count`` of ``farm`` on that day is 1 on A and 2 on B.
+The keys are module constants, never locals of a test, so a traceback's locals can be scanned for them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+import traceback
+from pathlib import Path
+
+import pytest
+from support import ServerProcess
+
+import metrics_kit as mk
+from metrics_kit import AuthenticationError, Client, ClientClosedError, ConfigurationError, TransportError
+from metrics_kit.client import api, settings
+from metrics_kit.client.transports import HTTPTransport
+
+GOLDEN = Path(__file__).parents[1] / "golden" / "data"
+KEY_A = "key-a-5f1e9c3b7d2a4e6f8091"
+KEY_A2 = "key-a2-0c4d8e2f6a1b3c5d7e9f"
+KEY_B = "key-b-9a8b7c6d5e4f3a2b1c0d"
+QUESTION = ("staking_transaction_count", "farm", "1_day", "2025-01-02")
+EXTRA = "2025-01-02T15:00:00Z,s99,zoe,farm,stake,\n"
+METRICS = ["staking_transaction_count", "staking_active_users"]
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    folder_b = tmp_path_factory.mktemp("data-b") / "data"
+    shutil.copytree(GOLDEN, folder_b)
+    with (folder_b / "transactions.csv").open("a") as table:
+        table.write(EXTRA)
+    cache = tmp_path_factory.mktemp("servers-cache")
+    with (
+        ServerProcess(GOLDEN, key=f"{KEY_A},{KEY_A2}", cache_dir=cache) as a,
+        ServerProcess(folder_b, key=KEY_B, cache_dir=cache) as b,
+    ):
+        yield a, b
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def fresh_default(monkeypatch):
+    """mk.*'s default client as if nothing had been configured, put back afterwards."""
+    monkeypatch.setattr(api, "_default", None)
+    monkeypatch.setattr(api, "_made_from", None)
+    monkeypatch.setattr(api, "_arguments", {})
+    yield
+    if api._default is not None:
+        api._default.close()
+
+
+def use(monkeypatch, server: ServerProcess, key: str) -> None:
+    monkeypatch.setenv("METRICS_KIT_BASE_URL", server.base_url)
+    monkeypatch.setenv("METRICS_KIT_API_KEY", key)
+
+
+def test_the_two_services_answer_the_question_differently(servers):
+    a, b = servers
+    with Client(a.base_url, KEY_A) as on_a, Client(b.base_url, KEY_B) as on_b:
+        assert (on_a.value(*QUESTION), on_b.value(*QUESTION)) == (1, 2)
+
+
+def test_after_the_environment_changes_the_next_call_answers_from_the_new_service(servers, fresh_default, monkeypatch):
+    a, b = servers
+    use(monkeypatch, a, KEY_A)
+    assert mk.value(*QUESTION) == 1
+    held = mk.default_client()  # a reference kept, as a panel keeps it
+    own = Client()  # a client of the user's, made from the same environment
+    assert own.value(*QUESTION) == 1
+    use(monkeypatch, b, KEY_B)
+    assert mk.value(*QUESTION) == 2  # the next mk.* call: the new service
+    assert mk.series(*QUESTION[:2], "2025-01-02", "2025-01-02").attrs["service"] == b.base_url
+    assert own.value(*QUESTION) == 1  # a client keeps its own service
+    with pytest.raises(ClientClosedError):
+        held.value(*QUESTION)  # the replaced default raises: it never answers from B, nor from the demo
+    monkeypatch.delenv("METRICS_KIT_BASE_URL")
+    monkeypatch.delenv("METRICS_KIT_API_KEY")
+    assert mk.default_client().embedded  # and back to the demo when the variables go
+    own.close()
+
+
+def test_clients_closed_and_configured_again_never_answer_from_another_service(servers, fresh_default):
+    a, b = servers
+    mk.configure(a.base_url, KEY_A)
+    first = mk.default_client()
+    assert mk.value(*QUESTION) == 1
+    mk.configure(b.base_url, KEY_B)
+    assert mk.value(*QUESTION) == 2
+    with pytest.raises(ClientClosedError, match=r"mk.configure\(\)"):
+        first.value(*QUESTION)
+    assert first.base_url == a.base_url
+    given = Client(transport=HTTPTransport(a.base_url, KEY_A))
+    assert given.value(*QUESTION) == 1
+    given.close()
+    with pytest.raises(ClientClosedError):
+        given.value(*QUESTION)  # was: 347 from the embedded demo, base_url "embedded"
+    assert given.base_url == a.base_url and not given.embedded
+    with pytest.raises(ConfigurationError, match="without a base URL"):
+        mk.configure(api_key=KEY_B)
+
+
+def test_two_keys_never_share_cached_values(servers):
+    a, _ = servers
+    with Client(a.base_url, KEY_A) as right:
+        assert right.series(*QUESTION[:2], "2024-12-28", "2025-01-03").attrs["fetched"] == 7
+    with Client(a.base_url, "a-key-the-service-does-not-know") as wrong:
+        with pytest.raises(AuthenticationError):
+            wrong.value(*QUESTION)  # a 401, not the other key's cached value
+    with Client(a.base_url, KEY_A2) as other:  # another good key: its own cache entries
+        assert other.series(*QUESTION[:2], "2024-12-28", "2025-01-03").attrs["fetched"] == 7
+    with Client(a.base_url, KEY_A) as again:
+        assert again.series(*QUESTION[:2], "2024-12-28", "2025-01-03").attrs["from_cache"] == 7
+
+
+FULL_DISK = textwrap.dedent(
+    """
+    import json, resource, signal, sys, warnings
+    from metrics_kit import Client
+    base_url, key = sys.argv[1], sys.argv[2]
+    client = Client(base_url, key)
+    client.clear_cache()  # the cache file is made while the disk still has room
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), no signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frame = client.frame(
+            ["staking_transaction_count", "staking_active_users"], "farm", "2024-12-28", "2025-02-01"
+        )
+    print(json.dumps({
+        "values": {name: frame[name].tolist() for name in frame.columns},
+        "warnings": [w.category.__name__ for w in caught],
+    }))
+    """
+)
+
+
+def test_a_full_disk_skips_the_cache_with_one_warning_and_keeps_every_value(servers, tmp_path):
+    a, _ = servers
+    with Client(a.base_url, KEY_A, cache=False) as plain:
+        expected = plain.frame(
+            ["staking_transaction_count", "staking_active_users"], "farm", "2024-12-28", "2025-02-01"
+        )
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", FULL_DISK, a.base_url, KEY_A],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**_child_environment(), "METRICS_KIT_CACHE_DIR": str(tmp_path / "full")},
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["values"] == {name: expected[name].tolist() for name in expected.columns}
+    assert out["warnings"] == ["CacheWarning"]  # one warning for the pull, however many writes failed
+    assert "Traceback" not in done.stderr
+
+
+def _child_environment() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+
+
+def verbose(error: BaseException) -> str:
+    """The traceback as %xmode Verbose or pytest --showlocals would print it: every frame's locals."""
+    return "".join(traceback.TracebackException.from_exception(error, capture_locals=True).format())
+
+
+def test_verbose_tracebacks_never_hold_the_key(servers):
+    a, _ = servers
+    with Client(_nothing_listening(), KEY_A, retries=0) as dead:
+        with pytest.raises(TransportError) as refused:
+            dead.value(*QUESTION)
+    with Client(a.base_url, KEY_B) as client, pytest.raises(AuthenticationError) as unknown:
+        client.value(*QUESTION)  # B's key at A: a 401
+    with pytest.raises(ConfigurationError) as swapped:
+        Client(KEY_A, a.base_url)  # the arguments swapped
+    with pytest.raises(ConfigurationError) as in_query:
+        Client(f"{a.base_url}/?api_key={KEY_A}", KEY_A)
+    for caught in (refused, unknown, swapped, in_query):
+        text = verbose(caught.value)
+        assert "Traceback" in text and KEY_A not in text and KEY_B not in text, text
+    assert "HTTPTransport" in verbose(refused.value)  # the transport's frames are there, with their locals
+
+
+def _nothing_listening() -> str:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+RACE = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from metrics_kit.client.cache import ValueCache
+    folder, start, rounds, step = Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    failures = []
+    for r in range(rounds):  # every process opens a new file at the same moment, round after round
+        at = start + r * step
+        while (left := at - time.time()) > 0:
+            time.sleep(min(left, 0.01) if left > 0.002 else 0)
+        try:
+            with ValueCache("http://x.test", "k", path=folder / str(r) / "values.sqlite3") as cache:
+                cache.put_many([])
+        except Exception as error:
+            failures.append(f"{r}: {type(error).__name__}: {error}")
+    print(json.dumps(failures))
+    """
+)
+
+
+def test_processes_creating_the_cache_at_once_all_open_it(tmp_path):
+    rounds, step = 30, 0.15
+    start = time.time() + 4  # after the children have imported metrics_kit
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-B", "-c", RACE, str(tmp_path), str(start), str(rounds), str(step)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_child_environment(),
+        )
+        for _ in range(3)
+    ]
+    failures = []
+    for child in children:
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+        failures += json.loads(out.strip().splitlines()[-1])
+    assert failures == []  # was: "database is locked" from PRAGMA journal_mode=WAL, in 2 of 40 tries or more
+    assert all((tmp_path / str(r) / "values.sqlite3").is_file() for r in range(rounds))
+
+
+def test_results_say_where_they_came_from(servers):
+    a, _ = servers
+    with Client(a.base_url, KEY_A, cache=False) as client:
+        series = client.series(*QUESTION[:2], "2025-01-01", "2025-01-02")
+        frame = client.frame([QUESTION[0]], ["farm", "gov"], "2025-01-01", "2025-01-02", skip_inapplicable=True)
+    for result in (series, frame):
+        assert result.attrs["service"] == a.base_url and result.attrs["synthetic"] is False
+        assert len(result.attrs["data_version"]) == 20  # the reference service's version
+    assert settings.API_KEY_ENV not in str(series.attrs) and KEY_A not in json.dumps(series.attrs)
