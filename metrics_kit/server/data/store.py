@@ -25,13 +25,13 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import ibis
 import pandas as pd
 
 from metrics_kit.errors import DataFormatError
-from metrics_kit.server.backends import Backend
 from metrics_kit.server.data import rules
 from metrics_kit.server.data.schema import (
     COLUMNS,
@@ -47,6 +47,9 @@ from metrics_kit.server.data.sources import (  # noqa: F401 (find_sources: the s
 )
 from metrics_kit.spec.catalogue import KINDS
 from metrics_kit.spec.ids import PROJECT_PATTERN
+
+if TYPE_CHECKING:  # the backends build on the store: only their type here
+    from metrics_kit.server.backends import Backend
 
 _SQL_TYPE = {"str": "VARCHAR", "float": "DOUBLE", "bool": "BOOLEAN", "time": "TIMESTAMP"}
 _TIMESTAMP_SOURCES = ("TIMESTAMP", "VARCHAR", "DATE")
