@@ -47,23 +47,26 @@ def _lose(worker: _Daemon) -> None:
 
 def _start_build(data: Path, master: str, out: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, **SPARK_ENV, "PYSPARK_SUBMIT_ARGS": SUBMIT_ARGS}
-    args = ["build", "--data", str(data), "--engine", "spark", "--spark-master", master, "--out", str(out)]
+    # --rebuild: the second build of the folder would otherwise be incremental, with nothing to compute.
+    args = ["build", "--data", str(data), "--engine", "spark", "--spark-master", master, "--rebuild", "--out", str(out)]
     with log.open("w") as output:
         return subprocess.Popen([sys.executable, "-m", "metrics_kit", *args], stdout=output, stderr=output, env=env)
 
 
 def _wait_for_tasks(work_dir: Path, build: subprocess.Popen, app_count: int, timeout: float = 600) -> None:
-    """Until the newest application's executor in ``work_dir`` has finished a task of the build."""
+    """Until the newest application's executor in ``work_dir`` runs (or has run) a task of the build."""
     deadline = time.monotonic() + timeout
+    seen: list[str] = []
     while time.monotonic() < deadline:
-        assert build.poll() is None, "the build ended before a worker could be lost"
         apps = sorted(work_dir.glob("app-*"))
+        seen = [str(p.relative_to(work_dir)) for p in work_dir.glob("app-*/*/stderr")]
         if len(apps) >= app_count:
-            logs = list(apps[-1].glob("*/stderr"))
-            if any("Finished task" in log.read_text(errors="replace") for log in logs):
+            logs = [log.read_text(errors="replace") for log in apps[-1].glob("*/stderr")]
+            if any("Running task" in log or "Finished task" in log for log in logs):
                 return
-        time.sleep(0.5)
-    raise AssertionError(f"no executor in {work_dir} finished a task within {timeout} s")
+        assert build.poll() is None, f"the build ended before a worker could be lost (executor logs: {seen})"
+        time.sleep(0.2)
+    raise AssertionError(f"no executor in {work_dir} ran a task within {timeout} s (executor logs: {seen})")
 
 
 def test_a_lost_worker_changes_no_value_and_no_worker_left_is_a_clear_error(tmp_path):
