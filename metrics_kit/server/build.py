@@ -431,8 +431,10 @@ def build_on(
 
     if engine not in ENGINES:
         raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
-    if engine != "spark" and (spark_master or spark_stall_timeout is not None):
-        raise ConfigurationError("--spark-master and --spark-stall-timeout are for --engine spark")
+    if engine != "spark" and spark_master:
+        raise ConfigurationError("--spark-master is for --engine spark")
+    if engine != "spark" and spark_stall_timeout is not None:
+        raise ConfigurationError("--spark-stall-timeout is for --engine spark")
     if spark_stall_timeout is not None and not spark_stall_timeout >= 0:
         raise ConfigurationError(f"--spark-stall-timeout {spark_stall_timeout}: give seconds >= 0 (0: no limit)")
     if is_url(data) and engine != "spark":

@@ -127,7 +127,7 @@ def test_a_lost_worker_changes_no_value_and_no_worker_left_is_a_clear_error(tmp_
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (("--spark-stall-timeout", "60"), "--spark-master and --spark-stall-timeout are for --engine spark"),
+        (("--spark-stall-timeout", "60"), "--spark-stall-timeout is for --engine spark"),
         (("--engine", "spark", "--spark-stall-timeout", "-1"), "--spark-stall-timeout -1.0: give seconds >= 0"),
     ],
 )
