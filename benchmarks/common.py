@@ -220,3 +220,39 @@ def table(headers: list[str], rows: list[list], aligns: str | None = None) -> st
     dashes = (("-" * (w + 1) + ":") if a == "r" else ("-" * (w + 2)) for w, a in zip(widths, aligns, strict=True))
     rule = "|" + "|".join(dashes) + "|"
     return "\n".join([line(headers), rule, *(line(r) for r in cells)])
+
+
+def spark_parser(doc: str):
+    """The arguments of the Spark benchmarks: scales, work folder, master, timeout, JSON output."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--scales", type=float, nargs="+", default=[10.0, 100.0], help="default 10 100")
+    parser.add_argument("--work", type=Path, default=DEFAULT_WORK, help="default /tmp/mk-bench")
+    parser.add_argument("--master", default="local[2]", help="the Spark master (default local[2])")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds before a child is killed")
+    parser.add_argument("--json", type=Path, help="also write every measurement to this file")
+    return parser
+
+
+def report(headers: list[str], rows: list[list], json_path: Path | None, info: dict, results: list) -> int:
+    """Print the table of a benchmark and write its measurements (``--json``); the exit status."""
+    print()
+    print(table(headers, rows))
+    if json_path:
+        write_results(json_path, info, results)
+    return 0
+
+
+def spark_setup(work: Path, scale: float, timeout: float, name: str) -> tuple[dict, Path, Path, dict[str, str]]:
+    """A Spark benchmark's scale: the demo data's generation record and folder, a fresh output
+    folder ``work/NAME-SCALE``, and the children's environment (Spark on 127.0.0.1, no web UI)."""
+    import shutil
+
+    generation = ensure_data(work, scale, timeout)
+    out = work / f"{name}-{scale_label(scale)}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    env = {**child_env(out / "cache"), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env["PYSPARK_SUBMIT_ARGS"] = "--conf spark.ui.enabled=false pyspark-shell"
+    return generation, data_dir(work, scale), out, env

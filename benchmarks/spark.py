@@ -12,7 +12,6 @@ relative). Every child is killed after ``--timeout`` seconds. Spark binds to 127
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -46,13 +45,7 @@ def _compare(duckdb_file: Path, spark_file: Path) -> dict:
 
 
 def bench_scale(scale: float, work: Path, master: str, timeout: float) -> dict:
-    generation = common.ensure_data(work, scale, timeout)
-    directory = common.data_dir(work, scale)
-    out = work / f"spark-bench-{common.scale_label(scale)}"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    env = {**common.child_env(out / "cache"), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    env["PYSPARK_SUBMIT_ARGS"] = "--conf spark.ui.enabled=false pyspark-shell"
+    generation, directory, out, env = common.spark_setup(work, scale, timeout, "spark-bench")
     result = {"scale": scale, "transactions": generation["rows"].get("transactions", 0), "builds": {}}
     try:
         for engine, extra in (("duckdb", []), ("spark", ["--engine", "spark", "--spark-master", master])):
@@ -79,12 +72,7 @@ def bench_scale(scale: float, work: Path, master: str, timeout: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scales", type=float, nargs="+", default=[10.0, 100.0], help="default 10 100")
-    parser.add_argument("--work", type=Path, default=common.DEFAULT_WORK, help="default /tmp/mk-bench")
-    parser.add_argument("--master", default="local[2]", help="the Spark master (default local[2])")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds before a child is killed")
-    parser.add_argument("--json", type=Path, help="also write every measurement to this file")
+    parser = common.spark_parser(__doc__)
     args = parser.parse_args(argv)
     info = common.machine()
     common.print_machine(info)
@@ -116,10 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         "of which engine s",
         "equal values",
     ]
-    print(common.table(headers, rows))
-    if args.json:
-        common.write_results(args.json, info, results)
-    return 0
+    return common.report(headers, rows, args.json, info, results)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +32,7 @@ from metrics_kit.server.data.sources import find_sources, fingerprint
 from metrics_kit.spec.catalogue import Catalogue
 
 if TYPE_CHECKING:
+    from metrics_kit.server.backends import Backend, Spark
     from metrics_kit.server.data.store import EventStore, Project
 from metrics_kit.spec.calendar import GRANULARITIES, period_bounds, period_index, period_starts
 
@@ -137,7 +137,7 @@ def cache_path(fingerprint: str, catalogue: Catalogue) -> Path:
     return files.cache_dir() / "aggregates" / f"{fingerprint}-{catalogue_key(catalogue)}.parquet"
 
 
-def compute(backend, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None) -> pd.DataFrame:
+def compute(backend: Backend, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every metric's sparse values over the tables ``backend`` holds, all granularities in one frame
     (``transactions_per_day``: see ``engine.compute``)."""
     from metrics_kit.server import engine
@@ -146,15 +146,30 @@ def compute(backend, catalogue: Catalogue, transactions_per_day: pd.DataFrame | 
     return increments.normalise(pd.concat(frames, ignore_index=True)) if frames else compute_nothing()
 
 
-def build(event_store: EventStore, catalogue: Catalogue) -> Aggregates:
-    """Run the engine over the whole data set, on the store's backend, and densify its result."""
-    started = time.perf_counter()
+def build(
+    event_store: EventStore,
+    catalogue: Catalogue,
+    *,
+    backend: Backend | None = None,
+    transactions_per_day: pd.DataFrame | None = None,
+    started: float | None = None,
+    why: str = "a data set built whole",
+) -> Aggregates:
+    """Run the engine over the whole data set, on ``backend`` (which holds the store's tables;
+    default: DuckDB, the store's connection), and densify its result (``transactions_per_day``:
+    see ``engine.compute``; ``why``: why it is a full build, as the log says)."""
+    from metrics_kit.server.backends import DuckDB
+
+    backend = backend or DuckDB(event_store.backend)
+    started = time.perf_counter() if started is None else started
     coverage = event_store.coverage
-    sparse = compute(event_store.backend, catalogue) if coverage is not None else compute_nothing()
+    sparse = compute(backend, catalogue, transactions_per_day) if coverage is not None else compute_nothing()
     meta = {
-        "engine": event_store.backend.name,
+        "engine": backend.name,
         "fingerprint": event_store.fingerprint,
         "data_dir": event_store.location,
+        "build": "full",
+        "why": why,
     }
     return assemble(sparse, coverage, event_store.projects, catalogue, meta, started)
 
@@ -256,22 +271,24 @@ def build_folder(
     rebuild: bool = False,
     log=print,
     stage: Path | None = None,
-    on_spark=None,
+    on: Spark | None = None,
 ) -> Aggregates:
     """Validate and build the data folder ``directory``: incrementally from the saved build of this
     folder when one applies (``increments``), else in full; then save the new build state.
 
-    ``on_spark``, a Spark backend, computes there instead of on DuckDB; ``stage`` also writes the
-    whole validated data set as the normalised layout (which takes a full build)."""
+    Validation runs on DuckDB; the values are computed on ``on`` (default: DuckDB, on the
+    validating connection). ``stage`` also writes the whole validated data set as the normalised
+    layout (which takes a full build)."""
     # The build's time (build_seconds) starts after the imports of DuckDB and Ibis's backend
     # (about 1 s): they are the process's start-up, the same for every kind of build.
-    import ibis.backends.duckdb  # noqa: F401
+    import ibis.backends.duckdb
 
     from metrics_kit.server import engine  # noqa: F401
+    from metrics_kit.server.backends import DuckDB
     from metrics_kit.server.data import store  # noqa: F401
 
     started = time.perf_counter()
-    engine_name = "duckdb" if on_spark is None else on_spark.name
+    engine_name = "duckdb" if on is None else on.name
     state_file = increments.state_path(directory, catalogue_key(catalogue), engine_name)
     state = None if rebuild or stage is not None else increments.State.read(state_file)
     sources = find_sources(directory)
@@ -279,7 +296,8 @@ def build_folder(
     todo = increments.plan(state.manifest, directory, sources, stats) if state else "no saved build of this folder"
     # Closed here, not left to the garbage collector: that also removes any files it spilled.
     with contextlib.closing(_build_connection()) as con:
-        job = _Job(directory, catalogue, sources, stats, con, on_spark, log)
+        backend = on or DuckDB(ibis.backends.duckdb.Backend.from_connection(con))
+        job = _Job(directory, catalogue, sources, stats, con, backend, log)
         if isinstance(todo, increments.Plan):
             assert state is not None
             validated, after, sparse, projects, how = job.incremental(todo, state)
@@ -302,21 +320,21 @@ class _Job:
     sources: dict
     stats: increments.Stats
     con: Any  # a DuckDB connection (validation always runs on DuckDB)
-    on_spark: Any  # the Spark backend, or None for DuckDB
+    backend: Backend  # where the values are computed
     log: Callable[[str], Any]
 
     def full(self, stage: Path | None):
         from metrics_kit.server.data import store
 
         validated = store.validate(self.directory, self.con, sources=self.sources, stats=self.stats)
-        if self.on_spark is not None:  # progress before the long part
+        if self.backend.slow_start:  # progress before the long part
             self.log(f"Validated {self.directory}")
         if stage is not None:
             store.write_parquet(validated, stage)
             self.log(f"Wrote the normalised layout to {stage}")
         after = increments.manifest(self.directory, self.sources, self.stats, validated.days)
         rows = increments.coverage(after) is not None
-        sparse, projects = _compute(validated, self.catalogue, self.on_spark, rows, stage)
+        sparse, projects = _compute(validated, self.catalogue, self.backend, rows, stage)
         return validated, after, sparse, projects
 
     def incremental(self, todo: increments.Plan, state: increments.State):
@@ -333,7 +351,7 @@ class _Job:
         # engine's scans (each opens every file again); a large one is read where it lies.
         window_bytes = sum(self.stats[p]["size"] for source in meeting.values() for p in source.files)
         in_memory = EVENT_TABLES if window_bytes <= WINDOW_IN_MEMORY_BYTES else ()
-        fresh, projects = _compute(validated, self.catalogue, self.on_spark, bool(ranges), in_memory=in_memory)
+        fresh, projects = _compute(validated, self.catalogue, self.backend, bool(ranges), in_memory=in_memory)
         read, total = (sum(len(s.files) for s in group.values()) for group in (meeting, _events(self.sources)))
         how = {
             "build": "incremental",
@@ -362,31 +380,18 @@ def _summary(meta: dict) -> str:
 def _compute(
     validated,
     catalogue: Catalogue,
-    on_spark,
+    backend: Backend,
     rows: bool,
     staged: Path | None = None,
     in_memory: tuple[str, ...] = SMALL_TABLES,
 ) -> tuple[pd.DataFrame, dict[str, Project]]:
     """The sparse values of ``validated``'s tables (``rows``: whether they hold any event) and its
-    projects, on DuckDB or on ``on_spark`` (which reads them as the normalised layout: ``staged`` if
-    it was written, else a temporary one)."""
-    from metrics_kit.server.data import store
-
-    if on_spark is None:
-        backend = store.provide(validated, in_memory=in_memory)
-        projects = store.read_projects(backend)
+    projects, on ``backend`` (``Backend.tables`` says how it gets them)."""
+    with backend.tables(validated, in_memory=in_memory, staged=staged) as projects:
         if not rows:
             return compute_nothing(), projects
         # A full build's validation counted the transactions per day; a window's was not validated whole.
         return compute(backend, catalogue, validated.rows_per_day.get("transactions")), projects
-    with contextlib.ExitStack() as stack:
-        if staged is None:
-            (files.cache_dir() / "stage").mkdir(parents=True, exist_ok=True)
-            staged = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=files.cache_dir() / "stage")))
-            store.write_parquet(validated, staged)
-        # Absolute: executors do not share the driver's working directory.
-        event_store = store.open_parquet(on_spark, str(staged.resolve()))
-        return compute(on_spark, catalogue) if rows else compute_nothing(), event_store.projects
 
 
 def _build_connection():
@@ -410,6 +415,7 @@ def build_on(
     *,
     engine: str = "duckdb",
     spark_master: str | None = None,
+    spark_stall_timeout: float | None = None,
     stage: Path | None = None,
     rebuild: bool = False,
     log=print,
@@ -427,6 +433,10 @@ def build_on(
         raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
     if engine != "spark" and spark_master:
         raise ConfigurationError("--spark-master is for --engine spark")
+    if engine != "spark" and spark_stall_timeout is not None:
+        raise ConfigurationError("--spark-stall-timeout is for --engine spark")
+    if spark_stall_timeout is not None and not spark_stall_timeout >= 0:
+        raise ConfigurationError(f"--spark-stall-timeout {spark_stall_timeout}: give seconds >= 0 (0: no limit)")
     if is_url(data) and engine != "spark":
         raise ConfigurationError(f"{data}: only --engine spark reads a URL; DuckDB reads a local data folder")
     if engine == "duckdb":
@@ -435,11 +445,29 @@ def build_on(
     from metrics_kit.server import spark
 
     started = time.perf_counter()
-    with spark.backend(spark_master) as backend:
-        log(f"Spark {backend.version} started in {time.perf_counter() - started:.1f} s")
+    from metrics_kit.server.backends import STALL_SECONDS, watched
+
+    stall = STALL_SECONDS if spark_stall_timeout is None else spark_stall_timeout
+    with spark.backend(spark_master) as backend, watched(backend, stall):
+        where = f" (Spark Connect {backend.remote})" if backend.remote else ""
+        log(f"Spark {backend.con.version}{where} started in {time.perf_counter() - started:.1f} s")
         if is_url(data):
-            return build(store.open_parquet(backend, str(data)), catalogue)
-        return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage, on_spark=backend)
+            from metrics_kit.server.data import exports
+
+            started, why = time.perf_counter(), "a URL is always built in full"
+            raw = exports.open_exports(backend, str(data))
+            if raw is None:  # the normalised layout, validated when it was written
+                layout = store.open_parquet(backend, str(data))
+                aggregates = build(layout, catalogue, backend=backend, started=started, why=why)
+            else:
+                log(f"Validated {data} on Spark")
+                per_day = raw.rows_per_day
+                aggregates = build(
+                    raw.store, catalogue, backend=backend, transactions_per_day=per_day, started=started, why=why
+                )
+            log(_summary(aggregates.meta))
+            return aggregates
+        return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage, on=backend)
 
 
 def read_prebuilt(path: Path, chain_unit: str | None = None) -> tuple[Aggregates, Catalogue]:

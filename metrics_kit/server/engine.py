@@ -1,11 +1,10 @@
 """The metric engine: every catalogue entry turned into an Ibis expression over the event tables.
 
 Ibis keeps the definitions portable: the same expressions run on the embedded DuckDB backend and
-on Spark (Ibis's PySpark backend), with the same results. Chosen per backend: the 64-bit hash
-(:func:`hasher`), and how the one intermediate table read twice is kept (``passes._signers``: a CTE
-on DuckDB, ``Table.cache()`` elsewhere). The engine returns, per granularity, a sparse
-long table ``(project, period_start, metric, value)``: only periods with events appear. Filling the
-gaps (zeros, carried balances) happens in ``aggregates``.
+on Spark (Ibis's PySpark backend), with the same results. What differs between them (the 64-bit
+hash, how the one intermediate table read twice is kept) is in ``backends``. The engine returns,
+per granularity, a sparse long table ``(project, period_start, metric, value)``: only periods with
+events appear. Filling the gaps (zeros, carried balances) happens in ``aggregates``.
 
 One query computes every metric of the small tables (fees, token_flows, chain_rewards) for the three
 granularities: a part per table and kind of metric, each grouping every row once per granularity,
@@ -22,7 +21,8 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 import pandas as pd
 
-from metrics_kit.server.passes import Hash64, no_values, transaction_metrics
+from metrics_kit.server.backends import Backend
+from metrics_kit.server.passes import no_values, transaction_metrics
 from metrics_kit.server.passes import where as _where
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
@@ -35,29 +35,6 @@ _NET_KEY = {"chain_rewards": "account"}
 def _signed_amount(t: ir.Table) -> ir.NumericValue:
     cases = [(t.flow == flow, sign) for flow, sign in FLOW_SIGNS.items()]
     return ibis.cases(*cases, else_=0) * t.amount
-
-
-@ibis.udf.scalar.builtin(name="xxhash64")
-def _xxhash64(value: str) -> int:  # type: ignore[empty-body]
-    """Spark's 64-bit xxHash: Ibis compiles ``hash()`` to Spark's 32-bit ``HASH``, whose collisions
-    among millions of tx_ids would carry many thousands of rows that are not repeated through the
-    repeated-rows pass (exact still, as every collision is, but slower)."""
-
-
-@ibis.udf.scalar.builtin(name="hash")
-def _duckdb_hash(value: str) -> dt.UInt64:  # type: ignore[empty-body]
-    """DuckDB's 64-bit hash as it is: Ibis's ``hash()`` casts it through BIT to a signed integer,
-    which cost 0.1-0.25 s of the repeated-rows pass at 10 million rows."""
-
-
-# Backends whose 64-bit hash is known.
-_HASH64: dict[str, Hash64] = {"duckdb": _duckdb_hash, "pyspark": _xxhash64}
-
-
-def hasher(con: ibis.BaseBackend) -> Hash64:
-    """The backend's 64-bit string hash; on a backend without a known one, the string itself, which
-    gives the same results (hashing only makes grouping cheaper)."""
-    return _HASH64.get(con.name, lambda value: value)
 
 
 def _each_granularity(t: ir.Table) -> tuple[ir.Table, ir.DateValue]:
@@ -140,7 +117,7 @@ _AMOUNT = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amou
 
 
 def compute(
-    con: ibis.BaseBackend, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None
+    backend: Backend, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None
 ) -> Iterator[tuple[str, pd.DataFrame]]:
     """Yield (granularity, sparse long frame) for every metric of the catalogue.
 
@@ -153,8 +130,9 @@ def compute(
     for metric in catalogue:
         by_source.setdefault(metric.source, []).append(metric)
     transactions = by_source.pop("transactions", [])
+    con = backend.con
     per_granularity = (
-        [transaction_metrics(con, con.table("transactions"), transactions, hasher(con), None, transactions_per_day)]
+        [transaction_metrics(backend, con.table("transactions"), transactions, transactions_per_day)]
         if transactions
         else []
     )

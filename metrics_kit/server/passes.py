@@ -52,9 +52,8 @@ million rows the repeated-rows query took 2.26 s against 2.45 s with the 64-bit 
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import ibis
 import ibis.expr.datatypes as dt
@@ -62,18 +61,16 @@ import ibis.expr.types as ir
 import numpy as np
 import pandas as pd
 
+from metrics_kit.server.backends import Backend, Hash64
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import Metric
 
-Hash64 = Callable[[ir.StringValue], ir.Value]
 Restriction = tuple[tuple[str, tuple[str, ...]], ...]
 _KEYS = ["project", "action"]
 _PERIOD_KEYS = ["granularity", *_KEYS, "period_start"]
 _SLOTS = 6  # a month meets at most six ISO weeks
 _DAYS = 31
-_SORTING_BACKENDS = {"duckdb"}
 _EVERYONE = "mask"  # the unrestricted day mask: every signer's days, which any restricted mask's are among
-_CTE_BACKENDS = {"duckdb"}  # backends that compute a CTE read twice in a query only once
 # Up to this many rows, repeated tx_ids are looked for by the upper half of their hash: a 32-bit key
 # sorts faster, and its chance collisions (about rows**2 / 2**33 pairs: 12,000 at 10 million rows,
 # 130,000 at this bound) only add rows to the small repeated-rows result, counted by their exact strings.
@@ -265,14 +262,11 @@ def _split_weeks(months: ir.Table, measures: Measures, month_starts: list[dateti
     return both.group_by("project", "action", "month").aggregate(**counts)
 
 
-def _signers(con, t: ir.Table, measures: Measures, month_starts: list[datetime.date]) -> pd.DataFrame:
-    """``_per_month`` of ``t``'s signer months, in one query."""
-    months = _signer_months(t, measures)
-    # The months are read twice in that query (the counts and the split weeks). DuckDB materialises
-    # such a CTE once: caching them first only adds a round trip (measured: no slower at 10M rows,
-    # 0.08 s less on an incremental build's window). Elsewhere they are cached.
-    with contextlib.nullcontext(months) if con.name in _CTE_BACKENDS else months.cache() as months:
-        return _as_periods(con.execute(_per_month(months, measures, month_starts)), "month")
+def _signers(backend: Backend, t: ir.Table, measures: Measures, month_starts: list[datetime.date]) -> pd.DataFrame:
+    """``_per_month`` of ``t``'s signer months, in one query, which reads them twice (the counts
+    and the split weeks): kept as the backend keeps such a table (``Backend.reused``)."""
+    with backend.reused(_signer_months(t, measures)) as months:
+        return _as_periods(backend.con.execute(_per_month(months, measures, month_starts)), "month")
 
 
 def _next_month(month: datetime.date) -> datetime.date:
@@ -386,21 +380,17 @@ def _users(per_month: pd.DataFrame, names: list[str], granularity: str) -> pd.Da
 
 
 def transaction_metrics(
-    con,
+    backend: Backend,
     t: ir.Table,
     metrics: list[Metric],
-    hash64: Hash64,
-    by_sorting: bool | None = None,
     rows_per_day: pd.DataFrame | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Per granularity, the sparse long frame (project, period_start, metric, value) of ``metrics``.
 
-    ``by_sorting``: find repeated tx_id hashes by sorting them (a window) rather than grouping them;
-    by default on DuckDB, where it is faster (elsewhere a global sort may run on one worker).
-    ``rows_per_day``: the rows of ``t`` already counted per (day, project, action, pool_type)
-    (column ``n``), as validation does; then the day counts take no scan."""
-    if by_sorting is None:
-        by_sorting = con.name in _SORTING_BACKENDS
+    The backend's ``hash64`` finds repeated tx_ids, by sorting the hashes or grouping them as its
+    ``repeats_by_sorting`` says. ``rows_per_day``: the rows of ``t`` already counted per (day,
+    project, action, pool_type) (column ``n``), as validation does; then the day counts take no scan."""
+    con, hash64, by_sorting = backend.con, backend.hash64, backend.repeats_by_sorting
     measures = Measures(metrics)
     if rows_per_day is None:
         rows, repeated = _counted(con, t, measures, hash64, by_sorting)
@@ -412,7 +402,7 @@ def transaction_metrics(
     if rows.empty:  # no transactions (an empty table or window): nothing to count, nothing to join
         return {granularity: no_values() for granularity in GRANULARITIES}
     month_starts = sorted({d.date() for d in rows["day"].dt.to_period("M").dt.to_timestamp()})
-    per_month = _signers(con, t, measures, month_starts)
+    per_month = _signers(backend, t, measures, month_starts)
     # Which metric each (action, measure) is: the wide columns become long rows by one merge.
     named = pd.DataFrame(
         [(m.select["action"][0], measures.source(measure_key(m)), m.name) for m in metrics],

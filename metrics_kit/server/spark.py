@@ -1,28 +1,116 @@
 """A Spark session for the build, as an Ibis backend: local, a standalone cluster, or Spark Connect.
 
 Only ``metrics-kit build --engine spark`` comes here; nothing else imports pyspark.
+
+Where the session is: ``--spark-master`` if given; else ``SPARK_REMOTE`` (a Spark Connect URL, as
+pyspark reads it); else spark-submit's master, else ``local[*]``. A Spark Connect URL
+(``sc://HOST[:PORT][/;param=value;...]``) is checked before anything is started, and its
+``token`` is never shown: every message and log line carries the URL masked (:func:`masked`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import warnings
 from collections.abc import Iterator
+from typing import Any
 
 from metrics_kit.errors import ConfigurationError
+from metrics_kit.server.backends import Spark
 
 INSTALL_HINT = "install it with: pip install 'metrics-kit[spark]'"
+CONNECT_PORT = 15002  # Spark Connect's default port
+REMOTE_ENV = "SPARK_REMOTE"
+_CONNECT = re.compile(
+    r"sc://(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/;\[\]]+)(?P<port>:[^/;]*)?(?P<params>[/;].*)?", re.DOTALL
+)
+_PARAM = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*=[^;]*")
+_SECRET = re.compile(r"(;\s*token\s*=)[^;]*", re.IGNORECASE)
 
 
-def _session(master: str | None):
+def masked(text: str) -> str:
+    """``text`` with the value of every ``;token=`` of a Spark Connect URL replaced by ``***``."""
+    return _SECRET.sub(r"\1***", text)
+
+
+def connect_url(url: str, given_as: str = "--spark-master") -> str:
+    """``url`` if it is a well-formed Spark Connect URL, else a :class:`ConfigurationError` saying
+    what is allowed (the URL masked)."""
+    shown = f"'{masked(url)}'"
+    form = "sc://HOST[:PORT][/;param=value;...], for example sc://127.0.0.1:15002"
+    match = _CONNECT.fullmatch(url)
+    if match is None:
+        raise ConfigurationError(f"{given_as} {shown}: not a Spark Connect URL; write {form}")
+    port = match["port"]
+    if port is not None:
+        digits = port[1:]
+        if not digits:
+            raise ConfigurationError(
+                f"{given_as} {shown}: no port after ':'; give one (Spark Connect's default is {CONNECT_PORT}) "
+                f"or leave out the ':': {form}"
+            )
+        if not digits.isdigit() or not 0 < int(digits) < 65536:
+            raise ConfigurationError(f"{given_as} {shown}: port {digits!r} is not a number from 1 to 65535; {form}")
+    params = match["params"]
+    if params is not None:
+        if not params.startswith("/;") and params != "/":
+            raise ConfigurationError(f"{given_as} {shown}: after HOST:PORT comes '/;param=value'; {form}")
+        for param in params[2:].split(";") if params != "/" else []:
+            if not _PARAM.fullmatch(param):
+                raise ConfigurationError(f"{given_as} {shown}: {masked(';' + param)[1:]!r} is not param=value; {form}")
+    return url
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return masked(text.splitlines()[0]) if text else type(exc).__name__
+
+
+# Retries of the first call to a Spark Connect server (a few seconds in all, backing off from 50 ms):
+# no answer by then is no server, or none that speaks plain gRPC (a token asks for TLS). After
+# it, the client's own policy applies, which rides out a server restart.
+_FIRST_CONTACT_RETRIES = 4
+
+
+def _remote_session(url: str, given_as: str):
+    from pyspark.sql import SparkSession
+
+    shown = f"'{masked(url)}'"
+    session: Any  # pyspark types it as the classic session, whose ``client`` is not a Connect client
     try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise ConfigurationError(f"--engine spark needs pyspark; {INSTALL_HINT}") from None
-    if master and master.startswith("sc://"):
-        # Spark Connect: the cluster runs the JVM, this process only a gRPC client.
-        return SparkSession.builder.remote(master).getOrCreate()
+        session = SparkSession.builder.remote(url).getOrCreate()
+    except ImportError as exc:  # pyspark's PySparkImportError: grpcio or another Connect client package
+        raise ConfigurationError(
+            f"{given_as} {shown}: the Spark Connect client needs a package that is not installed "
+            f"({_first_line(exc)}); {INSTALL_HINT}"
+        ) from None
+    except Exception as exc:
+        raise ConfigurationError(
+            f"{given_as} {shown}: cannot start a Spark Connect session: {_first_line(exc)}"
+        ) from None
+    client = session.client
+    policies = client.get_retry_policies() if hasattr(client, "set_retry_policies") else None
+    if policies is not None:  # pyspark 4 (in 3.5 the client's own retries apply)
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        client.set_retry_policies([DefaultPolicy(max_retries=_FIRST_CONTACT_RETRIES)])
+    try:
+        _ = session.version  # the first call to the server: is anyone there?
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            session.stop()
+        raise ConfigurationError(f"{given_as} {shown}: no Spark Connect server answered: {_first_line(exc)}") from None
+    if policies is not None:
+        client.set_retry_policies(policies)
+    return session
+
+
+def _local_session(master: str | None):
+    from pyspark.sql import SparkSession
+
     if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
         raise ConfigurationError(
             "--engine spark needs a Java runtime (17 or later) for Spark: install one "
@@ -36,23 +124,57 @@ def _session(master: str | None):
         # One machine: Spark's default of 200 shuffle partitions is mostly per-task overhead here.
         builder = builder.config("spark.sql.shuffle.partitions", "8")
     # Under spark-submit (no --spark-master) the master and every other setting come from spark-submit.
-    return (
+    builder = (
         builder.config("spark.sql.session.timeZone", "UTC")
         # Let adaptive execution also coalesce the partitions of the two cached tables (off by default).
         .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
         .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
     )
+    try:
+        return builder.getOrCreate()
+    except Exception as exc:  # a master Spark does not know, a JVM that would not start
+        shown = f"--spark-master {master}" if master else "Spark"
+        raise ConfigurationError(
+            f"{shown}: Spark did not start: {_first_line(exc)} (its own output above says why); "
+            "a master is local[N], spark://HOST:PORT, yarn, k8s://..., or sc://HOST:PORT for Spark Connect"
+        ) from None
+
+
+def where(master: str | None) -> tuple[str | None, str]:
+    """The master to use (``--spark-master``, else ``SPARK_REMOTE``) and how the user gave it."""
+    if master:
+        return master, "--spark-master"
+    remote = os.environ.get(REMOTE_ENV)
+    if remote:
+        return remote, REMOTE_ENV
+    return None, "--spark-master"
 
 
 @contextlib.contextmanager
-def backend(master: str | None = None) -> Iterator:
+def backend(master: str | None = None) -> Iterator[Spark]:
     """An Ibis PySpark backend on a new (or spark-submit's) session, stopped on leaving."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise ConfigurationError(f"--engine spark needs pyspark; {INSTALL_HINT}") from None
     import ibis
 
-    session = _session(master)
+    master, given_as = where(master)
+    remote = None
+    if master and (master.startswith("sc:") or given_as == REMOTE_ENV):
+        # Spark Connect: the cluster runs the JVM, this process only a gRPC client.
+        remote = masked(connect_url(master, given_as))
+        session = _remote_session(master, given_as)
+    else:
+        if os.environ.get(REMOTE_ENV):
+            # pyspark itself would take SPARK_REMOTE over the master given here.
+            os.environ.pop(REMOTE_ENV)
+        session = _local_session(master)
     try:
-        # Ibis also sets the session's time zone to UTC: periods are UTC days, weeks and months.
-        yield ibis.pyspark.connect(session)
+        with warnings.catch_warnings():
+            # Ibis's in-memory tables ask for verifySchema, which a Connect session ignores, with a warning.
+            warnings.filterwarnings("ignore", message="'verifySchema' is ignored", category=UserWarning)
+            # Ibis also sets the session's time zone to UTC: periods are UTC days, weeks and months.
+            yield Spark(ibis.pyspark.connect(session), remote=remote, session=session)
     finally:
         session.stop()

@@ -118,23 +118,32 @@ def _parser() -> argparse.ArgumentParser:
     build = commands.add_parser(
         "build",
         help="validate a data folder and build its aggregates",
-        description="Validate a data folder (on DuckDB) and build every metric value, on DuckDB (default) "
-        "or Spark. Without --out the aggregates go to the cache folder, where serve --data finds them; "
+        description="Validate a data folder (on DuckDB; raw exports at a URL: on Spark) and build every "
+        "metric value, on DuckDB (default) or Spark. Without --out the aggregates go to the cache folder, "
+        "where serve --data finds them; "
         "with --out, to a file that serve --aggregates serves without the event data (docs/spark.md).",
     )
     build.add_argument(
         "--data",
         required=True,
         metavar="SRC",
-        help="event data folder (docs/data-format.md); with --engine spark also the path or URL "
-        "(s3a://, hdfs://, ...) of a normalised layout written by --stage",
+        help="event data folder (docs/data-format.md); with --engine spark also a URL Spark reads "
+        "(s3a://, hdfs://, file://, ...) of raw exports laid out the same way, validated on Spark, or of a "
+        "normalised layout written by --stage",
     )
     build.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb", help="default: duckdb")
     build.add_argument(
         "--spark-master",
         metavar="URL",
-        help="local[N], spark://HOST:PORT or sc://HOST:PORT (Spark Connect); default: spark-submit's master, "
-        "else local[*]",
+        help="local[N], spark://HOST:PORT or sc://HOST:PORT (Spark Connect); default: SPARK_REMOTE, "
+        "else spark-submit's master, else local[*]",
+    )
+    build.add_argument(
+        "--spark-stall-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="with --engine spark: stop the build when Spark's running stages have run no task for this "
+        "long (no executor left); default 120, 0: wait without end (a cluster that scales up slowly)",
     )
     build.add_argument("--out", type=Path, metavar="AGG", help="write the aggregates to this file")
     build.add_argument(
@@ -328,7 +337,8 @@ def _build(args) -> int:
     from metrics_kit.spec.catalogue import default_catalogue
 
     catalogue = default_catalogue(args.chain_unit)
-    if args.engine == "duckdb" and args.out is None and args.stage is None and not args.spark_master:
+    spark_only = args.spark_master or args.spark_stall_timeout is not None
+    if args.engine == "duckdb" and args.out is None and args.stage is None and not spark_only:
         built = aggregates.load_or_build(args.data, catalogue, rebuild=args.rebuild)
     else:
         built = aggregates.build_on(
@@ -336,6 +346,7 @@ def _build(args) -> int:
             catalogue,
             engine=args.engine,
             spark_master=args.spark_master,
+            spark_stall_timeout=args.spark_stall_timeout,
             stage=args.stage,
             rebuild=args.rebuild,
         )

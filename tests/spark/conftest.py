@@ -1,1 +1,1 @@
-from spark_support import standalone_master  # noqa: F401 (a fixture)
+from spark_support import connect, standalone_master  # noqa: F401 (fixtures)

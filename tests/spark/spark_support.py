@@ -7,6 +7,7 @@ on a real cluster. Every wait is bounded; every process is stopped by its PID.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import selectors
@@ -21,42 +22,92 @@ from pathlib import Path
 
 import pytest
 
+from metrics_kit.server.build import Aggregates
+
 # Spark binds its driver, master and worker to this address only, and its executors run this Python.
 SPARK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
 # No web UI (a port of its own) in the build's driver.
 SUBMIT_ARGS = "--conf spark.ui.enabled=false pyspark-shell"
 
 
-def cli(*args: str | Path, timeout: float = 600) -> str:
-    """Run ``metrics-kit`` in a child process; its output, after asserting it succeeded."""
-    env = {**os.environ, **SPARK_ENV, "PYSPARK_SUBMIT_ARGS": SUBMIT_ARGS}
-    done = subprocess.run(
+def run_cli(*args: str | Path, timeout: float = 600, env: dict | None = None, cwd: Path | None = None):
+    """Run ``metrics-kit`` in a child process (``env``: added to this one's); the finished process."""
+    env = {**os.environ, **SPARK_ENV, "PYSPARK_SUBMIT_ARGS": SUBMIT_ARGS, **(env or {})}
+    return subprocess.run(
         [sys.executable, "-m", "metrics_kit", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,
         env=env,
+        cwd=cwd,
         check=False,
     )
+
+
+def cli(*args: str | Path, timeout: float = 600, env: dict | None = None) -> str:
+    """Run ``metrics-kit`` in a child process; its output, after asserting it succeeded."""
+    done = run_cli(*args, timeout=timeout, env=env)
     assert done.returncode == 0, f"metrics-kit {' '.join(map(str, args))} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout + done.stderr
 
 
+def same_value(expected, got, count: bool) -> bool:
+    if count:
+        return type(got) is int and got == expected
+    return math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def assert_same_values(duckdb: Aggregates, spark: Aggregates, same_files: bool = True) -> int:
+    """Every series and every value of ``spark`` equals ``duckdb``'s; the number of values compared.
+    ``same_files``: both read the same files the same way, so their data versions are equal too."""
+    assert spark.meta["engine"] == "pyspark" and duckdb.meta["engine"] == "duckdb"
+    keys = ("coverage", "projects", "chain_unit", "count_metrics", "catalogue_key")
+    for key in (*keys, "fingerprint") if same_files else keys:
+        assert spark.meta[key] == duckdb.meta[key], key
+    assert spark.values.keys() == duckdb.values.keys()
+    counts = set(duckdb.meta["count_metrics"])
+    compared = 0
+    for key, expected in duckdb.values.items():
+        got = spark.values[key]
+        assert len(got) == len(expected), key
+        pairs = enumerate(zip(expected, got, strict=True))
+        wrong = [(i, e, g) for i, (e, g) in pairs if not same_value(e, g, key[0] in counts)]
+        assert not wrong, f"{key}: (period, duckdb, spark) {wrong[:5]}"
+        compared += len(expected)
+    return compared
+
+
+def spark_home() -> Path:
+    """pyspark's own Spark: its bin/ scripts and jars/."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
 class _Daemon:
-    """A Spark daemon (``spark-class CLASS ARGS``) whose output is read until a line matches."""
+    """A Spark daemon (``spark-class CLASS ARGS``, or ``command`` as given) whose output is read
+    until a line matches."""
 
-    def __init__(self, log: Path, main_class: str, *args: str, ready: str, timeout: float = 180):
-        from pyspark.find_spark_home import _find_spark_home
-
-        spark_class = Path(_find_spark_home()) / "bin" / "spark-class"
+    def __init__(
+        self,
+        log: Path,
+        main_class: str,
+        *args: str,
+        ready: str,
+        timeout: float = 180,
+        command: list[str] | None = None,
+        cwd: Path | None = None,
+    ):
+        spark_class = spark_home() / "bin" / "spark-class"
         env = {**os.environ, **SPARK_ENV, "SPARK_NO_DAEMONIZE": "1"}
         self.log = log
         self.proc = subprocess.Popen(
-            [str(spark_class), main_class, *args],
+            command or [str(spark_class), main_class, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             env=env,
+            cwd=cwd,
             start_new_session=True,
         )
         self.match = self._wait_for(re.compile(ready), timeout)
@@ -86,7 +137,7 @@ class _Daemon:
                 if match := pattern.search(line):
                     return match
         self.stop()
-        raise RuntimeError(f"{self.proc.args[1]} did not start; its output is in {self.log}")
+        raise RuntimeError(f"{' '.join(self.proc.args[:3])} did not start; its output is in {self.log}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -135,3 +186,47 @@ def standalone_master(tmp_path_factory) -> Iterator[Cluster]:
             worker.stop()
     finally:
         master.stop()
+
+
+@dataclass(frozen=True)
+class ConnectServer:
+    url: str  # sc://127.0.0.1:PORT
+    cwd: Path  # the server's working directory
+    log: Path
+
+
+@pytest.fixture(scope="module")
+def connect(tmp_path_factory) -> Iterator[ConnectServer]:
+    """A Spark Connect server for the module's tests (:func:`connect_server`)."""
+    folder = tmp_path_factory.mktemp("spark-connect")
+    daemon = connect_server(folder)
+    try:
+        yield ConnectServer(f"sc://127.0.0.1:{daemon.match.group(1)}", folder, daemon.log)
+    finally:
+        daemon.stop()
+
+
+def connect_server(folder: Path) -> _Daemon:
+    """A Spark Connect server started from pyspark's own jars (``spark-submit --class
+    SparkConnectServer`` with the spark-connect jar of pyspark's jars/), on 127.0.0.1, on a port
+    the system picks, with a ``local[2]`` Spark and ``folder`` as its working directory. Stop it
+    with ``.stop()`` (by its PID)."""
+    home = spark_home()
+    (jar,) = (home / "jars").glob("spark-connect_*.jar")
+    command = [
+        str(home / "bin" / "spark-submit"),
+        *("--class", "org.apache.spark.sql.connect.service.SparkConnectServer"),
+        *("--master", "local[2]", "--driver-memory", "1g"),
+        *("--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.connect.grpc.binding.port=0"),
+        *("--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=8"),
+        str(jar),
+    ]
+    return _Daemon(
+        folder / "server.log",
+        "",
+        # The gRPC service listening (Spark logs the server's own "started at" line after it).
+        ready=r"Successfully started service '[\w.]+\.SparkConnectService\$' on port (\d+)",
+        timeout=300,
+        command=command,
+        cwd=folder,
+    )

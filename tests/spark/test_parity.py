@@ -9,11 +9,10 @@ tests: they are never skipped.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
-from spark_support import cli
+from spark_support import assert_same_values, cli, same_value
 from support import ServerProcess, split_by_day
 
 from metrics_kit.server.build import Aggregates
@@ -54,30 +53,6 @@ def on_cluster(demo_data, standalone_master, tmp_path_factory):
     return built
 
 
-def _equal(expected, got, count: bool) -> bool:
-    if count:
-        return type(got) is int and got == expected
-    return math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-9)
-
-
-def assert_same_values(duckdb: Aggregates, spark: Aggregates) -> int:
-    """Every series and every value of ``spark`` equals ``duckdb``'s; the number of values compared."""
-    assert spark.meta["engine"] == "pyspark" and duckdb.meta["engine"] == "duckdb"
-    for key in ("coverage", "projects", "chain_unit", "count_metrics", "catalogue_key", "fingerprint"):
-        assert spark.meta[key] == duckdb.meta[key], key
-    assert spark.values.keys() == duckdb.values.keys()
-    counts = set(duckdb.meta["count_metrics"])
-    compared = 0
-    for key, expected in duckdb.values.items():
-        got = spark.values[key]
-        assert len(got) == len(expected), key
-        pairs = enumerate(zip(expected, got, strict=True))
-        wrong = [(i, e, g) for i, (e, g) in pairs if not _equal(e, g, key[0] in counts)]
-        assert not wrong, f"{key}: (period, duckdb, spark) {wrong[:5]}"
-        compared += len(expected)
-    return compared
-
-
 def assert_served(path: Path, duckdb: Aggregates, every: int = 1) -> int:
     """Serve the Spark build with ``serve --aggregates`` (no event data) and ask for every
     ``every``-th period of every series; each answer must hold DuckDB's value and period."""
@@ -92,7 +67,7 @@ def assert_served(path: Path, duckdb: Aggregates, every: int = 1) -> int:
                 assert response.status_code == 200, response.text
                 body = response.json()
                 assert (body["period_start"], body["period_end"], body["complete"]) == (start, end, complete)
-                assert _equal(expected[i], body["value"], metric in counts), (metric, project, granularity, start)
+                assert same_value(expected[i], body["value"], metric in counts), (metric, project, granularity, start)
                 asked += 1
     return asked
 

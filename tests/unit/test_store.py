@@ -737,7 +737,9 @@ def test_error_in_a_parquet_part_names_the_part_and_its_row(tmp_path):
 def _open_layout(folder: Path):
     import ibis
 
-    return store.open_parquet(ibis.duckdb.from_connection(store.connect()), str(folder))
+    from metrics_kit.server.backends import DuckDB
+
+    return store.open_parquet(DuckDB(ibis.duckdb.from_connection(store.connect())), str(folder))
 
 
 def test_normalised_layout_has_microsecond_utc_times_and_the_same_tables(tmp_path):

@@ -25,21 +25,17 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import ibis
 import pandas as pd
 
 from metrics_kit.errors import DataFormatError
+from metrics_kit.server.data import rules
 from metrics_kit.server.data.schema import (
-    ACTIONS,
     COLUMNS,
     EVENT_TABLES,
-    FEE_TYPES,
-    FLOWS,
-    POOL_TYPES,
-    RECIPIENTS,
-    REWARD_TYPES,
     TABLES,
 )
 from metrics_kit.server.data.sources import (  # noqa: F401 (find_sources: the store's API)
@@ -51,6 +47,9 @@ from metrics_kit.server.data.sources import (  # noqa: F401 (find_sources: the s
 )
 from metrics_kit.spec.catalogue import KINDS
 from metrics_kit.spec.ids import PROJECT_PATTERN
+
+if TYPE_CHECKING:  # the backends build on the store: only their type here
+    from metrics_kit.server.backends import Backend
 
 _SQL_TYPE = {"str": "VARCHAR", "float": "DOUBLE", "bool": "BOOLEAN", "time": "TIMESTAMP"}
 _TIMESTAMP_SOURCES = ("TIMESTAMP", "VARCHAR", "DATE")
@@ -240,38 +239,34 @@ _GROUPED = {
 
 
 def _checks(table: str, projects: list[str]) -> list[_Check]:
-    def required(column: str, allowed: str) -> _Check:
-        return _Check(column, allowed, f'"{column}" IS NULL', required=True, rejects_empty=True)
-
-    def one_of(column: str, values, nullable: bool = False) -> _Check:
-        allowed = "one of " + ", ".join(values) + (" or empty" if nullable else "")
-        test = f'NOT list_contains({_sql_list(values)}, "{column}")'
-        if nullable:
-            return _Check(column, allowed, f'"{column}" IS NOT NULL AND {test}', per_row=False)
-        return _Check(column, allowed, f'"{column}" IS NULL OR {test}', per_row=False, rejects_empty=True)
-
-    def timestamp() -> _Check:
-        return _Check("block_time", "an ISO 8601 timestamp or a Parquet timestamp", "block_time IS NULL")
+    def column_check(rule: rules.ColumnRule) -> _Check:
+        column, allowed = rule.column, rule.allowed
+        if rule.kind == "required":
+            return _Check(column, allowed, f'"{column}" IS NULL', required=True, rejects_empty=True)
+        if rule.kind in ("one_of", "one_of_or_empty"):
+            test = f'NOT list_contains({_sql_list(rule.values)}, "{column}")'
+            if rule.kind == "one_of_or_empty":
+                return _Check(column, allowed, f'"{column}" IS NOT NULL AND {test}', per_row=False)
+            return _Check(column, allowed, f'"{column}" IS NULL OR {test}', per_row=False, rejects_empty=True)
+        extra = f' OR "{column}" < 0' if rule.kind == "non_negative" else ""
+        return _Check(column, allowed, f'"{column}" IS NULL OR NOT isfinite("{column}"){extra}')
 
     def project_ref() -> list[_Check]:
         return [
             _Check(
                 "project",
-                "a lowercase project id (letters, digits, '-', '_', parts joined by dots)",
+                rules.PROJECT_ID,
                 f"project IS NULL OR NOT regexp_full_match(project, {_quote(PROJECT_PATTERN)})",
                 per_row=False,
                 rejects_empty=True,
             ),
             _Check(
                 "project",
-                "a project listed in the projects table: " + ", ".join(projects),
+                rules.project_listed(projects),
                 f"NOT list_contains({_sql_list(projects)}, project)",
                 per_row=False,
             ),
         ]
-
-    def number(column: str, allowed: str, extra: str = "") -> _Check:
-        return _Check(column, allowed, f'"{column}" IS NULL OR NOT isfinite("{column}"){extra}')
 
     if table == "projects":
         kinds_ok = (
@@ -282,7 +277,7 @@ def _checks(table: str, projects: list[str]) -> list[_Check]:
         return [
             _Check(
                 "project",
-                "a lowercase project id (letters, digits, '-', '_', parts joined by dots)",
+                rules.PROJECT_ID,
                 f"project IS NULL OR NOT regexp_full_match(project, {_quote(PROJECT_PATTERN)})",
             ),
             _Check("project", "each project listed once", "count(*) OVER (PARTITION BY project) > 1"),
@@ -307,29 +302,8 @@ def _checks(table: str, projects: list[str]) -> list[_Check]:
                 "list_contains(list_transform(string_split(kinds, ','), lambda k: trim(k)), 'dex'))",
             ),
         ]
-    checks = [timestamp(), *project_ref()]
-    if table == "transactions":
-        checks += [
-            required("tx_id", "a non-empty transaction id"),
-            required("signer", "a non-empty signer address"),
-            one_of("action", ACTIONS),
-            one_of("pool_type", POOL_TYPES, nullable=True),
-        ]
-    elif table == "fees":
-        checks += [
-            one_of("fee_type", FEE_TYPES),
-            one_of("recipient", RECIPIENTS),
-            number("amount_usd", "a finite number"),
-        ]
-    elif table == "token_flows":
-        checks += [one_of("flow", FLOWS), number("amount", "a finite number >= 0", ' OR "amount" < 0')]
-    elif table == "chain_rewards":
-        checks += [
-            required("account", "a non-empty account address"),
-            one_of("reward_type", REWARD_TYPES),
-            number("amount", "a finite signed number"),
-        ]
-    return checks
+    timestamp = _Check("block_time", rules.TIMESTAMP, "block_time IS NULL")
+    return [timestamp, *project_ref(), *map(column_check, rules.EVENT_COLUMNS[table])]
 
 
 def _never_empty(table: str) -> frozenset[str]:
@@ -596,9 +570,9 @@ def provide(validated: Validated, in_memory: tuple[str, ...] = ()) -> ibis.BaseB
         validated.con.execute(f"CREATE TEMP {kind} {table} AS {relation}")
     # The backend class itself: ``ibis.duckdb`` first looks it up among the installed packages'
     # entry points, 0.03 s of every build.
-    from ibis.backends.duckdb import Backend
+    from ibis.backends.duckdb import Backend as DuckDBBackend
 
-    return Backend.from_connection(validated.con)
+    return DuckDBBackend.from_connection(validated.con)
 
 
 # Marks a folder as a normalised layout (one JSON line). No leading "_" or ".": Spark skips such files.
@@ -627,25 +601,36 @@ def write_parquet(validated: Validated, out: Path) -> None:
     (out / LAYOUT_FILE).write_text(json.dumps(marker) + "\n", encoding="utf-8")
 
 
-def open_parquet(backend: ibis.BaseBackend, location: str) -> EventStore:
+def open_parquet(backend: Backend, location: str, given: str | None = None) -> EventStore:
     """Register the normalised layout at ``location`` (a path or a URL the backend reads, such as
     ``s3a://bucket/events``) as the backend's five tables. Its rows were validated when it was
-    written, so only the marker is checked."""
+    written, so only the marker is checked. ``given``: what the user gave for it (``--data``), which
+    an error names when the backend cannot read ``location``."""
     root = location.rstrip("/")
     try:
-        marker = backend.read_json(f"{root}/{LAYOUT_FILE}").to_pyarrow().to_pylist()
+        marker = backend.con.read_json(f"{root}/{LAYOUT_FILE}").to_pyarrow().to_pylist()
     except Exception as exc:
-        raise DataFormatError(
-            f"{location}: not a normalised layout (no readable {LAYOUT_FILE}): {str(exc).splitlines()[0]}; "
+        raise backend.unreadable(given or location, location, exc) or DataFormatError(
+            f"{given or location}: not a normalised layout (no readable {LAYOUT_FILE}): {str(exc).splitlines()[0]}; "
             "write one with `metrics-kit build --data FOLDER --stage DIR` (docs/spark.md)"
         ) from None
     if len(marker) != 1 or marker[0].get("layout") != LAYOUT_VERSION:
         raise DataFormatError(f"{location}/{LAYOUT_FILE}: not a layout this version reads ({LAYOUT_VERSION})")
+    register_parquet(backend, location, given)
+    return _store(backend.con, location, str(marker[0]["fingerprint"]))
+
+
+def register_parquet(backend: Backend, location: str, given: str | None = None) -> None:
+    """Register the tables of the normalised layout at ``location`` in ``backend``, reading none
+    of its rows: for a layout this build has just written (no marker to check)."""
+    root = location.rstrip("/")
     for table in TABLES:
-        # Spark reads a folder of parts (a glob makes it log a stack trace); DuckDB needs the glob.
-        parts = f"{root}/{table}/*.parquet" if backend.name == "duckdb" else f"{root}/{table}"
-        backend.read_parquet(parts, table_name=table)
-    return _store(backend, location, str(marker[0]["fingerprint"]))
+        try:
+            backend.register_written(root, table)
+        except Exception as exc:
+            raise backend.unreadable(given or location, location, exc) or DataFormatError(
+                f"{given or location}: cannot read {root}/{table}: {str(exc).splitlines()[0]}"
+            ) from None
 
 
 def _store(backend: ibis.BaseBackend, location: str, fingerprint: str) -> EventStore:

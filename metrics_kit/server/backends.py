@@ -1,0 +1,258 @@
+"""What differs between the engines a build runs on: one class per backend, DuckDB and Spark.
+
+The metric definitions (``engine``, ``passes``) are the same Ibis expressions on every backend.
+What is not the same lives here, and nowhere else checks a backend's name:
+
+- ``hash64``: the backend's 64-bit string hash, with which repeated tx_ids are found (a hash only
+  makes grouping cheaper: rows whose hashes match are counted by their exact strings);
+- ``repeats_by_sorting``: find repeated hashes by sorting them (a window) rather than grouping them;
+- ``reused``: how a table that one query reads twice is kept (DuckDB computes a CTE read twice
+  once; elsewhere it is cached first and released after);
+- ``tables``: how a build's validated tables (validated on DuckDB) reach the backend: DuckDB's
+  own views, or, for Spark, the normalised layout written where Spark reads it;
+- ``parquet_parts``: how a folder of Parquet parts is named to the backend's reader;
+- ``unreadable``: what a failure to read a location means to the person who gave it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import ibis
+import ibis.expr.datatypes as dt
+import ibis.expr.types as ir
+
+from metrics_kit import files
+from metrics_kit.errors import ConfigurationError, DataFormatError, MetricsKitError
+
+if TYPE_CHECKING:
+    from metrics_kit.server.data.store import Project, Validated
+
+Hash64 = Callable[[ir.StringValue], ir.Value]
+
+
+@ibis.udf.scalar.builtin(name="xxhash64")
+def _xxhash64(value: str) -> int:  # type: ignore[empty-body]
+    """Spark's 64-bit xxHash: Ibis compiles ``hash()`` to Spark's 32-bit ``HASH``, whose collisions
+    among millions of tx_ids would carry many thousands of rows that are not repeated through the
+    repeated-rows pass (exact still, as every collision is, but slower)."""
+
+
+@ibis.udf.scalar.builtin(name="hash")
+def _duckdb_hash(value: str) -> dt.UInt64:  # type: ignore[empty-body]
+    """DuckDB's 64-bit hash as it is: Ibis's ``hash()`` casts it through BIT to a signed integer,
+    which makes the repeated-rows pass slower."""
+
+
+def plain(value: ir.StringValue) -> ir.Value:
+    """No hash: the string itself, which gives the same results (hashing only makes grouping cheaper)."""
+    return value
+
+
+_SPARK_TYPE = {"str": "STRING", "float": "DOUBLE", "bool": "BOOLEAN", "time": "TIMESTAMP"}
+
+
+@dataclasses.dataclass
+class DuckDB:
+    """The embedded engine: the build's DuckDB connection, as an Ibis backend."""
+
+    con: Any  # ibis.backends.duckdb.Backend
+    hash64: Hash64 = _duckdb_hash
+    # DuckDB sorts 10 million hashes faster than it groups them.
+    repeats_by_sorting: bool = True
+    name = "duckdb"
+    slow_start = False  # nothing to report before the values are computed
+
+    @contextlib.contextmanager
+    def tables(
+        self, validated: Validated, in_memory: tuple[str, ...], staged: Path | None = None
+    ) -> Iterator[dict[str, Project]]:
+        """The validated tables as views of the validating connection (which ``con`` wraps), those
+        named in ``in_memory`` read into memory once; the projects."""
+        from metrics_kit.server.data import store
+
+        store.provide(validated, in_memory=in_memory)
+        yield store.read_projects(self.con)
+
+    def reused(self, table: ir.Table) -> contextlib.AbstractContextManager[ir.Table]:
+        # DuckDB materialises a CTE read twice in one query once: caching first only adds a round trip.
+        return contextlib.nullcontext(table)
+
+    def parquet_parts(self, root: str, table: str) -> str:
+        return f"{root}/{table}/*.parquet"
+
+    def register_written(self, root: str, table: str) -> None:
+        """Register ``table`` of a normalised layout this build wrote."""
+        self.con.read_parquet(self.parquet_parts(root, table), table_name=table)
+
+    def unreadable(self, given: str, location: str, exc: Exception) -> MetricsKitError | None:
+        return None
+
+
+@dataclasses.dataclass
+class Spark:
+    """A Spark session (local, a cluster, or Spark Connect) as Ibis's PySpark backend.
+
+    ``remote``: the Spark Connect URL, its secrets masked (None: a session of this process's JVM)."""
+
+    con: Any  # ibis.backends.pyspark.Backend
+    remote: str | None = None
+    session: Any = None  # the pyspark session ``con`` runs on
+    hash64: Hash64 = _xxhash64
+    # A global sort may run on one worker; a grouping by the hash spreads over all of them.
+    repeats_by_sorting: bool = False
+    name = "pyspark"
+    slow_start = True  # validation is done before the long part: say so
+
+    @contextlib.contextmanager
+    def tables(
+        self, validated: Validated, in_memory: tuple[str, ...], staged: Path | None = None
+    ) -> Iterator[dict[str, Project]]:
+        """The validated tables read by Spark as the normalised layout: ``staged`` if it was
+        written, else a temporary one in the cache folder, removed after; the projects, read on
+        DuckDB from the validating connection (no Spark job for a few rows)."""
+        from metrics_kit.server.data import store
+
+        with contextlib.ExitStack() as stack:
+            if staged is None:
+                (files.cache_dir() / "stage").mkdir(parents=True, exist_ok=True)
+                staged = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=files.cache_dir() / "stage")))
+                store.write_parquet(validated, staged)
+            # Absolute: executors do not share the driver's working directory. Symbolic links are
+            # left as they are: the path is resolved where Spark reads it.
+            store.register_parquet(self, os.path.abspath(staged), given=str(validated.directory))
+            yield store.read_projects(store.provide(validated, in_memory=()))
+
+    @contextlib.contextmanager
+    def reused(self, table: ir.Table) -> Iterator[ir.Table]:
+        # Spark would compute a subquery read twice twice: persisted, released after the query.
+        with table.cache() as cached:
+            yield cached
+
+    def parquet_parts(self, root: str, table: str) -> str:
+        # Spark reads a folder of parts (a glob makes it log a stack trace).
+        return f"{root}/{table}"
+
+    def register_written(self, root: str, table: str) -> None:
+        """Register ``table`` of a normalised layout this build wrote: its schema is known, so
+        Spark reads no file to infer it (a job per table otherwise)."""
+        from metrics_kit.server.data.schema import COLUMNS
+
+        schema = ", ".join(f"`{c}` {_SPARK_TYPE[kind]}" for c, kind in COLUMNS[table].items())
+        self.session.read.schema(schema).parquet(self.parquet_parts(root, table)).createOrReplaceTempView(table)
+
+    # -- raw exports where the cluster reads them (``data/exports.py``) ---------------------------
+
+    def listing(self, root: str) -> list[tuple[str, int, int]]:
+        """(path, size, modification time in ms) of every file under ``root``, from Spark's own
+        listing (the binaryFile source reads no file's content unless asked for it); Spark leaves
+        out names starting with '_' or '.'."""
+        files = (
+            self.session.read.format("binaryFile")
+            .option("recursiveFileLookup", "true")
+            .load(root)
+            .selectExpr("path", "length", "unix_millis(modificationTime) AS mtime")
+        )
+        return [(r["path"], int(r["length"]), int(r["mtime"])) for r in files.collect()]
+
+    def contents(self, paths: list[str]) -> dict[str, bytes]:
+        """The bytes of a few small files (the projects table), by path."""
+        files = self.session.read.format("binaryFile").load(paths).select("path", "content")
+        return {r["path"]: bytes(r["content"]) for r in files.collect()}
+
+    def raw(self, name: str, fmt: str, paths: list[str]) -> ir.Table:
+        """The files as one table ``name`` of their columns as found (CSV: every column as text),
+        with each row's file (``_file``)."""
+        reader = self.session.read
+        if fmt == "parquet":
+            frame = reader.option("mergeSchema", "true").parquet(*paths)
+        else:
+            # The format's dialect (docs/data-format.md): a header row, comma, double quotes; every
+            # value as text, so that a bad one is reported rather than guessed; a malformed line fails.
+            frame = reader.options(
+                header=True, inferSchema=False, sep=",", quote='"', escape='"', encoding="UTF-8", mode="FAILFAST"
+            ).csv(paths)
+        frame = frame.select("*", frame["_metadata.file_path"].alias("_file"))
+        frame.createOrReplaceTempView(name)
+        return self.con.table(name)
+
+    def unreadable(self, given: str, location: str, exc: Exception) -> MetricsKitError | None:
+        """A path that a Spark Connect server cannot read: named as the user gave it, with what to do."""
+        if self.remote is None or "PATH_NOT_FOUND" not in str(exc):
+            return None
+        if given == location:
+            return DataFormatError(
+                f"--data {given}: the Spark Connect server at {self.remote} cannot read this path: it reads "
+                "paths on its own machine, not on this one. Put the data where the cluster reads it "
+                "(s3a://bucket/events, hdfs://..., or a file system the server mounts at the same path) "
+                "and give that URL or path as --data (docs/spark.md)"
+            )
+        return DataFormatError(
+            f"--data {given}: the Spark Connect server at {self.remote} cannot read {location}, where this "
+            "machine wrote the validated data for it: the server reads paths on its own machine, not on "
+            "this one. Give --stage a folder on a file system the server mounts at the same path, or put "
+            "the data where the cluster reads it (s3a://bucket/events, hdfs://...) and give that URL as "
+            "--data (docs/spark.md)"
+        )
+
+
+# A Spark job whose stages have tasks waiting and none running for this long has no executor to
+# run on (every worker lost, or none with free cores): the build stops rather than wait forever.
+STALL_SECONDS = 120.0
+_POLL_SECONDS = 2.0
+
+
+@contextlib.contextmanager
+def watched(backend: Spark, stall_seconds: float = STALL_SECONDS) -> Iterator[None]:
+    """Stop the session's jobs, and the build with a clear error, when its running stages make no
+    progress (no task running, none finishing or failing) for ``stall_seconds`` (0: never). Spark itself
+    re-runs the tasks of a lost executor on the others, and waits without end when there are none.
+    Only a session of this process can be watched (pyspark's status tracker); a Spark Connect
+    server schedules its jobs itself."""
+    if backend.remote is not None or not stall_seconds:
+        yield
+        return
+    context = backend.session.sparkContext
+    tracker = context.statusTracker()
+    done = threading.Event()
+    stalled: list[float] = []
+
+    def watch() -> None:
+        last, changed = None, time.monotonic()
+        while not done.wait(_POLL_SECONDS):
+            stages = [info for info in map(tracker.getStageInfo, tracker.getActiveStageIds()) if info is not None]
+            now = time.monotonic()
+            state = tuple((i.stageId, i.numCompletedTasks, i.numFailedTasks) for i in stages)
+            if not stages or any(i.numActiveTasks for i in stages) or state != last:
+                last, changed = state, now
+            elif now - changed > stall_seconds:
+                stalled.append(now - changed)
+                context.cancelAllJobs()
+                return
+
+    watcher = threading.Thread(target=watch, name="metrics-kit spark watcher", daemon=True)
+    watcher.start()
+    try:
+        yield
+    except Exception:
+        if stalled:
+            raise ConfigurationError(
+                f"Spark ran no task for {stalled[0]:.0f} s while the build waited: the cluster has no executor "
+                "left to run on (its workers stopped or were lost, or none has free cores). Nothing was written; "
+                "check the cluster (its master's web page lists the workers) and build again"
+            ) from None
+        raise
+    finally:
+        done.set()
+        watcher.join()
+
+
+Backend = DuckDB | Spark

@@ -1,0 +1,184 @@
+"""Raw exports where the cluster reads them (``s3a://bucket/events``, ``file:///shared/events``):
+found from Spark's listing, validated on Spark with the rules of ``rules``, provided as the
+engine's tables.
+
+The folder holds the tables as ``--data DIR`` does (docs/data-format.md): ``NAME.parquet``,
+``NAME.csv`` or a folder ``NAME/`` of Parquet or CSV parts (at any depth, so Hive-style partition
+folders work). No event row passes through this process: it gets the listing, the projects table
+(a few rows of metadata, validated here on DuckDB like a local folder's), one row of counts per
+table and, on the way to an error, the first offending values. The data version is the listing's
+names, sizes and modification times; a URL is always built in full.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlparse
+
+import ibis
+import ibis.expr.datatypes as dt
+import pandas as pd
+
+from metrics_kit.errors import DataFormatError
+from metrics_kit.server.backends import Spark
+from metrics_kit.server.data import rules, store
+from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES, TABLES
+
+_SHOWN_ROWS = 5
+_IBIS_TYPE = {"str": dt.string, "float": dt.float64, "bool": dt.boolean, "time": dt.timestamp}
+
+
+@dataclass(frozen=True)
+class _Source:
+    table: str
+    fmt: str
+    paths: tuple[str, ...]
+    names: tuple[str, ...]  # relative to the root, as messages show them
+    folder: bool
+
+    @property
+    def label(self) -> str:
+        if not self.folder or len(self.paths) == 1:
+            return self.names[0]
+        return f"{self.table}/ ({len(self.paths)} {self.fmt} files)"
+
+
+@dataclass(frozen=True)
+class Exports:
+    store: store.EventStore
+    rows_per_day: pd.DataFrame | None  # the transactions' rows per (day, project, action, pool_type)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _sources(location: str, listing: list[tuple[str, int, int]]) -> dict[str, _Source]:
+    base = PurePosixPath(urlparse(location).path or "/")
+    found: dict[str, list[tuple[str, str, str, bool]]] = {}
+    for path, _size, _mtime in sorted(listing):
+        relative = PurePosixPath(urlparse(path).path).relative_to(base)
+        if relative.suffix not in (".parquet", ".csv"):
+            continue
+        folder = len(relative.parts) > 1
+        table = relative.parts[0] if folder else relative.stem
+        if table not in TABLES:
+            raise DataFormatError(
+                f"{location}: {relative}: not a table of the data format; the tables are {', '.join(TABLES)} "
+                "(as NAME.parquet, NAME.csv or a folder NAME/)"
+            )
+        found.setdefault(table, []).append((path, str(relative), relative.suffix[1:], folder))
+    sources = {}
+    for table, files in found.items():
+        kinds = {(fmt, folder) for _p, _n, fmt, folder in files}
+        if len(kinds) > 1:
+            raise DataFormatError(
+                f"{location}: table {table!r} is given more than once or in two formats: "
+                + ", ".join(name for _p, name, _f, _d in files[:_SHOWN_ROWS])
+            )
+        ((fmt, folder),) = kinds
+        if not folder and len(files) > 1:
+            raise DataFormatError(f"{location}: table {table!r} is given more than once")
+        sources[table] = _Source(table, fmt, tuple(p for p, *_ in files), tuple(n for _p, n, *_ in files), folder)
+    if "projects" not in sources:
+        raise DataFormatError(
+            f"{location}: no projects table (projects.parquet, projects.csv or projects/); see docs/data-format.md"
+        )
+    return sources
+
+
+def fingerprint(location: str, listing: list[tuple[str, int, int]]) -> str:
+    """Changes whenever a file under ``location`` is added, removed, rewritten or touched."""
+    digest = hashlib.sha256(location.rstrip("/").encode() + b"\n")
+    for path, size, mtime in sorted(listing):
+        digest.update(f"{path}\0{size}\0{mtime}\n".encode())
+    return digest.hexdigest()[:32]
+
+
+def _projects(backend: Spark, source: _Source) -> dict[str, store.Project]:
+    """The projects table, a few rows: copied here and validated as a local folder's is."""
+    contents = backend.contents(list(source.paths))
+    with tempfile.TemporaryDirectory() as tmp:
+        for path, name in zip(source.paths, source.names, strict=True):
+            (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
+            (Path(tmp) / name).write_bytes(contents[path])
+        validated = store.validate(tmp)
+        return store.read_projects(store.provide(validated))
+
+
+def _empty(table: str) -> ibis.Table:
+    schema = ibis.schema({c: _IBIS_TYPE[k] for c, k in COLUMNS[table].items()})
+    return ibis.memtable(pd.DataFrame({c: pd.Series([], dtype=object) for c in schema.names}), schema=schema)
+
+
+def _check(backend: Spark, source: _Source, projects: list[str]) -> ibis.Table:
+    """The table's rows, normalised, after every rule passed; else the first problem, named."""
+    try:
+        raw = backend.raw(f"_metrics_kit_raw_{source.table}", source.fmt, list(source.paths))
+        problem = rules.type_problem(source.table, raw.schema())
+    except Exception as exc:
+        raise DataFormatError(f"{source.label}: cannot be read as {source.fmt.upper()}: {_first_line(exc)}") from None
+    if problem is not None:
+        column, what = problem
+        raise DataFormatError(f"{source.label}, column {column!r}: {what}")
+    columns = COLUMNS[source.table]
+    rows = raw.select(**rules.normalised(raw, source.table), **{f"r_{c}": raw[c] for c in columns}, _file=raw["_file"])
+    checks = rules.rules(source.table, projects)
+    try:
+        counts = rows.aggregate(**{f"bad_{i}": rows.count(where=c.bad(rows)) for i, c in enumerate(checks)})
+        found = counts.to_pyarrow().to_pylist()[0]
+    except Exception as exc:  # a malformed CSV line, a file that changed under the scan
+        raise DataFormatError(f"{source.label}: cannot be read: {_first_line(exc)}") from None
+    for i, check in enumerate(checks):
+        count = found[f"bad_{i}"]
+        if not count:
+            continue
+        bad = rows.filter(check.bad(rows)).select("_file", value=rows[f"r_{check.column}"]).limit(_SHOWN_ROWS)
+        shown = "\n".join(_shown(source, row) for row in bad.to_pyarrow().to_pylist())
+        more = f"\n  ... and {count - _SHOWN_ROWS} more" if count > _SHOWN_ROWS else ""
+        noun = "row breaks" if count == 1 else "rows break"
+        raise DataFormatError(
+            f"{source.label}, column {check.column!r}: {count} {noun} the rule; allowed: {check.allowed}\n{shown}{more}"
+        )
+    return rows.select(*columns)
+
+
+def _shown(source: _Source, row: dict) -> str:
+    name = dict(zip(source.paths, source.names, strict=True)).get(row["_file"], row["_file"])
+    value = row["value"]
+    return f"  {name}: {'(empty)' if value is None or value == '' else repr(value)}"
+
+
+def open_exports(backend: Spark, location: str) -> Exports | None:
+    """Validate the raw exports at ``location`` on Spark and register their tables; None when
+    ``location`` holds the normalised layout instead (``store.open_parquet`` reads it)."""
+    root = location.rstrip("/")
+    try:
+        listing = backend.listing(root)
+    except Exception as exc:
+        raise backend.unreadable(location, location, exc) or DataFormatError(
+            f"--data {location}: cannot be listed: {_first_line(exc)}"
+        ) from None
+    if any(PurePosixPath(urlparse(path).path).name == store.LAYOUT_FILE for path, _s, _m in listing):
+        return None
+    sources = _sources(root, listing)
+    projects = _projects(backend, sources["projects"])
+    con = backend.con
+    for table in EVENT_TABLES:
+        source = sources.get(table)
+        rows = _empty(table) if source is None else _check(backend, source, list(projects))
+        con.create_view(table, rows, overwrite=True)
+    per_day = None
+    if "transactions" in sources:
+        t = con.table("transactions")
+        per_day = t.group_by(
+            day=t.block_time.date(), project=t.project, action=t.action, pool_type=t.pool_type
+        ).aggregate(n=t.count())
+        per_day = per_day.to_pandas()
+        per_day["day"] = pd.to_datetime(per_day["day"]).astype("datetime64[us]")
+    coverage = store.read_coverage(con)
+    return Exports(store.EventStore(con, location, projects, coverage, fingerprint(location, listing)), per_day)
