@@ -19,6 +19,7 @@ Each is the service's JSON error shape with ``connection: close``. Imported only
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import httptools
@@ -113,24 +114,27 @@ class ServiceProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # lingering: read and drop
-        self._unset_keepalive_if_required()
         if not self._started:
             self._started = data[:8]
         if self._in_head:
             self._head_bytes += len(data)
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._unsupported_upgrade_warning()
-        except httptools.HttpParserError as error:
-            self._refuse(400, "malformed_request", parser_message(error, self._started))
-            return
-        if self._in_head and self._head_bytes > MAX_HEAD_BYTES:
+        super().data_received(data)  # feeds the parser; a request it rejects comes to send_400_response
+        if not self._refused and self._in_head and self._head_bytes > MAX_HEAD_BYTES:
             self._refuse(
                 431,
                 "headers_too_large",
                 f"the request line and headers exceed {MAX_HEAD_BYTES // 1024} KiB; send a shorter request",
             )
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request its parser rejected: ours says what was wrong, in the JSON
+        error shape. uvicorn calls it while handling the parser's error, which is read here."""
+        error = sys.exc_info()[1]
+        if isinstance(error, httptools.HttpParserError):
+            message = parser_message(error, self._started)
+        else:
+            message = "the HTTP parser rejected the request"
+        self._refuse(400, "malformed_request", message)
 
     def on_headers_complete(self) -> None:
         self._in_head, self._head_bytes = False, 0
