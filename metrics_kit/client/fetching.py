@@ -27,8 +27,8 @@ from metrics_kit.spec.catalogue import Metric
 
 PROGRESS_THRESHOLD = 100  # points to fetch before a progress bar is worth showing
 BATCH = 256  # requests per hand-off to the transport (a hand-off to another thread costs more than an answer)
-PARAMS = ("metric_name", "project", "granularity", "date")  # a Point's fields, as the wire names them
-VERSION_HEADER = "x-data-version"
+PARAMS = wire.PARAMETERS  # a Point's fields, as the wire names them
+VERSION_HEADER = wire.DATA_VERSION_HEADER
 
 
 def run(
@@ -38,7 +38,7 @@ def run(
     version the answer names (None when it names none)."""
     for i in range(0, len(points), BATCH):
         chunk = points[i : i + BATCH]
-        replies = transport.get_many([("/metrics", dict(zip(PARAMS, p, strict=True))) for p in chunk])
+        replies = transport.get_many([(wire.METRICS_PATH, dict(zip(PARAMS, p, strict=True))) for p in chunk])
         for point, reply in zip(chunk, replies, strict=True):
             if isinstance(reply, TransportError):
                 yield point, reply, None
@@ -52,7 +52,7 @@ def run(
 def read(point: Point, reply: Reply, metric: Metric, calendar: Calendar) -> wire.Parsed:
     """The value in a reply, or the error it stands for (raised)."""
     if reply.status != 200:
-        raise wire.api_error(reply.status, reply.body, reply.url, reply.header("retry-after"))
+        raise wire.api_error(reply.status, reply.body, reply.url, reply.header(wire.RETRY_AFTER_HEADER))
     parsed = wire.metric_value(reply.body, is_count=metric.is_count, url=reply.url)
     answered = (parsed.period_start or point.date)[:10]
     if answered != point.date:

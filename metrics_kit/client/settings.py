@@ -36,11 +36,12 @@ from urllib.parse import urlsplit, urlunsplit
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.spec.calendar import WEEK_STARTS, Calendar
 from metrics_kit.spec.version import __version__
+from metrics_kit.spec.wire import API_KEY
 
 log = logging.getLogger("metrics_kit.client")
 BASE_URL_ENV = "METRICS_KIT_BASE_URL"
 API_KEY_ENV = "METRICS_KIT_API_KEY"
-_VALID_KEY = re.compile(r"[\x21-\x7e]+")  # visible ASCII: a header value that cannot be mangled
+_VALID_KEY = API_KEY  # the wire's rule (spec/wire.py): visible ASCII, a header value that cannot be mangled
 _CHAIN_UNIT = re.compile(r"[a-z_][a-z0-9_]*")
 _USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//|)[^/?#@]*@")
 

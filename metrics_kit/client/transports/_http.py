@@ -11,7 +11,10 @@ exception passes through: it is held as a :class:`~metrics_kit.client.settings.S
 inline, in the call that hands the headers to urllib3 (``_send``), whose frame no TransportError's
 traceback includes.
 
-Retries (urllib3 ``Retry``, not a hand-written loop):
+Retries: the attempts are made by ``HTTPTransport._send``, each one a single request to urllib3
+(``retries=False``); whether to retry and how long to wait is asked of urllib3's ``Retry`` through
+its public methods only (``is_retry``, ``increment``, ``sleep``), as urllib3's own loop asks it, with
+our clock, sleep and deadlines:
 
 - only ``GET``; on connection errors (refused, reset, connect timeout), read timeouts, and the
   statuses 429, 502, 503 and 504. Other 4xx and **500 are never retried**: a 500 is a bug in the
@@ -28,9 +31,9 @@ Retries (urllib3 ``Retry``, not a hand-written loop):
   therefore ``retry_deadline`` plus one attempt's timeouts.
 - ``read_timeout`` (the Client's ``timeout``) bounds one attempt's whole answer: status line,
   headers and body. urllib3's read timeout bounds each socket read only, so a server sending a byte
-  a second held a request forever; here every read of the answer waits only for what is left
-  (``_TimedReader``, installed through the pools' connection class), and running out is a read
-  timeout to urllib3, retried like one.
+  a second held a request forever; here a watchdog thread shuts the socket down when the answer's
+  time is up (``_Attempt``, ``_Watchdog``; the pools' connections are a subclass whose public
+  ``getresponse`` hands the socket over), and running out is a read timeout, retried like one.
 - a pull's deadline (:func:`~metrics_kit.client.transports.pull_deadline`, the Client's
   ``deadline``) bounds every request made under it: none is sent once it has passed, no retry is
   made whose wait would cross it, and an answer still arriving when it passes is cut.
@@ -38,8 +41,7 @@ Retries (urllib3 ``Retry``, not a hand-written loop):
   send the key there.
 - the body is read inside the attempt, so a body cut off (reset mid-body, a Content-Length longer
   than what is sent) is retried like a read error; still cut off after the retries, it raises
-  TransportError. (Behind a proxy, requests' ``adapter.send`` path reads the body after the
-  attempt: there it raises at once.)
+  TransportError.
 
 Requests go to the urllib3 pool that requests' ``HTTPAdapter`` holds for the service, taken once:
 ``Session.get`` re-reads proxy variables, CA bundles and ``~/.netrc`` and builds a
@@ -47,8 +49,8 @@ Requests go to the urllib3 pool that requests' ``HTTPAdapter`` holds for the ser
 
 The client-side rate limit (``rate_limit`` requests a second across every thread) spaces the
 *first attempts* of requests ``1 / rate_limit`` seconds apart (a lock-protected "next free slot";
-waiting threads sleep, they never spin). Retries are not paced by it: they happen inside urllib3
-and are already spaced by the backoff or by the server's ``Retry-After``. The server's limit is the
+waiting threads sleep, they never spin). Retries are not paced by it: they are already spaced by the
+backoff or by the server's ``Retry-After``. The server's limit is the
 key's, not one thread's, so a ``Retry-After`` also holds every thread's next first attempt until
 the retries that were told to wait have gone (rate limit or not): without that, fresh requests
 from other threads take the tokens the retries waited for, and a burst from 16 threads against a
@@ -95,6 +97,7 @@ from urllib3.util.retry import Retry
 from metrics_kit.client import settings
 from metrics_kit.client.transports._base import Clock, Deadline, Pacer, Reply, Sleep, current_deadline
 from metrics_kit.errors import ClientClosedError, ConfigurationError, TransportError, ValidationError
+from metrics_kit.spec.wire import API_KEY_HEADER, RETRY_AFTER_HEADER
 
 log = logging.getLogger("metrics_kit.transport")
 
@@ -491,7 +494,7 @@ class HTTPTransport:
             respect_retry_after_header=True,
             raise_on_status=False,
             raise_on_redirect=False,
-            remove_headers_on_redirect=Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT | {"x-api-key"},
+            remove_headers_on_redirect=Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT | {API_KEY_HEADER},
             retry_deadline=self.retry_deadline,
             pacer=self._pacer,
             clock=clock,
@@ -581,7 +584,7 @@ class HTTPTransport:
                 retry.sleep()
                 continue
             answer = _Answer(status, headers)
-            if not retry.is_retry("GET", status, bool(headers.get("Retry-After"))):
+            if not retry.is_retry("GET", status, bool(headers.get(RETRY_AFTER_HEADER))):
                 return status, headers, body
             try:
                 retry = retry.increment("GET", url, response=answer)
@@ -638,14 +641,15 @@ class HTTPTransport:
                 raw.release_conn()
 
     def _headers(self, key: str) -> dict[str, str]:
-        return {"User-Agent": self._user_agent, "Accept": "application/json", "x-api-key": key}
+        return {"User-Agent": self._user_agent, "Accept": "application/json", API_KEY_HEADER: key}
 
     def _url(self, path: str, params: Mapping[str, str]) -> str:
         query = urlencode(params)
         url = f"{self.base_url}/{path.lstrip('/')}" + (f"?{query}" if query else "")
         if self._key.reveal() in url:
             raise ValidationError(
-                "the API key must not be part of the path or the parameters: it is sent in the x-api-key header",
+                "the API key must not be part of the path or the parameters: "
+                f"it is sent in the {API_KEY_HEADER} header",
                 argument="params",
             )
         return url

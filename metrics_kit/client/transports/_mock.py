@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 from metrics_kit.client.settings import Secret, cache_identity
 from metrics_kit.client.transports._base import Reply, get_each, object_name
 from metrics_kit.errors import ClientClosedError, TransportError
+from metrics_kit.spec.wire import API_KEY_HEADER
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class MockTransport:
             raise ClientClosedError(f"this MockTransport ({self.base_url}) was closed; make a new one to send requests")
         query = urlencode(params)
         url = f"{self.base_url}{path}" + (f"?{query}" if query else "")
-        headers = {"accept": "application/json", "x-api-key": self._key.reveal()}  # the request as written
+        headers = {"accept": "application/json", API_KEY_HEADER: self._key.reveal()}  # the request as written
         request = Request(path, dict(params), headers, url)
         self.requests.append(request)
         response = self._handler(request)

@@ -25,7 +25,8 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from metrics_kit.server.service import QueryError
+from metrics_kit.spec import wire
+from metrics_kit.spec.wire import ErrorCode
 
 MAX_HEAD_BYTES = 64 * 1024
 DEFAULT_HEAD_TIMEOUT = 10.0
@@ -80,9 +81,9 @@ def parser_message(error: Exception, start: bytes) -> str:
     return f"the HTTP parser rejected the request: {reason}"
 
 
-def error_response(status: int, code: str, message: str, extra: bytes = b"") -> bytes:
+def error_response(status: int, code: ErrorCode, message: str, extra: bytes = b"") -> bytes:
     """A whole HTTP/1.1 answer in the JSON error shape, closing the connection."""
-    body = QueryError(status, code, message).body()
+    body = wire.error_body(code, message)
     return (
         b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%sconnection: close\r\n\r\n%s"
         % (status, _REASONS[status], len(body), extra, body)
@@ -122,7 +123,7 @@ class ServiceProtocol(HttpToolsProtocol):
         if not self._refused and self._in_head and self._head_bytes > MAX_HEAD_BYTES:
             self._refuse(
                 431,
-                "headers_too_large",
+                ErrorCode.HEADERS_TOO_LARGE,
                 f"the request line and headers exceed {MAX_HEAD_BYTES // 1024} KiB; send a shorter request",
             )
 
@@ -134,7 +135,7 @@ class ServiceProtocol(HttpToolsProtocol):
             message = parser_message(error, self._started)
         else:
             message = "the HTTP parser rejected the request"
-        self._refuse(400, "malformed_request", message)
+        self._refuse(400, ErrorCode.MALFORMED_REQUEST, message)
 
     def on_headers_complete(self) -> None:
         self._in_head, self._head_bytes = False, 0
@@ -169,7 +170,7 @@ class ServiceProtocol(HttpToolsProtocol):
         if self._head_bytes:
             self._refuse(
                 408,
-                "request_timeout",
+                ErrorCode.REQUEST_TIMEOUT,
                 f"the request line and headers did not arrive within {self.head_timeout:g} s; send the whole "
                 "request at once",
             )
@@ -178,7 +179,7 @@ class ServiceProtocol(HttpToolsProtocol):
 
     # -- answering without the application ----------------------------------------------------
 
-    def _refuse(self, status: int, code: str, message: str) -> None:
+    def _refuse(self, status: int, code: ErrorCode, message: str) -> None:
         self.logger.warning("refused a request: %d %s", status, code)  # never the request's bytes
         self._refused = True
         self._disarm()
@@ -192,5 +193,5 @@ class ServiceProtocol(HttpToolsProtocol):
 
 def protocol_class(*, head_timeout: float, data_version: str | None) -> type[ServiceProtocol]:
     """A ServiceProtocol with these settings (uvicorn makes one instance per connection)."""
-    extra = b"x-data-version: %s\r\n" % data_version.encode() if data_version else b""
+    extra = b"%s: %s\r\n" % (wire.DATA_VERSION_HEADER.encode(), data_version.encode()) if data_version else b""
     return type("ServiceProtocol", (ServiceProtocol,), {"head_timeout": head_timeout, "extra_headers": extra})
