@@ -744,6 +744,7 @@ class HTTPTransport:
             if self._threads is not None:
                 self._threads.shutdown(wait=True)
                 self._threads = None
+        self._watchdog.close()
         self._session.close()
 
     def __enter__(self) -> HTTPTransport:
