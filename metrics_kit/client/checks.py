@@ -16,8 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.spec.version import __version__
+from metrics_kit.spec.wire import API_KEY
 
-_VALID_KEY = re.compile(r"[\x21-\x7e]+")  # visible ASCII: a header value that cannot be mangled
+_VALID_KEY = API_KEY  # the wire's rule (spec/wire.py): visible ASCII, a header value that cannot be mangled
 _USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//|)[^/?#@]*@")
 
 USER_AGENT = f"metrics-kit/{__version__}"

@@ -32,7 +32,7 @@ from metrics_kit.spec.catalogue import Metric
 
 log = logging.getLogger("metrics_kit.client")
 Projects = dict[str, dict[str, Any]]
-VERSION_HEADER = "x-data-version"
+VERSION_HEADER = wire.DATA_VERSION_HEADER
 
 
 class Discovery:

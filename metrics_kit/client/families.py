@@ -67,6 +67,7 @@ from metrics_kit.client.discovery import Projects, known
 from metrics_kit.errors import FetchError, NotFoundError, ValidationError
 from metrics_kit.spec import ids
 from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric
+from metrics_kit.spec.wire import ErrorCode
 
 Errors = Literal["raise", "coerce"]
 Incomplete = Literal["keep", "drop"]
@@ -119,7 +120,7 @@ __all__ = [
 ]
 
 # 404 codes of the reference service that do not mean "this metric does not apply".
-_NOT_A_REASON_TO_DROP = frozenset({"date_out_of_coverage", "unknown_project"})
+_NOT_A_REASON_TO_DROP = frozenset({ErrorCode.DATE_OUT_OF_COVERAGE, ErrorCode.UNKNOWN_PROJECT})
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from metrics_kit.spec.catalogue import Metric
 
 PROGRESS_THRESHOLD = 100  # points to fetch before a progress bar is worth showing
 BATCH = 256  # requests per hand-off to the transport (a hand-off to another thread costs more than an answer)
-PARAMS = ("metric_name", "project", "granularity", "date")  # a Point's fields, as the wire names them
-VERSION_HEADER = "x-data-version"
+PARAMS = wire.PARAMETERS  # a Point's fields, as the wire names them
+VERSION_HEADER = wire.DATA_VERSION_HEADER
 
 
 def run(
@@ -51,7 +51,7 @@ def run(
     for i in range(0, len(points), BATCH):
         chunk = points[i : i + BATCH]
         sent = clock()
-        replies = transport.get_many([("/metrics", dict(zip(PARAMS, p, strict=True))) for p in chunk])
+        replies = transport.get_many([(wire.METRICS_PATH, dict(zip(PARAMS, p, strict=True))) for p in chunk])
         for point, reply in zip(chunk, replies, strict=True):
             if isinstance(reply, TransportError):
                 yield point, reply, None, sent
@@ -68,7 +68,7 @@ def read(point: Point, reply: Reply, metric: Metric, calendar: Calendar) -> wire
     url = shown_request(reply.url)
     body = masked(reply.body, reply.url, url)
     if reply.status != 200:
-        raise wire.api_error(reply.status, body, url, reply.header("retry-after"))
+        raise wire.api_error(reply.status, body, url, reply.header(wire.RETRY_AFTER_HEADER))
     parsed = wire.metric_value(body, is_count=metric.is_count, url=url)
     answered = (parsed.period_start or point.date)[:10]
     if answered != point.date:

@@ -1,19 +1,156 @@
-"""Reading the service's answers.
+"""The contract of the HTTP API, in both directions: the server writes with it, the client reads with it.
 
-The specification does not fix the body of a metric value, so several shapes are accepted: the
-reference service's object, a bare number, ``{"value": x}``, ``{"data": {...}}`` and a one-element
-list of any of these. Anything else is a ResponseFormatError that shows the start of the body.
-A number is never guessed: null, NaN, booleans and strings are errors, not NaN.
+The names on the wire (the query parameters of ``GET /metrics``, the headers), the error codes, the
+rule an API key follows, and the bodies: :func:`value_body` and :func:`error_body` write them (the
+reference service), :func:`metric_value` and :func:`api_error` read them (the client). Nothing else
+in the package spells these names again.
+
+The specification does not fix the body of a metric value, so the reader accepts several shapes:
+the reference service's object, a bare number, ``{"value": x}``, ``{"data": {...}}`` and a
+one-element list of any of these. Anything else is a ResponseFormatError that shows the start of
+the body. A number is never guessed: null, NaN, booleans and strings are errors, not NaN.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, NoReturn
 
 from metrics_kit.errors import APIError, RateLimitError, ResponseFormatError, for_status
+
+# -- names ------------------------------------------------------------------------------------------
+
+METRICS_PATH = "/metrics"
+METRIC_NAME, PROJECT, GRANULARITY, DATE = "metric_name", "project", "granularity", "date"
+# The query parameters of GET /metrics, all required, in the order a missing one is named.
+PARAMETERS = (METRIC_NAME, PROJECT, GRANULARITY, DATE)
+
+API_KEY_HEADER = "x-api-key"  # the key travels here, and only here
+DATA_VERSION_HEADER = "x-data-version"  # every answer names the version of the data it comes from
+RETRY_AFTER_HEADER = "retry-after"
+
+# An API key: visible ASCII (a header value that cannot be mangled), nothing else.
+API_KEY = re.compile(r"[\x21-\x7e]+", re.ASCII)
+
+
+def is_api_key(value: object) -> bool:
+    """Whether ``value`` is a string an API key can be (see :data:`API_KEY`)."""
+    return isinstance(value, str) and API_KEY.fullmatch(value) is not None
+
+
+class ErrorCode(StrEnum):
+    """The error codes of the reference service. Open: ``ErrorCode(code)`` also takes a code it does
+    not list (another implementation's), as a member that is not :attr:`known`; it equals its text."""
+
+    MISSING_PARAMETER = "missing_parameter"
+    DUPLICATE_PARAMETER = "duplicate_parameter"
+    UNKNOWN_METRIC = "unknown_metric"
+    INVALID_GRANULARITY = "invalid_granularity"
+    INVALID_DATE = "invalid_date"
+    INVALID_PROJECT = "invalid_project"
+    MALFORMED_REQUEST = "malformed_request"
+    MISSING_API_KEY = "missing_api_key"
+    INVALID_API_KEY = "invalid_api_key"
+    UNKNOWN_PROJECT = "unknown_project"
+    METRIC_NOT_APPLICABLE = "metric_not_applicable"
+    DATE_OUT_OF_COVERAGE = "date_out_of_coverage"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    NOT_ACCEPTABLE = "not_acceptable"
+    REQUEST_TIMEOUT = "request_timeout"
+    RATE_LIMITED = "rate_limited"
+    HEADERS_TOO_LARGE = "headers_too_large"
+    INTERNAL_ERROR = "internal_error"
+
+    @classmethod
+    def _missing_(cls, value: object) -> ErrorCode | None:
+        if not isinstance(value, str) or not value:
+            return None
+        member = str.__new__(cls, value)
+        member._name_ = value
+        member._value_ = value
+        return member
+
+    @property
+    def known(self) -> bool:
+        """Whether this is one of the codes listed here."""
+        return self.name in type(self).__members__
+
+
+# Every code the reference service answers with, by the status it comes with (docs/service.md).
+ERROR_CODES: dict[int, tuple[ErrorCode, ...]] = {
+    400: (
+        ErrorCode.MISSING_PARAMETER,
+        ErrorCode.DUPLICATE_PARAMETER,
+        ErrorCode.UNKNOWN_METRIC,
+        ErrorCode.INVALID_GRANULARITY,
+        ErrorCode.INVALID_DATE,
+        ErrorCode.INVALID_PROJECT,
+        ErrorCode.MALFORMED_REQUEST,
+    ),
+    401: (ErrorCode.MISSING_API_KEY, ErrorCode.INVALID_API_KEY),
+    404: (
+        ErrorCode.UNKNOWN_PROJECT,
+        ErrorCode.METRIC_NOT_APPLICABLE,
+        ErrorCode.DATE_OUT_OF_COVERAGE,
+        ErrorCode.NOT_FOUND,
+    ),
+    405: (ErrorCode.METHOD_NOT_ALLOWED,),
+    406: (ErrorCode.NOT_ACCEPTABLE,),
+    408: (ErrorCode.REQUEST_TIMEOUT,),
+    429: (ErrorCode.RATE_LIMITED,),
+    431: (ErrorCode.HEADERS_TOO_LARGE,),
+    500: (ErrorCode.INTERNAL_ERROR,),
+}
+
+# -- writing (the server) ---------------------------------------------------------------------------
+
+# The fields of a metric value's body, in the order they are written.
+VALUE_FIELDS = (
+    METRIC_NAME,
+    PROJECT,
+    GRANULARITY,
+    DATE,
+    "period_start",
+    "period_end",
+    "unit",
+    "value",
+    "complete",
+)
+
+
+def value_body(
+    metric_name: str,
+    project: str,
+    granularity: str,
+    date: str,
+    period_start: str,
+    period_end: str,
+    unit: str,
+    value: int | float,
+    complete: bool,
+) -> bytes:
+    """The body of one metric value (the reference service's answer to ``GET /metrics``).
+
+    Every string must already be JSON-safe (the service's checked ids, dates and catalogue names):
+    the body is formatted directly, as json.dumps costs a third of the request on the hot path."""
+    return (
+        f'{{"metric_name": "{metric_name}", "project": "{project}", "granularity": "{granularity}", '
+        f'"date": "{date}", "period_start": "{period_start}", "period_end": "{period_end}", '
+        f'"unit": "{unit}", "value": {value!r}, "complete": {"true" if complete else "false"}}}'
+    ).encode()
+
+
+def error_body(code: str, message: str, param: str | None = None) -> bytes:
+    """The one error body: ``{"error": {"code", "message", "param"}}``."""
+    return json.dumps({"error": {"code": str(code), "message": message, "param": param}}).encode()
+
+
+# -- reading (the client) ---------------------------------------------------------------------------
 
 _SHOWN = 200
 
@@ -61,8 +198,8 @@ def metric_value(body: bytes, *, is_count: bool, url: str | None = None) -> Pars
         _bool(fields.get("complete")),
         fields.get("period_start"),
         fields.get("period_end"),
-        fields.get("metric_name"),
-        fields.get("project"),
+        fields.get(METRIC_NAME),
+        fields.get(PROJECT),
     )
 
 

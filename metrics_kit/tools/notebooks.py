@@ -282,11 +282,12 @@ def _kernel_manager_class():
         def _sliced_client(self):
             return SlicedClient
 
-        async def _async_pre_start_kernel(self, **kw):
+        async def start_kernel(self, **kw):
             # The kernel's own log (a warning about its TCP transport, say) is not the notebook's
             # output: keep it off the terminal, as nbval does. Errors still reach the notebook.
+            # (start_kernel hands its keywords to the kernel's Popen; a restart reuses them.)
             kw.setdefault("stderr", subprocess.DEVNULL)
-            return await super()._async_pre_start_kernel(**kw)
+            return await super().start_kernel(**kw)
 
     return ThisPythonKernelManager
 

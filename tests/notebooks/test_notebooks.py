@@ -562,3 +562,23 @@ def test_every_report_example_in_the_readmes_works(argv, tmp_path, monkeypatch, 
     argv = [*argv[: out + 1], str(tmp_path / Path(argv[out + 1]).name), *argv[out + 2 :]]
     assert main(argv) == 0, capsys.readouterr().err
     assert (tmp_path / Path(argv[out + 1]).name).stat().st_size > 10_000
+
+
+def test_the_kernels_own_log_stays_off_the_terminal():
+    """The kernel metrics-kit report starts writes its stderr to /dev/null (through the public
+    start_kernel, whose keywords reach the kernel's Popen)."""
+    import asyncio
+
+    from metrics_kit.tools.notebooks import KERNEL_NAME, _kernel_manager_class
+
+    async def stderr_of_a_kernel() -> str:
+        manager = _kernel_manager_class()(kernel_name=KERNEL_NAME)
+        await manager.start_kernel()
+        try:
+            return os.readlink(f"/proc/{manager.provisioner.process.pid}/fd/2")
+        finally:
+            await manager.shutdown_kernel(now=True)
+
+    if not Path("/proc/self/fd").exists():
+        pytest.skip("needs /proc")
+    assert asyncio.run(stderr_of_a_kernel()) == os.devnull

@@ -515,3 +515,13 @@ def test_credentials_in_the_base_url_are_refused_unechoed(url):
     assert caught.value.setting == "base_url"
     assert "pw-SECRET-1" not in f"{caught.value} {caught.value.args!r} {vars(caught.value)!r}"
     assert caught.value.__cause__ is None and caught.value.__context__ is None
+
+
+def test_closing_the_transport_stops_its_watchdog_thread(server, make_transport):
+    before = set(threading.enumerate())
+    transport = make_transport(server.base_url)
+    assert transport.get("/metrics", PARAMS).status == 200
+    watchdogs = [t for t in set(threading.enumerate()) - before if t.name == "metrics-kit-answers"]
+    assert len(watchdogs) == 1
+    transport.close()
+    assert not watchdogs[0].is_alive()

@@ -7,6 +7,7 @@ import os
 import threading
 from pathlib import Path
 
+import matplotlib
 import matplotlib.dates as mdates
 import pandas as pd
 import pytest
@@ -14,12 +15,16 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.testing.compare import compare_images
+from packaging.version import Version
 
 from metrics_kit.notebook import charts
 from metrics_kit.spec.catalogue import default_catalogue
 
 BASELINES = Path(__file__).resolve().parents[1] / "notebooks" / "baseline"
 TOLERANCE = 2.0  # RMS over 0-255 pixel values: fonts may antialias a little differently
+# The matplotlib the baselines were drawn with: an older one (make test-lowest) lays charts out a few
+# pixels apart, so there the comparison is skipped; a newer one that differs means: redraw them.
+DRAWN_WITH = "3.11.2"
 UPDATE = "UPDATE_CHART_BASELINES"  # set to 1 to write new baselines (then look at them)
 
 
@@ -325,6 +330,8 @@ def test_figures_drawn_from_threads_at_once_are_each_complete():
     ],
 )
 def test_chart_matches_its_baseline(name, draw, tmp_path):
+    if Version(matplotlib.__version__) < Version(DRAWN_WITH):
+        pytest.skip(f"the baselines were drawn with matplotlib {DRAWN_WITH}, this is {matplotlib.__version__}")
     actual = tmp_path / f"{name}.png"
     actual.write_bytes(charts.png(draw()))
     baseline = BASELINES / f"{name}.png"

@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 from metrics_kit.client.checks import Secret, cache_identity, check_api_key
 from metrics_kit.client.transports._base import Pacer, Reply, object_name
 from metrics_kit.errors import ClientClosedError, TransportError
+from metrics_kit.spec.wire import API_KEY_HEADER
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -141,7 +142,7 @@ class ASGITransport:
                 sent["body"].append(message.get("body", b""))
 
         # The key is revealed here only, into the request as the application receives it.
-        headers = [*scope["headers"], (b"x-api-key", self._key.reveal().encode())]
+        headers = [*scope["headers"], (API_KEY_HEADER.encode(), self._key.reveal().encode())]
         await self._app({**scope, "headers": headers}, receive, send)
         return int(sent["status"]), sent.get("headers", {}), b"".join(sent["body"])
 

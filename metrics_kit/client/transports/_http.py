@@ -11,7 +11,10 @@ exception passes through: it is held as a :class:`~metrics_kit.client.settings.S
 inline, in the call that hands the headers to urllib3 (``_send``), whose frame no TransportError's
 traceback includes.
 
-Retries (urllib3 ``Retry``, not a hand-written loop):
+Retries: the attempts are made by ``HTTPTransport._send``, each one a single request to urllib3
+(``retries=False``); whether to retry and how long to wait is asked of urllib3's ``Retry`` through
+its public methods only (``is_retry``, ``increment``, ``sleep``), as urllib3's own loop asks it, with
+our clock, sleep and deadlines:
 
 - only ``GET``; on connection errors (refused, reset, connect timeout), read timeouts, and the
   statuses 429, 502, 503 and 504. Other 4xx and **500 are never retried**: a 500 is a bug in the
@@ -28,9 +31,9 @@ Retries (urllib3 ``Retry``, not a hand-written loop):
   therefore ``retry_deadline`` plus one attempt's timeouts.
 - ``read_timeout`` (the Client's ``timeout``) bounds one attempt's whole answer: status line,
   headers and body. urllib3's read timeout bounds each socket read only, so a server sending a byte
-  a second held a request forever; here every read of the answer waits only for what is left
-  (``_TimedReader``, installed through the pools' connection class), and running out is a read
-  timeout to urllib3, retried like one.
+  a second held a request forever; here a watchdog thread shuts the socket down when the answer's
+  time is up (``_Attempt``, ``_Watchdog``; the pools' connections are a subclass whose public
+  ``getresponse`` hands the socket over), and running out is a read timeout, retried like one.
 - a pull's deadline (:func:`~metrics_kit.client.transports.pull_deadline`, the Client's
   ``deadline``) bounds every request made under it: none is sent once it has passed, no retry is
   made whose wait would cross it, and an answer still arriving when it passes is cut.
@@ -38,8 +41,7 @@ Retries (urllib3 ``Retry``, not a hand-written loop):
   send the key there.
 - the body is read inside the attempt, so a body cut off (reset mid-body, a Content-Length longer
   than what is sent) is retried like a read error; still cut off after the retries, it raises
-  TransportError. (Behind a proxy, requests' ``adapter.send`` path reads the body after the
-  attempt: there it raises at once.)
+  TransportError.
 
 Requests go to the urllib3 pool that requests' ``HTTPAdapter`` holds for the service, taken once:
 ``Session.get`` re-reads proxy variables, CA bundles and ``~/.netrc`` and builds a
@@ -47,8 +49,8 @@ Requests go to the urllib3 pool that requests' ``HTTPAdapter`` holds for the ser
 
 The client-side rate limit (``rate_limit`` requests a second across every thread) spaces the
 *first attempts* of requests ``1 / rate_limit`` seconds apart (a lock-protected "next free slot";
-waiting threads sleep, they never spin). Retries are not paced by it: they happen inside urllib3
-and are already spaced by the backoff or by the server's ``Retry-After``. The server's limit is the
+waiting threads sleep, they never spin). Retries are not paced by it: they are already spaced by the
+backoff or by the server's ``Retry-After``. The server's limit is the
 key's, not one thread's, so a ``Retry-After`` also holds every thread's next first attempt until
 the retries that were told to wait have gone (rate limit or not): without that, fresh requests
 from other threads take the tokens the retries waited for, and a burst from 16 threads against a
@@ -60,24 +62,23 @@ once (the pool blocks): more threads than that wait for a free connection.
 
 from __future__ import annotations
 
-import functools
 import http.client
-import io
 import itertools
 import logging
 import random
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 import requests
 import urllib3
 import urllib3.connection
+import urllib3.response
 from requests.adapters import HTTPAdapter
 from requests.models import PreparedRequest
 from requests.structures import CaseInsensitiveDict
@@ -96,6 +97,7 @@ from urllib3.util.retry import Retry
 from metrics_kit.client import checks as settings  # the checks settings.py shares with the transports
 from metrics_kit.client.transports._base import Clock, Deadline, Pacer, Reply, Sleep, current_deadline
 from metrics_kit.errors import ClientClosedError, ConfigurationError, TransportError, ValidationError
+from metrics_kit.spec.wire import API_KEY_HEADER, RETRY_AFTER_HEADER
 
 log = logging.getLogger("metrics_kit.transport")
 
@@ -105,8 +107,8 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 class _GaveUp(MaxRetryError):
     """MaxRetryError that says why and after how many attempts (for TransportError's message)."""
 
-    def __init__(self, pool: Any, url: str, reason: Exception | None, *, attempts: int, why: str):
-        super().__init__(pool, url, reason)
+    def __init__(self, url: str, reason: Exception | None, *, attempts: int, why: str):
+        super().__init__(None, url, reason)  # type: ignore[arg-type]  # no pool: our loop makes the attempts
         self.attempts = attempts
         self.why = why
 
@@ -114,8 +116,10 @@ class _GaveUp(MaxRetryError):
 class _DeadlineRetry(Retry):
     """urllib3 ``Retry`` bounded by a deadline counted from the first attempt.
 
-    ``started`` is stamped per request by :class:`_Adapter`; ``retry_deadline`` and ``started`` are
-    passed on by :meth:`new`, which urllib3 calls for every attempt.
+    The attempts are made by :meth:`HTTPTransport._send`, which asks this object only through
+    ``Retry``'s public methods (``is_retry``, ``increment``, ``sleep``); ``retry_deadline``,
+    ``started`` and the pull's deadline ``until`` are passed on by :meth:`new`, which ``increment``
+    calls for every attempt.
     """
 
     # urllib3 also retries 413 when it carries Retry-After; only our statuses are retried.
@@ -174,13 +178,16 @@ class _DeadlineRetry(Retry):
             backoff += self.jitter(0, self.backoff_jitter)
         return float(max(0.0, min(self.backoff_max, backoff)))
 
-    def _sleep_backoff(self) -> None:
+    def sleep(self, response: Any = None) -> None:
+        """Wait before the next attempt, on ``pause``: the server's Retry-After in full, else the backoff."""
+        if self.respect_retry_after_header and response is not None and self.sleep_for_retry(response):
+            return
         backoff = self.get_backoff_time()
         if backoff > 0:
             self.pause(backoff)
 
-    def _planned_wait(self, response: Any) -> float:
-        """The longest this Retry will sleep before the next attempt."""
+    def planned_wait(self, response: Any) -> float:
+        """The longest :meth:`sleep` will wait before the next attempt."""
         if self.respect_retry_after_header and response is not None:
             retry_after = self.get_retry_after(response)
             if retry_after:
@@ -197,24 +204,23 @@ class _DeadlineRetry(Retry):
         url: str | None = None,
         response: Any = None,
         error: Exception | None = None,
-        _pool: Any = None,
-        _stacktrace: Any = None,
+        *args: Any,
+        **kwargs: Any,
     ) -> _DeadlineRetry:
         attempts = len(self.history) + 1
-        full_url = settings.shown_request(_pool_url(_pool, url))  # for the log: masked
+        url = settings.shown_request(url) if url else "?"  # for the log and the error: masked
         try:
-            new = super().increment(method, url, response, error, _pool, _stacktrace)
+            new = super().increment(method, url, response, error)
         except MaxRetryError as exc:
-            log.debug("giving up on %s after %d attempts (%s)", full_url, attempts, _cause(response, error))
-            raise _GaveUp(
-                _pool, url or "", exc.reason, attempts=attempts, why=f"{_attempts(attempts)}, retries exhausted"
-            ) from exc.reason
-        wait = new._planned_wait(response)
+            log.debug("giving up on %s after %d attempts (%s)", url, attempts, _cause(response, error))
+            raise _GaveUp(url, exc.reason, attempts=attempts, why=f"{_attempts(attempts)}, retries exhausted") from (
+                exc.reason
+            )
+        wait = new.planned_wait(response)
         if self.until is not None and self.clock() + wait >= self.until:
-            log.debug("not retrying %s: waiting %.1f s would cross the pull's deadline", full_url, wait)
+            log.debug("not retrying %s: waiting %.1f s would cross the pull's deadline", url, wait)
             raise _GaveUp(
-                _pool,
-                url or "",
+                url,
                 error or ResponseError(_cause(response, error)),
                 attempts=attempts,
                 why=f"{_attempts(attempts)}, as the next retry would cross the pull's deadline",
@@ -224,34 +230,26 @@ class _DeadlineRetry(Retry):
             if elapsed + wait > self.retry_deadline:
                 log.debug(
                     "not retrying %s: waiting %.1f s after %.1f s would cross retry_deadline=%g s",
-                    full_url,
+                    url,
                     wait,
                     elapsed,
                     self.retry_deadline,
                 )
-                reason = error or ResponseError(_cause(response, error))
                 raise _GaveUp(
-                    _pool,
-                    url or "",
-                    reason,
+                    url,
+                    error or ResponseError(_cause(response, error)),
                     attempts=attempts,
                     why=f"{_attempts(attempts)}, as the next retry would cross "
                     f"retry_deadline={self.retry_deadline:g} s",
                 )
         log.debug(
-            "retrying %s after attempt %d (%s), waiting up to %.2f s", full_url, attempts, _cause(response, error), wait
+            "retrying %s after attempt %d (%s), waiting up to %.2f s", url, attempts, _cause(response, error), wait
         )
         return new
 
 
 def _attempts(count: int) -> str:
     return f"{count} attempt{'' if count == 1 else 's'}"
-
-
-def _pool_url(pool: Any, url: str | None) -> str:
-    if pool is None or url is None or "://" in url:
-        return url or "?"
-    return f"{pool.scheme}://{pool.host}:{pool.port}{url}"
 
 
 def _cause(response: Any, error: Exception | None) -> str:
@@ -269,96 +267,157 @@ class _AnswerTimeout(TimeoutError):
         self.pull = pull
 
 
-@dataclass(frozen=True)
-class _AnswerBy:
-    until: float  # on ``clock``
-    clock: Clock
-    pull: bool
+class _Attempt:
+    """One attempt's answer (status line, headers and body), bounded in time as a whole.
+
+    urllib3's read timeout bounds each socket read only, so a server sending a byte a second would
+    hold a request forever. The answer must arrive within ``read_timeout`` of the moment the request
+    was sent, or by the pull's deadline if that comes first: :class:`_Watchdog` shuts the socket
+    down when that time passes (a read blocked on it returns at once), and the time left is checked
+    on the injected clock when the head has arrived.
+    """
+
+    def __init__(self, read_timeout: float, clock: Clock, pull_until: float | None, watchdog: _Watchdog):
+        self.read_timeout = read_timeout
+        self.clock = clock
+        self.pull_until = pull_until
+        self.watchdog = watchdog
+        self.until = float("inf")
+        self.pull = False
+        self.sock: Any = None
+        self.cut = False  # the watchdog shut the socket down
+
+    def answer_from(self, sock: Any) -> None:
+        """The request went out on ``sock``: from now on its answer is watched."""
+        now = self.clock()
+        until = now + self.read_timeout
+        self.pull = self.pull_until is not None and self.pull_until < until
+        self.until = self.pull_until if self.pull and self.pull_until is not None else until
+        self.sock = sock
+        self.check()
+        self.watchdog.watch(self)
+
+    def check(self) -> None:
+        if self.cut or self.clock() >= self.until:
+            raise _AnswerTimeout(self.pull)
+
+    def done(self) -> None:
+        """The answer was read (or failed): the watchdog lets go of the socket."""
+        self.watchdog.unwatch(self)
 
 
-class _TimedReader(io.RawIOBase):
-    """A socket's reads, each bounded by what is left until ``by.until``: a server that trickles its
-    headers or body cannot hold a request past it, however often it sends a byte."""
+class _Watchdog:
+    """One thread per transport that cuts the answers whose time is up (see :class:`_Attempt`).
 
-    def __init__(self, sock: Any, by: _AnswerBy):
-        super().__init__()
-        self._sock = sock
-        self._io = sock.makefile("rb", buffering=0)  # holds the socket open while the answer is read
-        self._by = by
+    ``watch`` and ``unwatch`` and the cutting hold one lock, so a socket is never shut down once its
+    attempt is done (the connection may already serve another request).
+    """
 
-    def readable(self) -> bool:
-        return True
+    def __init__(self, clock: Clock):
+        self._clock = clock
+        self._changed = threading.Condition()
+        self._watched: set[_Attempt] = set()
+        self._thread: threading.Thread | None = None
+        self._closed = False
 
-    def readinto(self, buffer: Any) -> int | None:
-        left = self._by.until - self._by.clock()
-        if left <= 0:
-            raise _AnswerTimeout(self._by.pull)
-        self._sock.settimeout(left)
-        try:
-            return int(self._io.readinto(buffer))
-        except TimeoutError:
-            raise _AnswerTimeout(self._by.pull) from None
+    def watch(self, attempt: _Attempt) -> None:
+        with self._changed:
+            if self._closed:
+                return
+            self._watched.add(attempt)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="metrics-kit-answers", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def unwatch(self, attempt: _Attempt) -> None:
+        with self._changed:
+            self._watched.discard(attempt)
 
     def close(self) -> None:
-        self._io.close()
-        super().close()
+        with self._changed:
+            self._closed = True
+            self._changed.notify()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        with self._changed:
+            while not self._closed:
+                now = self._clock()
+                for attempt in [a for a in self._watched if a.until <= now]:
+                    self._watched.discard(attempt)
+                    attempt.cut = True
+                    _shut(attempt.sock)
+                left = min((a.until for a in self._watched), default=None)
+                self._changed.wait(None if left is None else left - now)
 
 
-class _TimedResponse(http.client.HTTPResponse):
-    def __init__(self, sock: Any, *args: Any, by: _AnswerBy, **kwargs: Any):
-        super().__init__(sock, *args, **kwargs)
-        self.fp.close()
-        self.fp = io.BufferedReader(_TimedReader(sock, by))
+def _shut(sock: Any) -> None:
+    """Shut a socket down for reading and writing (a TLS socket: the TCP socket under it)."""
+    try:
+        if isinstance(sock, socket.socket):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        elif sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, AttributeError):  # already closed, or nothing to shut down
+        pass
 
 
-class _Timed:
-    """Mixed into urllib3's connection classes: the answer (status line, headers, body) must arrive
-    within ``answer_timeout`` of the request, or by the pull's deadline if that comes first."""
+_this_thread = threading.local()  # .attempt: the _Attempt of the request this thread is making
 
-    answer_timeout: float
-    answer_clock: Clock
-    answer_local: threading.local  # .until: the pull's deadline of the request on this thread
 
-    def getresponse(self) -> Any:
-        now = self.answer_clock()
-        until = getattr(self.answer_local, "until", None)
-        pull = until is not None and until < now + self.answer_timeout
-        by = _AnswerBy(until if pull and until is not None else now + self.answer_timeout, self.answer_clock, pull)
-        self.response_class = functools.partial(_TimedResponse, by=by)
-        return super().getresponse()  # type: ignore[misc]
+def _watched_getresponse(connection: urllib3.connection.HTTPConnection, get: Callable[[], Any]) -> Any:
+    attempt: _Attempt | None = getattr(_this_thread, "attempt", None)
+    if attempt is None:
+        return get()
+    attempt.answer_from(connection.sock)
+    try:
+        response = get()
+    except Exception:
+        if attempt.cut:
+            raise _AnswerTimeout(attempt.pull) from None
+        raise
+    try:
+        attempt.check()
+    except _AnswerTimeout:
+        response.close()  # its socket's reader: the connection is closed by urllib3 on this error
+        raise
+    return response
+
+
+class _WatchedHTTPConnection(urllib3.connection.HTTPConnection):
+    """urllib3's connection, whose answer is watched by the attempt that sent the request."""
+
+    def getresponse(self) -> urllib3.response.HTTPResponse:  # type: ignore[override]  # as urllib3's own
+        return cast(urllib3.response.HTTPResponse, _watched_getresponse(self, super().getresponse))
+
+
+class _WatchedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    """urllib3's TLS connection, whose answer is watched by the attempt that sent the request."""
+
+    def getresponse(self) -> urllib3.response.HTTPResponse:  # type: ignore[override]  # as urllib3's own
+        return cast(urllib3.response.HTTPResponse, _watched_getresponse(self, super().getresponse))
+
+
+# The connection classes urllib3's pools use (HTTPConnectionPool.ConnectionCls), and ours for them.
+_WATCHED: dict[type, type] = {
+    urllib3.connection.HTTPConnection: _WatchedHTTPConnection,
+    urllib3.connection.HTTPSConnection: _WatchedHTTPSConnection,
+}
 
 
 class _Adapter(HTTPAdapter):
-    """An HTTPAdapter that hands urllib3 a Retry stamped with the moment the request starts (and the
-    pull's deadline), and whose pools make connections that bound the whole answer.
+    """An HTTPAdapter whose pools make connections whose answers are watched (see :class:`_Attempt`).
 
-    requests reads ``max_retries`` once per request, in ``send``; the template stays unstamped.
+    A pool of another connection class (a SOCKS proxy's) is left as it is: there, only urllib3's
+    read timeout bounds each read.
     """
-
-    answer: tuple[float, Clock, threading.local] | None = None
-
-    @property
-    def max_retries(self) -> Retry:
-        template = self._retry_template
-        if isinstance(template, _DeadlineRetry):
-            local = self.answer[2] if self.answer else None
-            return template.new(started=template.clock(), until=getattr(local, "until", None))
-        return template
-
-    @max_retries.setter
-    def max_retries(self, value: Retry) -> None:
-        self._retry_template = value
 
     def get_connection_with_tls_context(self, *args: Any, **kwargs: Any) -> Any:
         pool = super().get_connection_with_tls_context(*args, **kwargs)
-        if self.answer is not None and not issubclass(pool.ConnectionCls, _Timed):
-            timeout, clock, local = self.answer
-            base = pool.ConnectionCls
-            pool.ConnectionCls = type(
-                f"Timed{base.__name__}",
-                (_Timed, base),
-                {"answer_timeout": timeout, "answer_clock": staticmethod(clock), "answer_local": local},
-            )
+        pool.ConnectionCls = _WATCHED.get(pool.ConnectionCls, pool.ConnectionCls)
         return pool
 
 
@@ -436,7 +495,7 @@ class HTTPTransport:
             respect_retry_after_header=True,
             raise_on_status=False,
             raise_on_redirect=False,
-            remove_headers_on_redirect=Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT | {"x-api-key"},
+            remove_headers_on_redirect=Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT | {API_KEY_HEADER},
             retry_deadline=self.retry_deadline,
             pacer=self._pacer,
             clock=clock,
@@ -444,9 +503,12 @@ class HTTPTransport:
         )
         # pool_connections: pools kept per host; there is one host. pool_block: at most pool_size
         # connections, ever (threads beyond that wait for one instead of opening throwaway ones).
-        adapter = _Adapter(pool_connections=1, pool_maxsize=pool_size, pool_block=True, max_retries=retry)
-        self._local = threading.local()  # .until: the pull's deadline of this thread's request
-        adapter.answer = (self.timeout[1], clock, self._local)
+        # max_retries: one attempt, its error raised as it is; the retries are made by _send.
+        adapter = _Adapter(
+            pool_connections=1, pool_maxsize=pool_size, pool_block=True, max_retries=Retry(total=False, redirect=False)
+        )
+        self._retry = retry
+        self._watchdog = _Watchdog(clock)
         session = requests.Session()
         session.mount("http://", adapter)
         session.mount("https://", adapter)
@@ -498,9 +560,8 @@ class HTTPTransport:
                 error.url = settings.shown_request(url)  # type: ignore[attr-defined]
                 raise error
             connect_timeout = min(connect_timeout, until - started)
-        self._local.until = until
         try:
-            status, response_headers, body = self._send(url, connect_timeout, read_timeout)
+            status, response_headers, body = self._send(url, connect_timeout, read_timeout, started, until)
         except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
             # The URL masked in the message and the attribute: a base URL may hold a token-like segment.
             error = TransportError(self._describe(exc, settings.shown_request(url), self._clock() - started, deadline))
@@ -511,47 +572,91 @@ class HTTPTransport:
                 "GET %s -> %d in %.2f s", settings.shown_request(reply.url), reply.status, self._clock() - started
             )
             return reply
-        finally:
-            self._local.until = None
         # Raised outside the except block, so that neither __cause__ nor __context__ links to the
         # requests exception, whose .request carries the headers (and so the key).
         log.debug("GET %s failed: %s", settings.shown_request(url), error)
         raise error
 
-    def _send(self, url: str, connect_timeout: float, read_timeout: float) -> tuple[int, Mapping[str, str], bytes]:
-        """One request, through urllib3's retries: the one place the key is revealed, inline in the
-        headers handed over (an exception from here is turned into a TransportError raised by
-        ``_get``, whose traceback does not include this frame)."""
-        if self._pool is not None:
-            raw = self._pool.urlopen(
-                "GET",
-                url[len(self._origin) :],
-                headers=self._headers(self._key.reveal()),
-                body=None,
-                retries=self._adapter.max_retries,
-                redirect=False,
-                assert_same_host=False,
-                timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
-                preload_content=True,
-                decode_content=True,
-            )
-            return raw.status, raw.headers, raw.data
-        request = PreparedRequest()
-        request.method, request.url, request.body = "GET", url, None
-        request.headers = CaseInsensitiveDict(self._headers(self._key.reveal()))
-        response = self._adapter.send(request, timeout=(connect_timeout, read_timeout), **self._settings)
-        body = response.content  # read here, so a truncated body fails inside the caller's try
-        return response.status_code, response.headers, body
+    def _send(
+        self, url: str, connect_timeout: float, read_timeout: float, started: float, until: float | None
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """The attempts of one request, each asked of urllib3's ``Retry`` through its public methods
+        (what urllib3's own loop in ``urlopen`` does, with our clock, sleep and deadlines)."""
+        retry = self._retry.new(started=started, until=until)
+        while True:
+            try:
+                status, headers, body = self._attempt(url, connect_timeout, read_timeout, until)
+            except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
+                retry = retry.increment("GET", url, error=_urllib3_error(exc))  # raises when not retried
+                retry.sleep()
+                continue
+            answer = _Answer(status, headers)
+            if not retry.is_retry("GET", status, bool(headers.get(RETRY_AFTER_HEADER))):
+                return status, headers, body
+            try:
+                retry = retry.increment("GET", url, response=answer)
+            except MaxRetryError:  # retries exhausted, or no time for another: the last answer is the reply
+                return status, headers, body
+            retry.sleep(answer)
+
+    def _attempt(
+        self, url: str, connect_timeout: float, read_timeout: float, until: float | None
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """One attempt, its whole answer read within the read timeout (see :class:`_Attempt`): the one
+        place the key is revealed, inline in the headers handed over (an exception from here is
+        turned into a TransportError raised by ``_get``, whose traceback does not include this frame).
+        The body is read here, so a body cut off is retried like any read error."""
+        attempt = _Attempt(read_timeout, self._clock, until, self._watchdog)
+        _this_thread.attempt = attempt
+        raw: urllib3.response.BaseHTTPResponse | None = None
+        try:
+            if self._pool is not None:
+                raw = self._pool.urlopen(
+                    "GET",
+                    url[len(self._origin) :],
+                    headers=self._headers(self._key.reveal()),
+                    body=None,
+                    retries=False,
+                    redirect=False,
+                    assert_same_host=False,
+                    timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
+                    preload_content=False,
+                    decode_content=True,
+                )
+            else:
+                request = PreparedRequest()
+                request.method, request.url, request.body = "GET", url, None
+                request.headers = CaseInsensitiveDict(self._headers(self._key.reveal()))
+                response = self._adapter.send(
+                    request, stream=True, timeout=(connect_timeout, read_timeout), **self._settings
+                )
+                raw = response.raw
+            assert raw is not None
+            try:
+                body = raw.read(decode_content=True)
+            except (urllib3.exceptions.HTTPError, OSError):
+                if attempt.cut:  # the watchdog cut the body short
+                    raise ReadTimeoutError(None, url, "the whole answer did not arrive in time") from _AnswerTimeout(  # type: ignore[arg-type]
+                        attempt.pull
+                    )
+                raise
+            return raw.status, raw.headers, body
+        finally:
+            attempt.done()
+            _this_thread.attempt = None
+            if raw is not None:
+                raw.release_conn()
 
     def _headers(self, key: str) -> dict[str, str]:
-        return {"User-Agent": self._user_agent, "Accept": "application/json", "x-api-key": key}
+        return {"User-Agent": self._user_agent, "Accept": "application/json", API_KEY_HEADER: key}
 
     def _url(self, path: str, params: Mapping[str, str]) -> str:
         query = urlencode(params)
         url = f"{self.base_url}/{path.lstrip('/')}" + (f"?{query}" if query else "")
         if self._key.reveal() in url:
             raise ValidationError(
-                "the API key must not be part of the path or the parameters: it is sent in the x-api-key header",
+                "the API key must not be part of the path or the parameters: "
+                f"it is sent in the {API_KEY_HEADER} header",
                 argument="params",
             )
         return url
@@ -647,6 +752,7 @@ class HTTPTransport:
             if self._threads is not None:
                 self._threads.shutdown(wait=True)
                 self._threads = None
+        self._watchdog.close()
         self._session.close()
 
     def __enter__(self) -> HTTPTransport:
@@ -682,3 +788,21 @@ def _os_error(error: BaseException | None) -> str:
         if isinstance(e, OSError) and e.strerror:
             return e.strerror
     return ""
+
+
+class _Answer:
+    """An answer as urllib3's ``Retry`` reads it (status, headers; never a redirect to follow)."""
+
+    def __init__(self, status: int, headers: Mapping[str, str]):
+        self.status = status
+        self.headers = headers
+
+    def get_redirect_location(self) -> None:
+        return None
+
+
+def _urllib3_error(error: Exception) -> Exception:
+    """The urllib3 error a requests exception wraps (what ``Retry`` tells apart), else the error."""
+    if isinstance(error, requests.RequestException) and error.args and isinstance(error.args[0], Exception):
+        return error.args[0]
+    return error

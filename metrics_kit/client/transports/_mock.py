@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 from metrics_kit.client.checks import Secret, cache_identity
 from metrics_kit.client.transports._base import Reply, get_each, object_name
 from metrics_kit.errors import ClientClosedError, TransportError
+from metrics_kit.spec.wire import API_KEY_HEADER
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class MockTransport:
         url = f"{self.base_url}{path}" + (f"?{query}" if query else "")
         # The request as written, the key revealed inline: no local of ours holds it plain (and a
         # Request's repr leaves out its headers).
-        request = Request(path, dict(params), {"accept": "application/json", "x-api-key": self._key.reveal()}, url)
+        request = Request(path, dict(params), {"accept": "application/json", API_KEY_HEADER: self._key.reveal()}, url)
         self.requests.append(request)
         response = self._handler(request)
         return Reply(response.status, dict(response.headers), response.content(), url)

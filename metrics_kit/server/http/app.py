@@ -21,15 +21,19 @@ from urllib.parse import parse_qsl
 
 from metrics_kit.server.http import openapi, settings
 from metrics_kit.server.service import MetricService, QueryError
+from metrics_kit.spec import wire
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import Catalogue
+from metrics_kit.spec.wire import API_KEY_HEADER, ErrorCode
 
 log = logging.getLogger("metrics_kit.server")
 _JSON = [(b"content-type", b"application/json")]
 _METHODS = (b"GET", b"HEAD")
-DATA_VERSION_HEADER = b"x-data-version"
+DATA_VERSION_HEADER = wire.DATA_VERSION_HEADER.encode()
+_KEY_HEADER = API_KEY_HEADER.encode()
+_RETRY_AFTER = wire.RETRY_AFTER_HEADER.encode()
 # RFC 9110 asks a 401 to name the way to authenticate; there is no registered scheme for a key header.
-_CHALLENGE = [(b"www-authenticate", b'ApiKey header="x-api-key"')]
+_CHALLENGE = [(b"www-authenticate", f'ApiKey header="{API_KEY_HEADER}"'.encode())]
 
 
 @functools.lru_cache(maxsize=256)
@@ -108,7 +112,7 @@ class App:
         self.projects = json.dumps(_projects_body(aggregates, catalogue, service.data_version)).encode()
         self.catalogue = json.dumps(_catalogue_body(catalogue)).encode()
         self.routes = {
-            "/metrics": self._metrics,
+            wire.METRICS_PATH: self._metrics,
             "/projects": self._static(self.projects),
             "/catalogue": self._static(self.catalogue),
         }
@@ -123,7 +127,7 @@ class App:
             await self._dispatch(scope, send)
         except Exception:  # the last line of defence: a JSON 500, never a traceback to the client
             log.exception("unexpected error on %s", scope.get("path"))
-            error = QueryError(500, "internal_error", "the server failed unexpectedly; this is a bug")
+            error = QueryError(500, ErrorCode.INTERNAL_ERROR, "the server failed unexpectedly; this is a bug")
             await self._send(send, 500, error.body(), scope["method"] == "HEAD")
 
     async def _dispatch(self, scope, send) -> None:
@@ -136,13 +140,15 @@ class App:
             if handler is None:
                 error = QueryError(
                     404,
-                    "not_found",
+                    ErrorCode.NOT_FOUND,
                     f"no such path {path[:80]!r}; the API serves /metrics (and /projects, /catalogue, /openapi.json)",
                 )
                 await self._send(send, 404, error.body(), head)
                 return
         if method not in _METHODS:
-            error = QueryError(405, "method_not_allowed", f"method {scope['method'][:20]} is not allowed; use GET")
+            error = QueryError(
+                405, ErrorCode.METHOD_NOT_ALLOWED, f"method {scope['method'][:20]} is not allowed; use GET"
+            )
             await self._send(send, 405, error.body(), False, [(b"allow", b"GET, HEAD")])
             return
         if handler is None:
@@ -151,7 +157,7 @@ class App:
             return
         key, accept, if_none_match = None, None, None
         for name, value in scope["headers"]:
-            if name == b"x-api-key":
+            if name == _KEY_HEADER:
                 key = value
             elif name == b"accept":  # several Accept lines form one list (RFC 9110, 5.3)
                 accept = value if accept is None else accept + b", " + value
@@ -190,7 +196,7 @@ class App:
         if not key:
             return (
                 401,
-                QueryError(401, "missing_api_key", "send your API key in the x-api-key header").body(),
+                QueryError(401, ErrorCode.MISSING_API_KEY, f"send your API key in the {API_KEY_HEADER} header").body(),
                 _CHALLENGE,
             )
         matched = None
@@ -198,21 +204,24 @@ class App:
             if hmac.compare_digest(known, key):
                 matched = known
         if matched is None:
-            return 401, QueryError(401, "invalid_api_key", "the API key in x-api-key is not valid").body(), _CHALLENGE
+            invalid = QueryError(401, ErrorCode.INVALID_API_KEY, f"the API key in {API_KEY_HEADER} is not valid")
+            return 401, invalid.body(), _CHALLENGE
         if self.limiter is not None:
             wait = self.limiter.retry_after(matched)
             if wait:
                 body = QueryError(
                     429,
-                    "rate_limited",
+                    ErrorCode.RATE_LIMITED,
                     f"rate limit of {self.limiter.rate:g} requests per second exceeded; retry after {wait} s",
                 ).body()
-                return 429, body, [(b"retry-after", str(wait).encode())]
+                return 429, body, [(_RETRY_AFTER, str(wait).encode())]
         if accept is not None and not accepts_json(accept.decode("latin-1")):
             return (
                 406,
                 QueryError(
-                    406, "not_acceptable", "this service answers only application/json; send Accept: application/json"
+                    406,
+                    ErrorCode.NOT_ACCEPTABLE,
+                    "this service answers only application/json; send Accept: application/json",
                 ).body(),
                 [],
             )

@@ -11,37 +11,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from metrics_kit.spec import wire
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import Catalogue
 from metrics_kit.spec.ids import MAX_PROJECT, PROJECT_PATTERN
 from metrics_kit.spec.version import __version__
+from metrics_kit.spec.wire import API_KEY_HEADER, ERROR_CODES, ErrorCode
 
 Schema = dict[str, Any]
 
-# Every error code, by the status it comes with (docs/service.md has the same table).
-ERROR_CODES: dict[int, tuple[str, ...]] = {
-    400: (
-        "missing_parameter",
-        "duplicate_parameter",
-        "unknown_metric",
-        "invalid_granularity",
-        "invalid_date",
-        "invalid_project",
-        "malformed_request",
-    ),
-    401: ("missing_api_key", "invalid_api_key"),
-    404: ("unknown_project", "metric_not_applicable", "date_out_of_coverage", "not_found"),
-    405: ("method_not_allowed",),
-    406: ("not_acceptable",),
-    408: ("request_timeout",),
-    429: ("rate_limited",),
-    431: ("headers_too_large",),
-    500: ("internal_error",),
-}
+
+# The header names as the document writes them (HTTP header names are case-insensitive).
+def _shown(header: str) -> str:
+    return "-".join(part.capitalize() for part in header.split("-"))
+
+
+_VERSION = _shown(wire.DATA_VERSION_HEADER)  # X-Data-Version
 _ERROR_WHEN = {
-    400: "A parameter is missing, repeated or malformed (an unknown metric_name gets the closest names), or the "
-    "HTTP parser rejected the request (malformed_request).",
-    401: "The x-api-key header is missing or empty (missing_api_key) or holds an unknown key (invalid_api_key).",
+    400: f"A parameter is missing, repeated or malformed (an unknown {wire.METRIC_NAME} gets the closest names), or "
+    f"the HTTP parser rejected the request ({ErrorCode.MALFORMED_REQUEST}).",
+    401: f"The {API_KEY_HEADER} header is missing or empty ({ErrorCode.MISSING_API_KEY}) or holds an unknown key "
+    f"({ErrorCode.INVALID_API_KEY}).",
     404: "Unknown project, a metric that does not apply to the project, a date outside coverage.",
     405: "A method other than GET or HEAD.",
     406: "The Accept header rules out application/json.",
@@ -133,7 +123,7 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
     )
     projects = _object(
         {
-            "data_version": {"type": "string", "description": "The data version, as in the X-Data-Version header."},
+            "data_version": {"type": "string", "description": f"The data version, as in the {_VERSION} header."},
             "projects": {"type": "array", "items": _ref("Project")},
             "coverage": _nullable(_ref("Coverage")),
         },
@@ -181,11 +171,11 @@ def _headers(*names: str) -> dict[str, Schema]:
 def _error_response(status: int) -> Schema:
     response: Schema = {
         "description": _ERROR_WHEN[status] + " Codes: " + ", ".join(ERROR_CODES[status]) + ".",
-        "headers": _headers("X-Data-Version"),
+        "headers": _headers(_VERSION),
         "content": {"application/json": {"schema": _ref("Error")}},
     }
     if status == 429:
-        response["headers"]["Retry-After"] = {
+        response["headers"][_shown(wire.RETRY_AFTER_HEADER)] = {
             "schema": {"type": "integer", "minimum": 1},
             "description": "Seconds to wait.",
         }
@@ -200,12 +190,12 @@ def _responses(body: str, description: str, errors: tuple[int, ...]) -> dict[str
     return {
         "200": {
             "description": description,
-            "headers": _headers("X-Data-Version", "ETag"),
+            "headers": _headers(_VERSION, "ETag"),
             "content": {"application/json": {"schema": _ref(body)}},
         },
         "304": {
             "description": "If-None-Match named the current data version: the answer is unchanged.",
-            "headers": _headers("X-Data-Version", "ETag"),
+            "headers": _headers(_VERSION, "ETag"),
         },
         **{str(status): _error_response(status) for status in errors},
     }
@@ -222,15 +212,15 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
     }
     parameters = [
         {
-            "name": "metric_name",
+            "name": wire.METRIC_NAME,
             "in": "query",
             "required": True,
             "description": "A metric of the catalogue (canonical name or alias; GET /catalogue lists them). "
-            "Any other name is answered with 400 unknown_metric and the closest names.",
+            f"Any other name is answered with 400 {ErrorCode.UNKNOWN_METRIC} and the closest names.",
             "schema": {"type": "string", "minLength": 1, "examples": list(catalogue.canonical_names[:3])},
         },
         {
-            "name": "project",
+            "name": wire.PROJECT,
             "in": "query",
             "required": True,
             "description": "Project id: lowercase, may contain a dot.",
@@ -242,13 +232,13 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
             },
         },
         {
-            "name": "granularity",
+            "name": wire.GRANULARITY,
             "in": "query",
             "required": True,
             "schema": {"type": "string", "enum": list(GRANULARITIES)},
         },
         {
-            "name": "date",
+            "name": wire.DATE,
             "in": "query",
             "required": True,
             "description": "Any UTC date inside the wanted period: the day itself (1_day), its ISO week "
@@ -267,11 +257,11 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
             "version": __version__,
             "description": "Read-only blockchain protocol metrics: one metric for one project at "
             "one granularity for one date. All periods are UTC. Every answer carries the data "
-            "version (X-Data-Version); a 200 also as its ETag.",
+            f"version ({_VERSION}); a 200 also as its ETag.",
         },
         "security": [{"apiKey": []}],
         "paths": {
-            "/metrics": {
+            wire.METRICS_PATH: {
                 "get": {
                     "operationId": "getMetric",
                     "summary": "One metric value",
@@ -305,15 +295,15 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
             },
         },
         "components": {
-            "securitySchemes": {"apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"}},
+            "securitySchemes": {"apiKey": {"type": "apiKey", "in": "header", "name": API_KEY_HEADER}},
             "headers": {
-                "X-Data-Version": {
+                _VERSION: {
                     "description": "The version of the data set the answer comes from; it changes when the data "
                     "or what a metric computes changes.",
                     "schema": {"type": "string"},
                 },
                 "ETag": {
-                    "description": 'The data version in quotes: "<X-Data-Version>".',
+                    "description": f'The data version in quotes: "<{_VERSION}>".',
                     "schema": {"type": "string"},
                 },
             },

@@ -19,12 +19,14 @@ Each is the service's JSON error shape with ``connection: close``. Imported only
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from metrics_kit.server.service import QueryError
+from metrics_kit.spec import wire
+from metrics_kit.spec.wire import ErrorCode
 
 MAX_HEAD_BYTES = 64 * 1024
 DEFAULT_HEAD_TIMEOUT = 10.0
@@ -79,9 +81,9 @@ def parser_message(error: Exception, start: bytes) -> str:
     return f"the HTTP parser rejected the request: {reason}"
 
 
-def error_response(status: int, code: str, message: str, extra: bytes = b"") -> bytes:
+def error_response(status: int, code: ErrorCode, message: str, extra: bytes = b"") -> bytes:
     """A whole HTTP/1.1 answer in the JSON error shape, closing the connection."""
-    body = QueryError(status, code, message).body()
+    body = wire.error_body(code, message)
     return (
         b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%sconnection: close\r\n\r\n%s"
         % (status, _REASONS[status], len(body), extra, body)
@@ -113,24 +115,27 @@ class ServiceProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # lingering: read and drop
-        self._unset_keepalive_if_required()
         if not self._started:
             self._started = data[:8]
         if self._in_head:
             self._head_bytes += len(data)
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._unsupported_upgrade_warning()
-        except httptools.HttpParserError as error:
-            self._refuse(400, "malformed_request", parser_message(error, self._started))
-            return
-        if self._in_head and self._head_bytes > MAX_HEAD_BYTES:
+        super().data_received(data)  # feeds the parser; a request it rejects comes to send_400_response
+        if not self._refused and self._in_head and self._head_bytes > MAX_HEAD_BYTES:
             self._refuse(
                 431,
-                "headers_too_large",
+                ErrorCode.HEADERS_TOO_LARGE,
                 f"the request line and headers exceed {MAX_HEAD_BYTES // 1024} KiB; send a shorter request",
             )
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request its parser rejected: ours says what was wrong, in the JSON
+        error shape. uvicorn calls it while handling the parser's error, which is read here."""
+        error = sys.exc_info()[1]
+        if isinstance(error, httptools.HttpParserError):
+            message = parser_message(error, self._started)
+        else:
+            message = "the HTTP parser rejected the request"
+        self._refuse(400, ErrorCode.MALFORMED_REQUEST, message)
 
     def on_headers_complete(self) -> None:
         self._in_head, self._head_bytes = False, 0
@@ -165,7 +170,7 @@ class ServiceProtocol(HttpToolsProtocol):
         if self._head_bytes:
             self._refuse(
                 408,
-                "request_timeout",
+                ErrorCode.REQUEST_TIMEOUT,
                 f"the request line and headers did not arrive within {self.head_timeout:g} s; send the whole "
                 "request at once",
             )
@@ -174,7 +179,7 @@ class ServiceProtocol(HttpToolsProtocol):
 
     # -- answering without the application ----------------------------------------------------
 
-    def _refuse(self, status: int, code: str, message: str) -> None:
+    def _refuse(self, status: int, code: ErrorCode, message: str) -> None:
         self.logger.warning("refused a request: %d %s", status, code)  # never the request's bytes
         self._refused = True
         self._disarm()
@@ -188,5 +193,5 @@ class ServiceProtocol(HttpToolsProtocol):
 
 def protocol_class(*, head_timeout: float, data_version: str | None) -> type[ServiceProtocol]:
     """A ServiceProtocol with these settings (uvicorn makes one instance per connection)."""
-    extra = b"x-data-version: %s\r\n" % data_version.encode() if data_version else b""
+    extra = b"%s: %s\r\n" % (wire.DATA_VERSION_HEADER.encode(), data_version.encode()) if data_version else b""
     return type("ServiceProtocol", (ServiceProtocol,), {"head_timeout": head_timeout, "extra_headers": extra})

@@ -13,13 +13,12 @@ import re
 from collections.abc import Iterable
 
 from metrics_kit.errors import ConfigurationError
+from metrics_kit.spec import wire
 
 MAX_LATENCY_MS = 60_000.0
 MAX_HEAD_TIMEOUT = 600.0
 # A host name: dot-separated labels of letters, digits and inner hyphens (RFC 1123).
 _HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?", re.ASCII)
-# What an HTTP header value can carry unchanged: visible ASCII, no spaces (which are trimmed).
-_KEY = re.compile(r"[\x21-\x7e]+", re.ASCII)
 
 
 def _number(name: str, value: object, allowed: str) -> float:
@@ -94,7 +93,7 @@ def keys(values: Iterable[str]) -> list[bytes]:
         raise ConfigurationError("keys: the server needs at least one API key")
     out = []
     for number, key in enumerate(checked, 1):
-        if not isinstance(key, str) or not _KEY.fullmatch(key):
+        if not wire.is_api_key(key):
             raise ConfigurationError(
                 f"keys: API key {number} of {len(checked)} is not usable: a key must be a non-empty string of "
                 "visible ASCII characters without spaces or commas (the key is not shown)"
