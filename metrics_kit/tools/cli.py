@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 from pathlib import Path
@@ -217,41 +216,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The ``metrics-kit`` command (and ``python -m metrics_kit``): :func:`main`, then the exit.
-
-    A build first freezes the garbage collector's view of what the imports created (pandas, Ibis,
-    sqlglot, DuckDB: most of the process's objects). A build makes enough objects to set off a
-    full collection, which would walk all of them again: about 0.1 s, a twentieth of an
-    incremental build (docs/performance.md).
-
-    A finished DuckDB build has written and closed its files and closed its connection; all that
-    is left is Python's own finalisation of the libraries it imported, mostly garbage collection
-    over their objects: about 0.4 s, a tenth of an incremental build's wall clock. So a build that
-    succeeded ends the process at once, once its output is flushed. Every other command, and any
-    failure, exits as usual, with the objects unfrozen first: DuckDB's bindings report the ones
-    never freed at exit as leaks."""
-    args = _parser().parse_args()
-    building = args.command == "build"
-    if building:
-        _freeze_imports()
-    try:
-        code = _dispatch(args)
-        if code == 0 and building and args.engine == "duckdb":
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    finally:  # also on the way out of an unexpected exception
-        gc.unfreeze()
-    sys.exit(code)
-
-
-def _freeze_imports() -> None:
-    import ibis.backends.duckdb  # noqa: F401
-
-    from metrics_kit.server import build, engine  # noqa: F401
-    from metrics_kit.server.data import store  # noqa: F401
-
-    gc.freeze()
+    """The ``metrics-kit`` command (and ``python -m metrics_kit``): :func:`main`, then the exit."""
+    sys.exit(main())
 
 
 def _dispatch(args: argparse.Namespace) -> int:
