@@ -5,7 +5,7 @@ What is cached
     :class:`Entry` (the value with its type, its unit, whether the period is complete, the
     period's bounds and when it was fetched). Not HTTP responses: a warm pull of 365 daily values
     is read back in one query (a range scan; scattered dates go by ~500 per query), with no
-    response objects to deserialise: about 1-2 ms.
+    response objects to deserialise.
 
 Complete or not, and how long
     Whether a value is complete is decided once, when it is fetched, and stored with it: complete

@@ -66,7 +66,7 @@ class DuckDB:
 
     con: Any  # ibis.backends.duckdb.Backend
     hash64: Hash64 = _duckdb_hash
-    # DuckDB sorts 10 million hashes faster than it groups them.
+    # DuckDB sorts hashes faster than it groups them.
     repeats_by_sorting: bool = True
     name = "duckdb"
     slow_start = False  # nothing to report before the values are computed

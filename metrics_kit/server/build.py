@@ -41,8 +41,8 @@ ENGINE_VERSION = 1
 BUILD_MEMORY_LIMIT = "2GB"
 # Event tables small enough to read into memory once per full build: over a folder of many files,
 # every read of a view pays for opening them. The engine's one query over them reads fees and
-# token_flows once and chain_rewards twice (its sums and its nets). On the single-file 10M data
-# set, views for the first two measured the same (copy and query 0.62-0.80 s, against 0.68-0.69 s).
+# token_flows once and chain_rewards twice (its sums and its nets); over a single file, a view
+# for the first two is as fast as the copy (docs/performance.md).
 SMALL_TABLES = ("fees", "token_flows", "chain_rewards")
 WINDOW_IN_MEMORY_BYTES = 64 * 2**20  # an incremental build's files read into memory up to this size
 _DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run to run
@@ -97,7 +97,7 @@ class Aggregates:
 
     @classmethod
     def read(cls, path: Path) -> Aggregates:
-        table = pq.ParquetFile(path).read()  # read_table would import pyarrow.dataset (0.1 s)
+        table = pq.ParquetFile(path).read()  # read_table would import pyarrow.dataset, a slow import
         meta = json.loads(table.schema.metadata[b"metrics_kit"])
         counts = set(meta["count_metrics"])
         values = {}
@@ -279,8 +279,8 @@ def build_folder(
     Validation runs on DuckDB; the values are computed on ``on`` (default: DuckDB, on the
     validating connection). ``stage`` also writes the whole validated data set as the normalised
     layout (which takes a full build)."""
-    # The build's time (build_seconds) starts after the imports of DuckDB and Ibis's backend
-    # (about 1 s): they are the process's start-up, the same for every kind of build.
+    # The build's time (build_seconds) starts after the imports of DuckDB and Ibis's backend:
+    # they are the process's start-up, the same for every kind of build.
     import ibis.backends.duckdb
 
     from metrics_kit.server import engine  # noqa: F401
@@ -395,7 +395,7 @@ def _compute(
 
 
 def _build_connection():
-    # A 10M-transaction build peaks near 1.3 GiB; the cap keeps a larger data set within bounds by
+    # The cap keeps a data set larger than memory within bounds by
     # spilling, into the cache folder rather than DuckDB's default of the current directory.
     from metrics_kit.server.data import store
 
