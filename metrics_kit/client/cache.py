@@ -60,6 +60,7 @@ import os
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -314,6 +315,11 @@ class ValueCache:
         return None if row is None else Known(*row)
 
     def see(self, version: str, seen_at: float, projects: str | None = None) -> bool:
+        """Deprecated: :meth:`record_version` (which also deletes the values of an older version)."""
+        warnings.warn("ValueCache.see() is now ValueCache.record_version()", DeprecationWarning, stacklevel=2)
+        return self.record_version(version, seen_at, projects)
+
+    def record_version(self, version: str, seen_at: float, projects: str | None = None) -> bool:
         """Record that the service answered from data ``version`` at ``seen_at`` (with ``projects``,
         its /projects answer, when given). Another version than the one recorded deletes every value
         of the older one, and its projects, in the same transaction. False: not written."""

@@ -1,7 +1,16 @@
 """Aggregates: every metric value of a data set, built once, persisted, looked up in O(1).
 
-``build`` runs the engine over a validated event store in one batch and fills the sparse result
-into a dense grid: for every project, every metric that applies to it and every period that
+The entry points, from the outermost:
+
+- ``load_or_build``: a data folder's aggregates from the cache while the folder is unchanged, else
+  ``build_folder``'s, saved to the cache;
+- ``build_on_engine``: a data folder or (on Spark) a URL, built on the engine named;
+- ``build_folder``: a data folder, validated, then built incrementally from its saved build when
+  one applies, else in full;
+- ``build_in_full``: an event store already validated, built whole.
+
+A build runs the engine over the event tables in one batch and fills the sparse result into a
+dense grid: for every project, every metric that applies to it and every period that
 overlaps coverage, a value. No activity is a 0; an ending balance carries forward. The result is
 saved as one Parquet file in the cache folder under a key made of the data folder's fingerprint
 and the catalogue's, so the next start with unchanged data skips the build.
@@ -16,6 +25,7 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,7 +156,7 @@ def compute(backend: Backend, catalogue: Catalogue, transactions_per_day: pd.Dat
     return increments.normalise(pd.concat(frames, ignore_index=True)) if frames else compute_nothing()
 
 
-def build(
+def build_in_full(
     event_store: EventStore,
     catalogue: Catalogue,
     *,
@@ -409,7 +419,7 @@ def is_url(data: str | os.PathLike) -> bool:
     return "://" in str(data)
 
 
-def build_on(
+def build_on_engine(
     data: str | os.PathLike,
     catalogue: Catalogue,
     *,
@@ -458,16 +468,28 @@ def build_on(
             raw = exports.open_exports(backend, str(data))
             if raw is None:  # the normalised layout, validated when it was written
                 layout = store.open_parquet(backend, str(data))
-                aggregates = build(layout, catalogue, backend=backend, started=started, why=why)
+                aggregates = build_in_full(layout, catalogue, backend=backend, started=started, why=why)
             else:
                 log(f"Validated {data} on Spark")
                 per_day = raw.rows_per_day
-                aggregates = build(
+                aggregates = build_in_full(
                     raw.store, catalogue, backend=backend, transactions_per_day=per_day, started=started, why=why
                 )
             log(_summary(aggregates.meta))
             return aggregates
         return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage, on=backend)
+
+
+def build(*args: Any, **kwargs: Any) -> Aggregates:
+    """Deprecated: :func:`build_in_full`."""
+    warnings.warn("build.build() is now build.build_in_full()", DeprecationWarning, stacklevel=2)
+    return build_in_full(*args, **kwargs)
+
+
+def build_on(*args: Any, **kwargs: Any) -> Aggregates:
+    """Deprecated: :func:`build_on_engine`."""
+    warnings.warn("build.build_on() is now build.build_on_engine()", DeprecationWarning, stacklevel=2)
+    return build_on_engine(*args, **kwargs)
 
 
 def read_prebuilt(path: Path, chain_unit: str | None = None) -> tuple[Aggregates, Catalogue]:

@@ -307,7 +307,7 @@ def _build(args) -> int:
     if args.engine == "duckdb" and args.out is None and args.stage is None and not spark_only:
         built = aggregates.load_or_build(args.data, catalogue, rebuild=args.rebuild)
     else:
-        built = aggregates.build_on(
+        built = aggregates.build_on_engine(
             args.data,
             catalogue,
             engine=args.engine,
