@@ -440,15 +440,19 @@ def build_on_engine(
     from metrics_kit.server.data import store
 
     if engine not in ENGINES:
-        raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
+        raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}", setting="engine")
     if engine != "spark" and spark_master:
-        raise ConfigurationError("--spark-master is for --engine spark")
+        raise ConfigurationError("spark_master is for engine='spark'", setting="spark_master")
     if engine != "spark" and spark_stall_timeout is not None:
-        raise ConfigurationError("--spark-stall-timeout is for --engine spark")
+        raise ConfigurationError("spark_stall_timeout is for engine='spark'", setting="spark_stall_timeout")
     if spark_stall_timeout is not None and not spark_stall_timeout >= 0:
-        raise ConfigurationError(f"--spark-stall-timeout {spark_stall_timeout}: give seconds >= 0 (0: no limit)")
+        raise ConfigurationError(
+            f"spark_stall_timeout {spark_stall_timeout}: give seconds >= 0 (0: no limit)", setting="spark_stall_timeout"
+        )
     if is_url(data) and engine != "spark":
-        raise ConfigurationError(f"{data}: only --engine spark reads a URL; DuckDB reads a local data folder")
+        raise ConfigurationError(
+            f"data={data}: only engine='spark' reads a URL; DuckDB reads a local data folder", setting="data"
+        )
     if engine == "duckdb":
         return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage)
 
@@ -492,7 +496,7 @@ def build_on(*args: Any, **kwargs: Any) -> Aggregates:
     return build_on_engine(*args, **kwargs)
 
 
-def read_prebuilt(path: Path, chain_unit: str | None = None) -> tuple[Aggregates, Catalogue]:
+def read_prebuilt(aggregates_file: Path, chain_unit: str | None = None) -> tuple[Aggregates, Catalogue]:
     """Aggregates written by ``metrics-kit build --out`` and the catalogue they were built for
     (``metrics-kit serve --aggregates``): refused, never served stale, if this version's catalogue
     differs from theirs."""
@@ -500,21 +504,28 @@ def read_prebuilt(path: Path, chain_unit: str | None = None) -> tuple[Aggregates
     from metrics_kit.spec.catalogue import default_catalogue
 
     try:
-        aggregates = Aggregates.read(path)
+        aggregates = Aggregates.read(aggregates_file)
     except FileNotFoundError:
-        raise ConfigurationError(f"--aggregates {path}: no such file; write one with metrics-kit build --out") from None
+        raise ConfigurationError(
+            f"aggregates_file={aggregates_file}: no such file; write one with metrics-kit build --out",
+            setting="aggregates_file",
+        ) from None
     except Exception as exc:
         raise ConfigurationError(
-            f"--aggregates {path}: not an aggregates file of metrics-kit build --out "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'unreadable'})"
+            f"aggregates_file={aggregates_file}: not an aggregates file of metrics-kit build --out "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'unreadable'})",
+            setting="aggregates_file",
         ) from None
     unit = aggregates.meta["chain_unit"]
     if chain_unit is not None and chain_unit != unit:
-        raise ConfigurationError(f"--chain-unit {chain_unit}: {path} was built with chain unit {unit}")
+        raise ConfigurationError(
+            f"chain_unit {chain_unit}: {aggregates_file} was built with chain unit {unit}", setting="chain_unit"
+        )
     catalogue = default_catalogue(unit)
     if aggregates.meta.get("catalogue_key") != catalogue_key(catalogue):
         raise ConfigurationError(
-            f"--aggregates {path}: built for other metric definitions than this version of metrics-kit has; "
-            "build it again with metrics-kit build --out"
+            f"aggregates_file={aggregates_file}: built for other metric definitions than this version of "
+            "metrics-kit has; build it again with metrics-kit build --out",
+            setting="aggregates_file",
         )
     return aggregates, catalogue
