@@ -227,6 +227,7 @@ _ARGUMENT_FLAGS = {
     "base_url": "--base-url",
     "chain_unit": "--chain-unit",
     "data": "--data",
+    "port": "--port",
     "rebuild": "--rebuild",
     "spark_master": "--spark-master",
     "spark_stall_timeout": "--spark-stall-timeout",

@@ -31,8 +31,10 @@ from metrics_kit.tools.cli import flagged
             "--chain-unit eth: x.parquet was built with chain unit sol",
         ),
         ("errors='coerce' leaves them empty", "--errors coerce leaves them empty"),
+        ("choose another port= (0 picks a free one)", "choose another --port (0 picks a free one)"),
         # Words that are only English stay as they are.
         ("the data folder and its stage", "the data folder and its stage"),
+        ("port 'http' is not a number", "port 'http' is not a number"),
     ],
 )
 def test_the_command_names_its_flags(library, command):
