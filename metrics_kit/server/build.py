@@ -442,12 +442,12 @@ def build_on_engine(
     if engine not in ENGINES:
         raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}", setting="engine")
     if engine != "spark" and spark_master:
-        raise ConfigurationError("spark_master is for engine='spark'", setting="spark_master")
+        raise ConfigurationError("spark_master= is for engine='spark'", setting="spark_master")
     if engine != "spark" and spark_stall_timeout is not None:
-        raise ConfigurationError("spark_stall_timeout is for engine='spark'", setting="spark_stall_timeout")
+        raise ConfigurationError("spark_stall_timeout= is for engine='spark'", setting="spark_stall_timeout")
     if spark_stall_timeout is not None and not spark_stall_timeout >= 0:
         raise ConfigurationError(
-            f"spark_stall_timeout {spark_stall_timeout}: give seconds >= 0 (0: no limit)", setting="spark_stall_timeout"
+            f"spark_stall_timeout={spark_stall_timeout}: give seconds >= 0 (0: no limit)", setting="spark_stall_timeout"
         )
     if is_url(data) and engine != "spark":
         raise ConfigurationError(
@@ -519,7 +519,7 @@ def read_prebuilt(aggregates_file: Path, chain_unit: str | None = None) -> tuple
     unit = aggregates.meta["chain_unit"]
     if chain_unit is not None and chain_unit != unit:
         raise ConfigurationError(
-            f"chain_unit {chain_unit}: {aggregates_file} was built with chain unit {unit}", setting="chain_unit"
+            f"chain_unit={chain_unit}: {aggregates_file} was built with chain unit {unit}", setting="chain_unit"
         )
     catalogue = default_catalogue(unit)
     if aggregates.meta.get("catalogue_key") != catalogue_key(catalogue):

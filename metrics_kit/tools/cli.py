@@ -221,7 +221,7 @@ def run() -> None:
 
 
 # A library error names what was wrong in the library's terms: the argument, as ``name=value`` (or
-# ``name`` alone where the name cannot be an English word). The command names its flags instead.
+# ``name=`` alone). The command names its flags instead.
 _ARGUMENT_FLAGS = {
     "aggregates_file": "--aggregates",
     "base_url": "--base-url",
@@ -233,21 +233,17 @@ _ARGUMENT_FLAGS = {
     "spark_stall_timeout": "--spark-stall-timeout",
     "stage": "--stage",
 }
-_ARGUMENT = re.compile(r"\b(" + "|".join(_ARGUMENT_FLAGS) + r")(=| (?=\S))")
+_ARGUMENT = re.compile(r"\b(" + "|".join(_ARGUMENT_FLAGS) + r")=(\S?)")
 _NAMED_VALUE = re.compile(r"\b(engine|errors)='(\w+)'")
 
 
 def flagged(message: str) -> str:
     """A library error's message as the command says it: ``data=DIR`` is ``--data DIR``,
-    ``engine='spark'`` is ``--engine spark``, ``spark_master`` is ``--spark-master``."""
+    ``engine='spark'`` is ``--engine spark``, ``rebuild=`` alone is ``--rebuild``."""
 
     def flag(match: re.Match[str]) -> str:
         name = _ARGUMENT_FLAGS[match[1]]
-        if match[2] == "=" and (match.end() == len(message) or message[match.end()].isspace()):
-            return name  # "data= and rebuild=": the flags themselves
-        if match[2] == " " and "_" not in match[1]:
-            return match[0]  # "data" alone is an English word; only data=... is the argument
-        return f"{name} "
+        return f"{name} {match[2]}" if match[2].strip() else f"{name}{match[2]}"
 
     return _NAMED_VALUE.sub(r"--\1 \2", _ARGUMENT.sub(flag, message))
 

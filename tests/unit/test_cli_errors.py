@@ -20,16 +20,17 @@ from metrics_kit.tools.cli import flagged
             "data=s3a://bucket/events: only engine='spark' reads a URL",
             "--data s3a://bucket/events: only --engine spark reads a URL",
         ),
-        ("spark_master is for engine='spark'", "--spark-master is for --engine spark"),
-        ("spark_master 'sc://h:': no port after ':'", "--spark-master 'sc://h:': no port after ':'"),
+        ("spark_master= is for engine='spark'", "--spark-master is for --engine spark"),
+        ("spark_master= 'sc://h:': no port after ':'", "--spark-master 'sc://h:': no port after ':'"),
         (
             "aggregates_file= serves prebuilt aggregates: give it without data= and rebuild=",
             "--aggregates serves prebuilt aggregates: give it without --data and --rebuild",
         ),
         (
-            "chain_unit eth: x.parquet was built with chain unit sol",
+            "chain_unit=eth: x.parquet was built with chain unit sol",
             "--chain-unit eth: x.parquet was built with chain unit sol",
         ),
+        ("chain_unit must be a lowercase identifier", "chain_unit must be a lowercase identifier"),
         ("errors='coerce' leaves them empty", "--errors coerce leaves them empty"),
         ("choose another port= (0 picks a free one)", "choose another --port (0 picks a free one)"),
         # Words that are only English stay as they are.
@@ -48,7 +49,7 @@ def test_a_build_error_names_the_argument_not_the_flag():
     assert raised.value.setting == "data" and "--" not in str(raised.value)
     with pytest.raises(ConfigurationError) as raised:
         build_on_engine(Path("events"), default_catalogue(), spark_master="local[2]")
-    assert str(raised.value) == "spark_master is for engine='spark'" and raised.value.setting == "spark_master"
+    assert str(raised.value) == "spark_master= is for engine='spark'" and raised.value.setting == "spark_master"
 
 
 def test_prebuilt_aggregates_are_opened_by_the_library_and_never_beside_data(tmp_path):
