@@ -243,7 +243,8 @@ def flagged(message: str) -> str:
 
     def flag(match: re.Match[str]) -> str:
         name = _ARGUMENT_FLAGS[match[1]]
-        return f"{name} {match[2]}" if match[2].strip() else f"{name}{match[2]}"
+        after = match[2]  # the value's first character, if a value follows
+        return f"{name} {after}" if after.strip() and after not in ",;)]" else f"{name}{after}"
 
     return _NAMED_VALUE.sub(r"--\1 \2", _ARGUMENT.sub(flag, message))
 

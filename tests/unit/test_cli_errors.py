@@ -33,6 +33,10 @@ from metrics_kit.tools.cli import flagged
         ("chain_unit must be a lowercase identifier", "chain_unit must be a lowercase identifier"),
         ("errors='coerce' leaves them empty", "--errors coerce leaves them empty"),
         ("choose another port= (0 picks a free one)", "choose another --port (0 picks a free one)"),
+        (
+            "a base URL ('http://h:9', from base_url=) needs an API key",
+            "a base URL ('http://h:9', from --base-url) needs an API key",
+        ),
         # Words that are only English stay as they are.
         ("the data folder and its stage", "the data folder and its stage"),
         ("port 'http' is not a number", "port 'http' is not a number"),
