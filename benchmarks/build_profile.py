@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gc
 import os
 import re
 import resource
@@ -102,7 +101,6 @@ def _run(args, data: Path) -> int:
     from metrics_kit.spec.catalogue import default_catalogue
 
     EVENTS.append(("imports (ibis, metrics_kit)", time.perf_counter() - started, _peak_mib()))
-    gc.freeze()  # as `metrics-kit build` does (tools/cli.py: run): no full collection over the imports
 
     for name in ("_validate", "read_projects", "provide"):
         timed(store, name, "load: ")
@@ -148,7 +146,6 @@ def _run(args, data: Path) -> int:
     t0 = time.perf_counter()
     built = aggregates.build_folder(data, catalogue, rebuild=True, log=lambda line: None)
     t2 = time.perf_counter()
-    gc.unfreeze()  # or, at exit, DuckDB's bindings report every frozen object of theirs as leaked
     EVENTS.append(("= build_folder total (validate, engine, densify, state)", t2 - t0, _peak_mib()))
     held = seen["held"]
     built.save(aggregates.cache_path(built.meta["fingerprint"], catalogue))

@@ -5,7 +5,7 @@ What is cached
     :class:`Entry` (the value with its type, its unit, whether the period is complete, the
     period's bounds and when it was fetched). Not HTTP responses: a warm pull of 365 daily values
     is read back in one query (a range scan; scattered dates go by ~500 per query), with no
-    response objects to deserialise: about 1-2 ms.
+    response objects to deserialise.
 
 Complete or not, and how long
     Whether a value is complete is decided once, when it is fetched, and stored with it: complete
@@ -60,6 +60,7 @@ import os
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -314,6 +315,11 @@ class ValueCache:
         return None if row is None else Known(*row)
 
     def see(self, version: str, seen_at: float, projects: str | None = None) -> bool:
+        """Deprecated: :meth:`record_version` (which also deletes the values of an older version)."""
+        warnings.warn("ValueCache.see() is now ValueCache.record_version()", DeprecationWarning, stacklevel=2)
+        return self.record_version(version, seen_at, projects)
+
+    def record_version(self, version: str, seen_at: float, projects: str | None = None) -> bool:
         """Record that the service answered from data ``version`` at ``seen_at`` (with ``projects``,
         its /projects answer, when given). Another version than the one recorded deletes every value
         of the older one, and its projects, in the same transaction. False: not written."""

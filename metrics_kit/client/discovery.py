@@ -85,7 +85,7 @@ class Discovery:
             self._version, self._seen_at = version, max(now, self._seen_at)
             self._confirmed = True
         if cache is not None:
-            cache.see(version, now)
+            cache.record_version(version, now)
 
     def check(self, transport: Transport, metric: Metric, project: str, cache: ValueCache | None = None) -> None:
         """Catch an unknown project, or a metric that does not apply to it, before the network."""
@@ -151,7 +151,7 @@ class Discovery:
         self._version, self._seen_at, self._projects, self._asked = version, now, projects, True
         self._confirmed = True
         if cache is not None:
-            cache.see(version, now, json.dumps(projects))
+            cache.record_version(version, now, json.dumps(projects))
 
 
 def known(projects: Mapping[str, dict[str, Any]], project: str) -> dict[str, Any]:

@@ -66,7 +66,7 @@ class DuckDB:
 
     con: Any  # ibis.backends.duckdb.Backend
     hash64: Hash64 = _duckdb_hash
-    # DuckDB sorts 10 million hashes faster than it groups them.
+    # DuckDB sorts hashes faster than it groups them.
     repeats_by_sorting: bool = True
     name = "duckdb"
     slow_start = False  # nothing to report before the values are computed
@@ -190,17 +190,17 @@ class Spark:
             return None
         if given == location:
             return DataFormatError(
-                f"--data {given}: the Spark Connect server at {self.remote} cannot read this path: it reads "
+                f"data={given}: the Spark Connect server at {self.remote} cannot read this path: it reads "
                 "paths on its own machine, not on this one. Put the data where the cluster reads it "
                 "(s3a://bucket/events, hdfs://..., or a file system the server mounts at the same path) "
-                "and give that URL or path as --data (docs/spark.md)"
+                "and give that URL or path as data= (docs/spark.md)"
             )
         return DataFormatError(
-            f"--data {given}: the Spark Connect server at {self.remote} cannot read {location}, where this "
+            f"data={given}: the Spark Connect server at {self.remote} cannot read {location}, where this "
             "machine wrote the validated data for it: the server reads paths on its own machine, not on "
-            "this one. Give --stage a folder on a file system the server mounts at the same path, or put "
+            "this one. Give stage= a folder on a file system the server mounts at the same path, or put "
             "the data where the cluster reads it (s3a://bucket/events, hdfs://...) and give that URL as "
-            "--data (docs/spark.md)"
+            "data= (docs/spark.md)"
         )
 
 

@@ -1,7 +1,16 @@
 """Aggregates: every metric value of a data set, built once, persisted, looked up in O(1).
 
-``build`` runs the engine over a validated event store in one batch and fills the sparse result
-into a dense grid: for every project, every metric that applies to it and every period that
+The entry points, from the outermost:
+
+- ``load_or_build``: a data folder's aggregates from the cache while the folder is unchanged, else
+  ``build_folder``'s, saved to the cache;
+- ``build_on_engine``: a data folder or (on Spark) a URL, built on the engine named;
+- ``build_folder``: a data folder, validated, then built incrementally from its saved build when
+  one applies, else in full;
+- ``build_in_full``: an event store already validated, built whole.
+
+A build runs the engine over the event tables in one batch and fills the sparse result into a
+dense grid: for every project, every metric that applies to it and every period that
 overlaps coverage, a value. No activity is a 0; an ending balance carries forward. The result is
 saved as one Parquet file in the cache folder under a key made of the data folder's fingerprint
 and the catalogue's, so the next start with unchanged data skips the build.
@@ -16,6 +25,7 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,8 +51,8 @@ ENGINE_VERSION = 1
 BUILD_MEMORY_LIMIT = "2GB"
 # Event tables small enough to read into memory once per full build: over a folder of many files,
 # every read of a view pays for opening them. The engine's one query over them reads fees and
-# token_flows once and chain_rewards twice (its sums and its nets). On the single-file 10M data
-# set, views for the first two measured the same (copy and query 0.62-0.80 s, against 0.68-0.69 s).
+# token_flows once and chain_rewards twice (its sums and its nets); over a single file, a view
+# for the first two is as fast as the copy (docs/performance.md).
 SMALL_TABLES = ("fees", "token_flows", "chain_rewards")
 WINDOW_IN_MEMORY_BYTES = 64 * 2**20  # an incremental build's files read into memory up to this size
 _DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run to run
@@ -97,7 +107,7 @@ class Aggregates:
 
     @classmethod
     def read(cls, path: Path) -> Aggregates:
-        table = pq.ParquetFile(path).read()  # read_table would import pyarrow.dataset (0.1 s)
+        table = pq.ParquetFile(path).read()  # read_table would import pyarrow.dataset, a slow import
         meta = json.loads(table.schema.metadata[b"metrics_kit"])
         counts = set(meta["count_metrics"])
         values = {}
@@ -146,7 +156,7 @@ def compute(backend: Backend, catalogue: Catalogue, transactions_per_day: pd.Dat
     return increments.normalise(pd.concat(frames, ignore_index=True)) if frames else compute_nothing()
 
 
-def build(
+def build_in_full(
     event_store: EventStore,
     catalogue: Catalogue,
     *,
@@ -279,8 +289,8 @@ def build_folder(
     Validation runs on DuckDB; the values are computed on ``on`` (default: DuckDB, on the
     validating connection). ``stage`` also writes the whole validated data set as the normalised
     layout (which takes a full build)."""
-    # The build's time (build_seconds) starts after the imports of DuckDB and Ibis's backend
-    # (about 1 s): they are the process's start-up, the same for every kind of build.
+    # The build's time (build_seconds) starts after the imports of DuckDB and Ibis's backend:
+    # they are the process's start-up, the same for every kind of build.
     import ibis.backends.duckdb
 
     from metrics_kit.server import engine  # noqa: F401
@@ -395,7 +405,7 @@ def _compute(
 
 
 def _build_connection():
-    # A 10M-transaction build peaks near 1.3 GiB; the cap keeps a larger data set within bounds by
+    # The cap keeps a data set larger than memory within bounds by
     # spilling, into the cache folder rather than DuckDB's default of the current directory.
     from metrics_kit.server.data import store
 
@@ -409,7 +419,7 @@ def is_url(data: str | os.PathLike) -> bool:
     return "://" in str(data)
 
 
-def build_on(
+def build_on_engine(
     data: str | os.PathLike,
     catalogue: Catalogue,
     *,
@@ -430,15 +440,19 @@ def build_on(
     from metrics_kit.server.data import store
 
     if engine not in ENGINES:
-        raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
+        raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}", setting="engine")
     if engine != "spark" and spark_master:
-        raise ConfigurationError("--spark-master is for --engine spark")
+        raise ConfigurationError("spark_master= is for engine='spark'", setting="spark_master")
     if engine != "spark" and spark_stall_timeout is not None:
-        raise ConfigurationError("--spark-stall-timeout is for --engine spark")
+        raise ConfigurationError("spark_stall_timeout= is for engine='spark'", setting="spark_stall_timeout")
     if spark_stall_timeout is not None and not spark_stall_timeout >= 0:
-        raise ConfigurationError(f"--spark-stall-timeout {spark_stall_timeout}: give seconds >= 0 (0: no limit)")
+        raise ConfigurationError(
+            f"spark_stall_timeout={spark_stall_timeout}: give seconds >= 0 (0: no limit)", setting="spark_stall_timeout"
+        )
     if is_url(data) and engine != "spark":
-        raise ConfigurationError(f"{data}: only --engine spark reads a URL; DuckDB reads a local data folder")
+        raise ConfigurationError(
+            f"data={data}: only engine='spark' reads a URL; DuckDB reads a local data folder", setting="data"
+        )
     if engine == "duckdb":
         return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage)
 
@@ -458,11 +472,11 @@ def build_on(
             raw = exports.open_exports(backend, str(data))
             if raw is None:  # the normalised layout, validated when it was written
                 layout = store.open_parquet(backend, str(data))
-                aggregates = build(layout, catalogue, backend=backend, started=started, why=why)
+                aggregates = build_in_full(layout, catalogue, backend=backend, started=started, why=why)
             else:
                 log(f"Validated {data} on Spark")
                 per_day = raw.rows_per_day
-                aggregates = build(
+                aggregates = build_in_full(
                     raw.store, catalogue, backend=backend, transactions_per_day=per_day, started=started, why=why
                 )
             log(_summary(aggregates.meta))
@@ -470,7 +484,19 @@ def build_on(
         return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage, on=backend)
 
 
-def read_prebuilt(path: Path, chain_unit: str | None = None) -> tuple[Aggregates, Catalogue]:
+def build(*args: Any, **kwargs: Any) -> Aggregates:
+    """Deprecated: :func:`build_in_full`."""
+    warnings.warn("build.build() is now build.build_in_full()", DeprecationWarning, stacklevel=2)
+    return build_in_full(*args, **kwargs)
+
+
+def build_on(*args: Any, **kwargs: Any) -> Aggregates:
+    """Deprecated: :func:`build_on_engine`."""
+    warnings.warn("build.build_on() is now build.build_on_engine()", DeprecationWarning, stacklevel=2)
+    return build_on_engine(*args, **kwargs)
+
+
+def read_prebuilt(aggregates_file: Path, chain_unit: str | None = None) -> tuple[Aggregates, Catalogue]:
     """Aggregates written by ``metrics-kit build --out`` and the catalogue they were built for
     (``metrics-kit serve --aggregates``): refused, never served stale, if this version's catalogue
     differs from theirs."""
@@ -478,21 +504,28 @@ def read_prebuilt(path: Path, chain_unit: str | None = None) -> tuple[Aggregates
     from metrics_kit.spec.catalogue import default_catalogue
 
     try:
-        aggregates = Aggregates.read(path)
+        aggregates = Aggregates.read(aggregates_file)
     except FileNotFoundError:
-        raise ConfigurationError(f"--aggregates {path}: no such file; write one with metrics-kit build --out") from None
+        raise ConfigurationError(
+            f"aggregates_file={aggregates_file}: no such file; write one with metrics-kit build --out",
+            setting="aggregates_file",
+        ) from None
     except Exception as exc:
         raise ConfigurationError(
-            f"--aggregates {path}: not an aggregates file of metrics-kit build --out "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'unreadable'})"
+            f"aggregates_file={aggregates_file}: not an aggregates file of metrics-kit build --out "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'unreadable'})",
+            setting="aggregates_file",
         ) from None
     unit = aggregates.meta["chain_unit"]
     if chain_unit is not None and chain_unit != unit:
-        raise ConfigurationError(f"--chain-unit {chain_unit}: {path} was built with chain unit {unit}")
+        raise ConfigurationError(
+            f"chain_unit={chain_unit}: {aggregates_file} was built with chain unit {unit}", setting="chain_unit"
+        )
     catalogue = default_catalogue(unit)
     if aggregates.meta.get("catalogue_key") != catalogue_key(catalogue):
         raise ConfigurationError(
-            f"--aggregates {path}: built for other metric definitions than this version of metrics-kit has; "
-            "build it again with metrics-kit build --out"
+            f"aggregates_file={aggregates_file}: built for other metric definitions than this version of "
+            "metrics-kit has; build it again with metrics-kit build --out",
+            setting="aggregates_file",
         )
     return aggregates, catalogue

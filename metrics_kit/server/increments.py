@@ -84,7 +84,7 @@ def normalise(sparse: pd.DataFrame) -> pd.DataFrame:
 
     def text(column: pd.Series) -> pd.Series:
         # Already pandas' string dtype (what DuckDB and a saved state give): kept, not rebuilt
-        # from Python strings, which cost a tenth of a second per saved state.
+        # from Python strings, which is slow for a large saved state.
         return column if column.dtype == "str" else column.astype(str)
 
     return pd.DataFrame(

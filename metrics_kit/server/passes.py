@@ -14,16 +14,16 @@ and months, for every (project, action) and every restriction of the catalogue (
 The day counts and the repeated rows come back stacked in one query: on a small table, as an
 incremental build's window, a round trip through Ibis costs more than DuckDB's work.
 
-So the signer column is read once and tx_id twice. The one-scan alternatives measured slower on
-DuckDB at 10 million rows: grouping (project, action, tx_hash) with the aggregates a one-scan
-correction needs (rows, days, a second hash) took about twice as long as the two tx_id scans, and
-GROUPING SETS over one scan cost as much as separate queries. Counting every row and carrying
-tx_id for the repeated ones in one grouping (the form before this one) cost 40% more than the
-day counts and the semi-join apart: tx_id went through the join for every row.
+So the signer column is read once and tx_id twice. The one-scan alternatives are slower on
+DuckDB (docs/performance.md): grouping (project, action, tx_hash) with the aggregates a one-scan
+correction needs (rows, days, a second hash) builds a far larger table than the two tx_id scans,
+and GROUPING SETS over one scan costs as much as separate queries. Counting every row and carrying
+tx_id for the repeated ones in one grouping (the form before this one) sent tx_id through the
+join for every row, not only for the repeated ones.
 
 **Active users.** The signer pass groups the rows by (project, action, signer, month) -- the
 signer's own address, never a hash, so no two signers can merge -- and keeps a 31-bit mask of the
-days of the month the signer acted on (``bit_or``). From those rows (2.7 million for 10 million
+days of the month the signer acted on (``bit_or``). From those rows (far fewer than the
 events, read twice by one query: DuckDB materialises them once, other backends cache them first),
 per (project, action, month):
 
@@ -45,9 +45,8 @@ first (under a restriction: its rows under the restriction beyond the first). Di
 hashes collide come along as if repeated and are counted by their exact strings, so a collision
 costs a few more rows in a small result, never a wrong count. That is why, when the rows are known
 to be at most 2**25 (a full DuckDB build, whose validation counted them), the query looks for
-repeats by the upper 32 bits of the hash only, which DuckDB sorts faster: in full builds at 10
-million rows the repeated-rows query took 2.26 s against 2.45 s with the 64-bit hash, and peaked
-120-150 MiB lower, for 23,000 more rows in its result.
+repeats by the upper 32 bits of the hash only, which DuckDB sorts faster and in less memory than
+the 64-bit hash, for a few more rows in its result.
 """
 
 from __future__ import annotations
@@ -150,7 +149,7 @@ def _repeated_rows(t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: 
     harm). A semi-join: only those rows, a few per thousand, go on past the scan."""
     hashes = t.select(tx_hash=hash64(t.tx_id))
     if by_sorting:
-        # DuckDB sorts 10 million hashes in about 60% of the time it takes to group them.
+        # DuckDB sorts hashes faster than it groups them.
         previous = hashes.tx_hash.lag().over(ibis.window(order_by=hashes.tx_hash))
         repeated = hashes.filter(hashes.tx_hash == previous).distinct()
     else:
@@ -226,8 +225,8 @@ def _per_month(months: ir.Table, measures: Measures, month_starts: list[datetime
     present = set(month_starts)
     if not any(_next_month(m) in present for m in month_starts):
         # No month with rows follows another (as in a window of one month): no week has signers
-        # in two months, and the join would find nothing. Without it the query compiles in half
-        # the time, 0.05-0.1 s of an incremental build.
+        # in two months, and the join would find nothing. Without it the query is smaller, and
+        # compiles faster.
         return per_month.mutate(**{f"{n}_both": ibis.literal(0, dt.int64) for n in measures.user_masks})
     # One query for both: each is small next to the cost of a round trip through Ibis.
     return per_month.left_join(_split_weeks(months, measures, month_starts), ["project", "action", "month"])
@@ -243,7 +242,7 @@ def _split_weeks(months: ir.Table, measures: Measures, month_starts: list[dateti
     for column in ("month", "next_month"):
         calendar[column] = pd.to_datetime(calendar[column])
     edges = ibis.memtable(calendar)
-    # A dtype, not its name: parsing "date" builds Ibis's type grammar, 40 ms of a small build.
+    # A dtype, not its name: parsing "date" builds Ibis's type grammar, a noticeable part of a small build.
     edges = edges.mutate(month=edges.month.cast(dt.date), next_month=edges.next_month.cast(dt.date))
     rows = months.join(edges, "month")
     # A restricted mask's days are among the unrestricted mask's, so rows that meet an edge by the

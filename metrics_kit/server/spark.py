@@ -36,7 +36,7 @@ def masked(text: str) -> str:
     return _SECRET.sub(r"\1***", text)
 
 
-def connect_url(url: str, given_as: str = "--spark-master") -> str:
+def connect_url(url: str, given_as: str = "spark_master=") -> str:
     """``url`` if it is a well-formed Spark Connect URL, else a :class:`ConfigurationError` saying
     what is allowed (the URL masked)."""
     shown = f"'{masked(url)}'"
@@ -113,9 +113,9 @@ def _local_session(master: str | None):
 
     if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
         raise ConfigurationError(
-            "--engine spark needs a Java runtime (17 or later) for Spark: install one "
+            "engine='spark' needs a Java runtime (17 or later) for Spark: install one "
             "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME; "
-            "or give --spark-master sc://HOST:PORT to use a Spark Connect server"
+            "or give spark_master=sc://HOST:PORT to use a Spark Connect server"
         )
     builder = SparkSession.builder.appName("metrics-kit build")
     if master:
@@ -133,7 +133,7 @@ def _local_session(master: str | None):
     try:
         return builder.getOrCreate()
     except Exception as exc:  # a master Spark does not know, a JVM that would not start
-        shown = f"--spark-master {master}" if master else "Spark"
+        shown = f"spark_master={master}" if master else "Spark"
         raise ConfigurationError(
             f"{shown}: Spark did not start: {_first_line(exc)} (its own output above says why); "
             "a master is local[N], spark://HOST:PORT, yarn, k8s://..., or sc://HOST:PORT for Spark Connect"
@@ -143,11 +143,11 @@ def _local_session(master: str | None):
 def where(master: str | None) -> tuple[str | None, str]:
     """The master to use (``--spark-master``, else ``SPARK_REMOTE``) and how the user gave it."""
     if master:
-        return master, "--spark-master"
+        return master, "spark_master="
     remote = os.environ.get(REMOTE_ENV)
     if remote:
         return remote, REMOTE_ENV
-    return None, "--spark-master"
+    return None, "spark_master="
 
 
 @contextlib.contextmanager
@@ -156,7 +156,7 @@ def backend(master: str | None = None) -> Iterator[Spark]:
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        raise ConfigurationError(f"--engine spark needs pyspark; {INSTALL_HINT}") from None
+        raise ConfigurationError(f"engine='spark' needs pyspark; {INSTALL_HINT}") from None
     import ibis
 
     master, given_as = where(master)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import gc
-import os
+import re
 import sys
 from pathlib import Path
 
@@ -217,41 +216,37 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The ``metrics-kit`` command (and ``python -m metrics_kit``): :func:`main`, then the exit.
-
-    A build first freezes the garbage collector's view of what the imports created (pandas, Ibis,
-    sqlglot, DuckDB: most of the process's objects). A build makes enough objects to set off a
-    full collection, which would walk all of them again: about 0.1 s, a twentieth of an
-    incremental build (docs/performance.md).
-
-    A finished DuckDB build has written and closed its files and closed its connection; all that
-    is left is Python's own finalisation of the libraries it imported, mostly garbage collection
-    over their objects: about 0.4 s, a tenth of an incremental build's wall clock. So a build that
-    succeeded ends the process at once, once its output is flushed. Every other command, and any
-    failure, exits as usual, with the objects unfrozen first: DuckDB's bindings report the ones
-    never freed at exit as leaks."""
-    args = _parser().parse_args()
-    building = args.command == "build"
-    if building:
-        _freeze_imports()
-    try:
-        code = _dispatch(args)
-        if code == 0 and building and args.engine == "duckdb":
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    finally:  # also on the way out of an unexpected exception
-        gc.unfreeze()
-    sys.exit(code)
+    """The ``metrics-kit`` command (and ``python -m metrics_kit``): :func:`main`, then the exit."""
+    sys.exit(main())
 
 
-def _freeze_imports() -> None:
-    import ibis.backends.duckdb  # noqa: F401
+# A library error names what was wrong in the library's terms: the argument, as ``name=value`` (or
+# ``name=`` alone). The command names its flags instead.
+_ARGUMENT_FLAGS = {
+    "aggregates_file": "--aggregates",
+    "base_url": "--base-url",
+    "chain_unit": "--chain-unit",
+    "data": "--data",
+    "port": "--port",
+    "rebuild": "--rebuild",
+    "spark_master": "--spark-master",
+    "spark_stall_timeout": "--spark-stall-timeout",
+    "stage": "--stage",
+}
+_ARGUMENT = re.compile(r"\b(" + "|".join(_ARGUMENT_FLAGS) + r")=(\S?)")
+_NAMED_VALUE = re.compile(r"\b(engine|errors)='(\w+)'")
 
-    from metrics_kit.server import build, engine  # noqa: F401
-    from metrics_kit.server.data import store  # noqa: F401
 
-    gc.freeze()
+def flagged(message: str) -> str:
+    """A library error's message as the command says it: ``data=DIR`` is ``--data DIR``,
+    ``engine='spark'`` is ``--engine spark``, ``rebuild=`` alone is ``--rebuild``."""
+
+    def flag(match: re.Match[str]) -> str:
+        name = _ARGUMENT_FLAGS[match[1]]
+        after = match[2]  # the value's first character, if a value follows
+        return f"{name} {after}" if after.strip() and after not in ",;)]" else f"{name}{after}"
+
+    return _NAMED_VALUE.sub(r"--\1 \2", _ARGUMENT.sub(flag, message))
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -264,8 +259,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             "lab": _lab,
             "report": _report,
         }[args.command](args)
-    except MetricsKitError as error:  # a FetchError's hint names the library's argument: the command's is a flag
-        print("metrics-kit: error:", str(error).replace("errors='coerce'", "--errors coerce"), file=sys.stderr)
+    except MetricsKitError as error:
+        print("metrics-kit: error:", flagged(str(error)), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -281,21 +276,17 @@ def _serve(args) -> int:
     host, port = settings.host(args.host), settings.port(args.port)
     rate_limit, latency_ms = settings.rate_limit(args.rate_limit), settings.latency_ms(args.latency_ms)
     head_timeout = settings.head_timeout(args.head_timeout)
-    catalogue = default_catalogue(args.chain_unit)
-    if args.aggregates is not None and (args.data is not None or args.rebuild):
-        return _fail("--aggregates serves prebuilt aggregates: give it without --data and --rebuild")
+    catalogue = default_catalogue(args.chain_unit) if args.chain_unit is not None else None
     keys = run.api_keys()
     settings.keys(keys)
-    if args.aggregates is not None:
-        from metrics_kit.server.build import read_prebuilt
-        from metrics_kit.server.service import MetricService
-
-        prebuilt, catalogue = read_prebuilt(args.aggregates, args.chain_unit)
-        service = MetricService(prebuilt, catalogue)
-        print(f"Serving the aggregates {args.aggregates} (built {prebuilt.meta['built_at']})", flush=True)
-    else:
-        service = open_service(args.data, catalogue, rebuild=args.rebuild, log=lambda line: print(line, flush=True))
-    built = service.aggregates
+    service = open_service(
+        args.data,
+        catalogue,
+        rebuild=args.rebuild,
+        aggregates_file=args.aggregates,
+        log=lambda line: print(line, flush=True),
+    )
+    built, catalogue = service.aggregates, service.catalogue
     app = App(service, keys, rate_limit=rate_limit, latency_ms=latency_ms)
     sock = run.bind(host, port)
     host, port = sock.getsockname()[:2]
@@ -341,7 +332,7 @@ def _build(args) -> int:
     if args.engine == "duckdb" and args.out is None and args.stage is None and not spark_only:
         built = aggregates.load_or_build(args.data, catalogue, rebuild=args.rebuild)
     else:
-        built = aggregates.build_on(
+        built = aggregates.build_on_engine(
             args.data,
             catalogue,
             engine=args.engine,
@@ -364,7 +355,7 @@ def _fetch(args) -> int:
     import warnings
 
     from metrics_kit.client.client import Client
-    from metrics_kit.client.settings import check_base_url, shown_url
+    from metrics_kit.errors import ConfigurationError
 
     suffix = args.out.suffix.lower()
     if suffix not in OUTPUT_FORMATS:
@@ -372,17 +363,19 @@ def _fetch(args) -> int:
     folder = args.out.parent
     if not folder.is_dir():
         return _fail(f"the folder of --out ({folder}) does not exist")
-    base_url = args.base_url or os.environ.get(BASE_URL_ENV) or None
-    if base_url:
-        base_url = check_base_url(base_url)  # refuses a user name or password in it, without echoing them
-    if base_url and not os.environ.get(API_KEY_ENV):
+    try:  # the service and its key as the library resolves them: --base-url, else the environment
+        client = Client(
+            args.base_url, cache=not args.no_cache, refresh=args.refresh, progress=False if args.no_progress else None
+        )
+    except ConfigurationError as error:
+        if error.setting != "api_key":
+            raise
+        needed = str(error).splitlines()[0].partition(";")[0]  # "a base URL (..., from ...) needs an API key"
         return _fail(
-            f"the service {shown_url(base_url)} needs an API key: set the environment variable {API_KEY_ENV} "
+            f"{flagged(needed)}: set the environment variable {API_KEY_ENV} "
             "(there is no flag for it, so that it stays out of shell history and ps)"
         )
-    with Client(
-        base_url, cache=not args.no_cache, refresh=args.refresh, progress=False if args.no_progress else None
-    ) as client:
+    with client:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             frame = client.frame(

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -143,8 +144,7 @@ def test_serve_aggregates_refuses_aggregates_of_other_definitions(data, tmp_path
 def test_build_options_that_do_not_fit_are_clear_errors(data):
     url = _cli("build", "--data", "s3a://bucket/events", "--out", "x.parquet")
     assert url.returncode == 2 and "only --engine spark reads a URL" in url.stderr
-    # Nothing else: a build freezes the objects of its imports, and a process that exits as usual
-    # must unfreeze them, or DuckDB's bindings report each one as leaked.
+    # Nothing else: no traceback, and no leak report from DuckDB's bindings at the exit.
     assert url.stderr.count("\n") == 1 and url.stderr.startswith("metrics-kit: error:"), url.stderr
     master = _cli("build", "--data", str(data), "--spark-master", "local[2]", "--out", "x.parquet")
     assert master.returncode == 2 and "--spark-master is for --engine spark" in master.stderr
@@ -174,3 +174,18 @@ def test_a_day_added_to_a_table_folder_is_built_incrementally(tmp_path):
     day = dt.date(2025, 1, 1)
     # u4 at 00:00Z and u5 at 20:00-05:00 on 2024-12-31 (a file of the first build): both on 2025-01-01 UTC.
     assert incremental.find("unstaking_transaction_count", "farm", "1_day", day)[0] == 2
+
+
+def test_the_old_names_of_the_build_entry_points_still_work_and_say_the_new_ones(data):
+    from metrics_kit.errors import ConfigurationError
+    from metrics_kit.server.data import store
+
+    catalogue = default_catalogue()
+    event_store = store.load(data)
+    with warnings.catch_warnings(record=True) as caught:  # not pytest.warns: Ibis warns of DuckDB's API too
+        warnings.simplefilter("always")
+        old = aggregates.build(event_store, catalogue)
+    assert any(w.category is DeprecationWarning and "build_in_full" in str(w.message) for w in caught)
+    assert old.values == aggregates.build_in_full(store.load(data), catalogue).values
+    with pytest.warns(DeprecationWarning, match="build_on_engine"), pytest.raises(ConfigurationError):
+        aggregates.build_on(data, catalogue, engine="nope")

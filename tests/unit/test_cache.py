@@ -432,3 +432,23 @@ def test_a_closed_cache_says_so(path):
     cache.close()  # twice is fine
     with pytest.raises(RuntimeError, match="closed"):
         cache.get_many([key()])
+
+
+# -- the data version -----------------------------------------------------------------------------------
+
+
+def test_recording_another_data_version_deletes_the_older_versions_values(cache, path):
+    assert cache.record_version("v1", FETCHED)
+    cache.put_many([(key(), Entry(7, "users", True, None, None, FETCHED, "v1"))])
+    assert cache.record_version("v1", FETCHED + 1) and count_rows(path) == 1  # the same version: kept
+    assert cache.record_version("v2", FETCHED + 2) and count_rows(path) == 0
+    known = cache.known()
+    assert known is not None and (known.version, known.seen_at) == ("v2", FETCHED + 2)
+
+
+def test_see_is_a_deprecated_name_of_record_version(cache, path):
+    cache.record_version("v1", FETCHED)
+    cache.put_many([(key(), Entry(7, "users", True, None, None, FETCHED, "v1"))])
+    with pytest.warns(DeprecationWarning, match="record_version"):
+        assert cache.see("v2", FETCHED + 1)
+    assert count_rows(path) == 0

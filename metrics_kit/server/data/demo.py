@@ -129,7 +129,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 # Fixed writer options: together with the seeded generators they make the files byte-identical.
-# zstd level 1: random tx ids barely compress, and level 3 writes 2.5x slower for 7% fewer bytes.
+# zstd level 1: random tx ids barely compress, and higher levels write much slower for few bytes saved.
 _PARQUET_OPTIONS = dict(
     compression="zstd",
     compression_level=1,

@@ -161,7 +161,7 @@ def open_exports(backend: Spark, location: str) -> Exports | None:
         listing = backend.listing(root)
     except Exception as exc:
         raise backend.unreadable(location, location, exc) or DataFormatError(
-            f"--data {location}: cannot be listed: {_first_line(exc)}"
+            f"data={location}: cannot be listed: {_first_line(exc)}"
         ) from None
     if any(PurePosixPath(urlparse(path).path).name == store.LAYOUT_FILE for path, _s, _m in listing):
         return None

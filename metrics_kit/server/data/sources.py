@@ -77,7 +77,7 @@ def fingerprint(sources: dict[str, Source], stats: dict[Path, dict] | None = Non
     ``size`` and ``mtime_ns`` as taken before a build read them (else taken now)."""
     digest = hashlib.sha256()
     # A table folder may hold thousands of files: each folder is resolved once, and names are joined
-    # as text (pathlib's operators cost a tenth of a second over 3,000 files).
+    # as text (pathlib's operators are slow over thousands of files).
     folders: dict[str, str] = {}
     for table in sorted(sources):
         for path in sources[table].files:

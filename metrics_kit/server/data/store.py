@@ -191,7 +191,7 @@ def _normalised(column: str, kind: str, source_type: str) -> str:
             return col
         if source_type == "TIMESTAMP WITH TIME ZONE":
             # The same instant as CAST(... AS TIMESTAMP) in the UTC session, without the time zone
-            # library: that cast cost half a second per 10 million rows, in every scan.
+            # library, whose cast is slower, in every scan.
             return f"make_timestamp(epoch_us({col}))"
         if source_type in ("TIMESTAMP_S", "TIMESTAMP_MS", "DATE"):
             return f"CAST({col} AS TIMESTAMP)"  # exact
@@ -322,7 +322,7 @@ class _Relation:
         """The normalised table; with ``files``, also each row's file (``_file``); with ``detail``,
         also the raw columns, row numbers and file names. ``checked``: the table passed validation,
         so a text column that cannot be empty any more is read as it is (the engine scans tx_id,
-        88 characters a row, several times: NULLIF on it cost a fifth of a scan)."""
+        88 characters a row, several times: NULLIF on it is a sizeable part of a scan)."""
         clean = _never_empty(self.source.table) if checked else frozenset()
         columns = ", ".join(
             f'"{c}"' if c in clean and self.types[c] == "VARCHAR" else f'{expr} AS "{c}"'
@@ -568,8 +568,8 @@ def provide(validated: Validated, in_memory: tuple[str, ...] = ()) -> ibis.BaseB
         kind = "TABLE" if table in in_memory else "VIEW"
         validated.con.execute(f"DROP VIEW IF EXISTS {table}; DROP TABLE IF EXISTS {table}")
         validated.con.execute(f"CREATE TEMP {kind} {table} AS {relation}")
-    # The backend class itself: ``ibis.duckdb`` first looks it up among the installed packages'
-    # entry points, 0.03 s of every build.
+    # The backend class itself: ``ibis.duckdb`` would first look it up among the installed
+    # packages' entry points, in every build.
     from ibis.backends.duckdb import Backend as DuckDBBackend
 
     return DuckDBBackend.from_connection(validated.con)

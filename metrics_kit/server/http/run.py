@@ -37,7 +37,8 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise ConfigurationError(
-            f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port (0 picks a free one)"
+            f"cannot listen on {host}:{port}: {exc.strerror}; choose another port= (0 picks a free one)",
+            setting="port",
         ) from None
     sock.listen(2048)
     sock.set_inheritable(True)

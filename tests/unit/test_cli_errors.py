@@ -1,0 +1,64 @@
+"""Library errors name the library's arguments; ``metrics-kit`` names its flags when it prints them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from metrics_kit.errors import ConfigurationError
+from metrics_kit.server.build import build_on_engine
+from metrics_kit.server.dataset import open_service
+from metrics_kit.spec.catalogue import default_catalogue
+from metrics_kit.tools.cli import flagged
+
+
+@pytest.mark.parametrize(
+    ("library", "command"),
+    [
+        (
+            "data=s3a://bucket/events: only engine='spark' reads a URL",
+            "--data s3a://bucket/events: only --engine spark reads a URL",
+        ),
+        ("spark_master= is for engine='spark'", "--spark-master is for --engine spark"),
+        ("spark_master= 'sc://h:': no port after ':'", "--spark-master 'sc://h:': no port after ':'"),
+        (
+            "aggregates_file= serves prebuilt aggregates: give it without data= and rebuild=",
+            "--aggregates serves prebuilt aggregates: give it without --data and --rebuild",
+        ),
+        (
+            "chain_unit=eth: x.parquet was built with chain unit sol",
+            "--chain-unit eth: x.parquet was built with chain unit sol",
+        ),
+        ("chain_unit must be a lowercase identifier", "chain_unit must be a lowercase identifier"),
+        ("errors='coerce' leaves them empty", "--errors coerce leaves them empty"),
+        ("choose another port= (0 picks a free one)", "choose another --port (0 picks a free one)"),
+        (
+            "a base URL ('http://h:9', from base_url=) needs an API key",
+            "a base URL ('http://h:9', from --base-url) needs an API key",
+        ),
+        # Words that are only English stay as they are.
+        ("the data folder and its stage", "the data folder and its stage"),
+        ("port 'http' is not a number", "port 'http' is not a number"),
+    ],
+)
+def test_the_command_names_its_flags(library, command):
+    assert flagged(library) == command
+
+
+def test_a_build_error_names_the_argument_not_the_flag():
+    with pytest.raises(ConfigurationError) as raised:
+        build_on_engine("s3a://bucket/events", default_catalogue())
+    assert str(raised.value).startswith("data=s3a://bucket/events: only engine='spark' reads a URL")
+    assert raised.value.setting == "data" and "--" not in str(raised.value)
+    with pytest.raises(ConfigurationError) as raised:
+        build_on_engine(Path("events"), default_catalogue(), spark_master="local[2]")
+    assert str(raised.value) == "spark_master= is for engine='spark'" and raised.value.setting == "spark_master"
+
+
+def test_prebuilt_aggregates_are_opened_by_the_library_and_never_beside_data(tmp_path):
+    with pytest.raises(ConfigurationError, match="without data= and rebuild=") as raised:
+        open_service(tmp_path, aggregates_file=tmp_path / "a.parquet")
+    assert raised.value.setting == "aggregates_file"
+    with pytest.raises(ConfigurationError, match="no such file"):
+        open_service(aggregates_file=tmp_path / "missing.parquet", log=lambda line: None)
