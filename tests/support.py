@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -141,3 +142,17 @@ def split_by_day(source: Path, folder: Path, table: str, days: set[str] | None =
     for day, rows in by_day.items():
         if days is None or day in days:
             (folder / table / f"{day}.csv").write_text("\n".join([lines[0], *rows]) + "\n")
+
+
+GOLDEN = Path(__file__).parent / "golden" / "data"
+# One more farm stake on 2025-01-02: the golden data says 1 staking transaction that day, this says 2.
+ONE_MORE_STAKE = "2025-01-02T15:00:00Z,s99,zoe,farm,stake,\n"
+
+
+def golden_plus_one_stake(folder: Path) -> Path:
+    """A copy of the golden data in ``folder`` with ONE_MORE_STAKE: a second service whose answer to
+    the same question differs (two servers with different data)."""
+    shutil.copytree(GOLDEN, folder)
+    with (folder / "transactions.csv").open("a") as table:
+        table.write(ONE_MORE_STAKE)
+    return folder

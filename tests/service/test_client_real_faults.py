@@ -10,29 +10,22 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from support import ServerProcess
+from support import GOLDEN, ServerProcess, golden_plus_one_stake
 
-GOLDEN = Path(__file__).parents[1] / "golden" / "data"
 KEY_A = "key-a-5f1e9c3b7d2a4e6f8091"
 KEY_B = "key-b-9a8b7c6d5e4f3a2b1c0d"
 QUESTION = ("staking_transaction_count", "farm", "1_day", "2025-01-02")
-EXTRA = "2025-01-02T15:00:00Z,s99,zoe,farm,stake,\n"
 
 
 @pytest.fixture(scope="module")
 def data_b(tmp_path_factory):
-    folder_b = tmp_path_factory.mktemp("data-b") / "data"
-    shutil.copytree(GOLDEN, folder_b)
-    with (folder_b / "transactions.csv").open("a") as table:
-        table.write(EXTRA)
-    return folder_b
+    return golden_plus_one_stake(tmp_path_factory.mktemp("data-b") / "data")
 
 
 @pytest.fixture(scope="module")

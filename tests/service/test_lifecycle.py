@@ -11,37 +11,30 @@ The keys are module constants, never locals of a test, so a traceback's locals c
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
 import time
 import traceback
-from pathlib import Path
 
 import pytest
-from support import ServerProcess
+from support import GOLDEN, ServerProcess, golden_plus_one_stake
 
 import metrics_kit as mk
 from metrics_kit import AuthenticationError, Client, ClientClosedError, ConfigurationError, TransportError
 from metrics_kit.client import api, settings
 from metrics_kit.client.transports import HTTPTransport
 
-GOLDEN = Path(__file__).parents[1] / "golden" / "data"
 KEY_A = "key-a-5f1e9c3b7d2a4e6f8091"
 KEY_A2 = "key-a2-0c4d8e2f6a1b3c5d7e9f"
 KEY_B = "key-b-9a8b7c6d5e4f3a2b1c0d"
 QUESTION = ("staking_transaction_count", "farm", "1_day", "2025-01-02")
-EXTRA = "2025-01-02T15:00:00Z,s99,zoe,farm,stake,\n"
 METRICS = ["staking_transaction_count", "staking_active_users"]
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
-    folder_b = tmp_path_factory.mktemp("data-b") / "data"
-    shutil.copytree(GOLDEN, folder_b)
-    with (folder_b / "transactions.csv").open("a") as table:
-        table.write(EXTRA)
+    folder_b = golden_plus_one_stake(tmp_path_factory.mktemp("data-b") / "data")
     cache = tmp_path_factory.mktemp("servers-cache")
     with (
         ServerProcess(GOLDEN, key=f"{KEY_A},{KEY_A2}", cache_dir=cache) as a,
