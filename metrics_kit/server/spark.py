@@ -28,19 +28,34 @@ _CONNECT = re.compile(
     r"sc://(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/;\[\]]+)(?P<port>:[^/;]*)?(?P<params>[/;].*)?", re.DOTALL
 )
 _PARAM = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*=[^;]*")
-_SECRET = re.compile(r"(;\s*token\s*=)[^;]*", re.IGNORECASE)
+_SECRET = re.compile(r"(\btoken\s*=)[^;&\s'\"]*", re.IGNORECASE)
+_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@;?'\"]*@")
+_QUERY = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?'\"]*\?)[^\s'\"]*")
 
 
 def masked(text: str) -> str:
-    """``text`` with the value of every ``;token=`` of a Spark Connect URL replaced by ``***``."""
-    return _SECRET.sub(r"\1***", text)
+    """``text`` with the secrets a URL may carry replaced by ``***``: the user info (``USER:PASSWORD@``),
+    the query (``?...``) and the value of every ``token=``."""
+    return _SECRET.sub(r"\1***", _QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", text)))
 
 
 def connect_url(url: str, given_as: str = "spark_master=") -> str:
     """``url`` if it is a well-formed Spark Connect URL, else a :class:`ConfigurationError` saying
     what is allowed (the URL masked)."""
+    try:
+        return _checked_connect_url(url, given_as)
+    except ConfigurationError as error:  # any part of the URL a message quotes is shown masked
+        raise ConfigurationError(masked(str(error)), error.setting) from None
+
+
+def _checked_connect_url(url: str, given_as: str) -> str:
     shown = f"'{masked(url)}'"
     form = "sc://HOST[:PORT][/;param=value;...], for example sc://127.0.0.1:15002"
+    if "@" in url.partition("/;")[0] or "?" in url:
+        raise ConfigurationError(
+            f"{given_as} {shown}: a Spark Connect URL has no USER:PASSWORD@ and no ?query; "
+            f"give a token in a ';token' parameter: {form}"
+        )
     match = _CONNECT.fullmatch(url)
     if match is None:
         raise ConfigurationError(f"{given_as} {shown}: not a Spark Connect URL; write {form}")
@@ -133,7 +148,7 @@ def _local_session(master: str | None):
     try:
         return builder.getOrCreate()
     except Exception as exc:  # a master Spark does not know, a JVM that would not start
-        shown = f"spark_master={master}" if master else "Spark"
+        shown = f"spark_master={masked(master)}" if master else "Spark"
         raise ConfigurationError(
             f"{shown}: Spark did not start: {_first_line(exc)} (its own output above says why); "
             "a master is local[N], spark://HOST:PORT, yarn, k8s://..., or sc://HOST:PORT for Spark Connect"

@@ -208,11 +208,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--out", type=Path, required=True, metavar="FILE.html", help="the HTML file to write")
     report.add_argument("--no-input", action="store_true", help="leave the code out of the report")
+    for command in commands.choices.values():  # an error about a command's flags shows its usage
+        command.set_defaults(command_parser=command)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    return _dispatch(_parser().parse_args(argv))
+    args, unknown = _parser().parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(masked_arguments(unknown))}")
+    return _dispatch(args)
+
+
+def masked_arguments(arguments: list[str]) -> list[str]:
+    """Unrecognized arguments as an error shows them: the flags, never a value, which may be a
+    secret given to a flag the command does not have (``--api-key=KEY``, ``--api-key KEY``)."""
+    return [
+        argument.partition("=")[0] + "=***" if "=" in argument else argument if argument.startswith("-") else "***"
+        for argument in arguments
+    ]
 
 
 def run() -> None:

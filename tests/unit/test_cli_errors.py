@@ -9,8 +9,9 @@ import pytest
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.server.build import build_on_engine
 from metrics_kit.server.dataset import open_service
+from metrics_kit.server.spark import connect_url, masked
 from metrics_kit.spec.catalogue import default_catalogue
-from metrics_kit.tools.cli import flagged
+from metrics_kit.tools.cli import flagged, main, masked_arguments
 
 
 @pytest.mark.parametrize(
@@ -62,3 +63,46 @@ def test_prebuilt_aggregates_are_opened_by_the_library_and_never_beside_data(tmp
     assert raised.value.setting == "aggregates_file"
     with pytest.raises(ConfigurationError, match="no such file"):
         open_service(aggregates_file=tmp_path / "missing.parquet", log=lambda line: None)
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        (["--api_key=SECRET"], ["--api_key=***"]),
+        (["--api-key", "SECRET"], ["--api-key", "***"]),
+        (["--key=SECRET", "--verbose"], ["--key=***", "--verbose"]),
+    ],
+)
+def test_unrecognized_arguments_are_shown_without_their_values(given, shown):
+    assert masked_arguments(given) == shown
+
+
+@pytest.mark.parametrize("flags", [["--api_key=SECRET"], ["--api-key", "SECRET"], ["--key=SECRET"]])
+def test_an_unknown_flag_of_fetch_shows_the_usage_of_fetch_and_no_value(flags, capsys):
+    with pytest.raises(SystemExit) as raised:
+        main(["fetch", "m", "--project", "p", "--start", "2025-01-01", "--end", "2025-01-02", "--out", "x.csv", *flags])
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert "SECRET" not in err and "unrecognized arguments: " + flags[0].partition("=")[0] in err
+    assert err.startswith("usage: metrics-kit fetch ")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sc://u:SECRET@127.0.0.1:1",
+        "sc://127.0.0.1:1/?token=SECRET",
+        "sc://127.0.0.1:1/?x=SECRET",
+        "sc://127.0.0.1:1/;token=SECRET",
+        "sc://127.0.0.1:SECRET@x",
+    ],
+)
+def test_a_spark_connect_url_never_shows_its_secrets(url):
+    try:
+        connect_url(url)
+    except ConfigurationError as error:
+        message = str(error)
+    else:
+        message = masked(url)
+    assert "SECRET" not in message and "***" in message
+    assert "SECRET" not in masked(f"Spark said: cannot reach {url} (token=SECRET)")
