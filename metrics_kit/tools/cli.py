@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -338,10 +339,26 @@ def _demo_data(args) -> int:
 
 
 def _build(args) -> int:
-    from metrics_kit.server import build as aggregates
     from metrics_kit.spec.catalogue import default_catalogue
 
     catalogue = default_catalogue(args.chain_unit)
+    problem = _unwritable_out(args.out) if args.out is not None else None
+    if problem is None and args.stage is not None and args.stage.exists() and not args.stage.is_dir():
+        problem = f"--stage {args.stage} is a file; give a folder (new or one written by --stage)"
+    if problem:
+        return _fail(problem)
+    try:
+        return _build_checked(args, catalogue)
+    except OSError as error:  # a full disk, a read-only cache folder; every write goes through a temporary file
+        where = f" ({error.filename})" if error.filename else ""
+        return _fail(
+            f"the build stopped on a file error{where}: {_reason(error)} (writing --out, --stage or the cache)"
+        )
+
+
+def _build_checked(args, catalogue) -> int:
+    from metrics_kit.server import build as aggregates
+
     spark_only = args.spark_master or args.spark_stall_timeout is not None
     if args.engine == "duckdb" and args.out is None and args.stage is None and not spark_only:
         built = aggregates.load_or_build(args.data, catalogue, rebuild=args.rebuild)
@@ -356,10 +373,39 @@ def _build(args) -> int:
             rebuild=args.rebuild,
         )
         out = args.out or aggregates.cache_path(built.meta["fingerprint"], catalogue)
-        built.save(out)
+        try:  # through a temporary file: a failure leaves no partial file
+            built.save(out)
+        except OSError as error:
+            return _fail(f"cannot write {'--out ' if args.out else ''}{out}: {_reason(error)}")
         print(f"Built on {args.engine} in {built.meta['build_seconds']} s; wrote {out}")
     print(f"{len(built.projects)} projects, coverage {built.meta['coverage']}, {len(built.values):,} series")
     return 0
+
+
+def _unwritable_out(out: Path) -> str | None:
+    """Why the aggregates cannot be written to ``--out``, checked before the (possibly long) build."""
+    import tempfile
+
+    if out.is_dir():
+        return f"--out {out} is a folder; give a file name ending in .parquet"
+    if out.suffix.lower() != ".parquet":
+        return f"--out must end in .parquet (the aggregates are a Parquet file), not {out.name!r}"
+    folder = out.parent
+    if not folder.is_dir():
+        return f"the folder of --out ({folder}) does not exist"
+    try:  # a real write, not a look at the mode bits: a read-only file system refuses even root
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        return f"the folder of --out ({folder}) is not writable: {_reason(error)}"
+    return None
+
+
+def _reason(error: OSError) -> str:
+    """An OSError in a few words: its errno's text (some libraries word the rest at length)."""
+    if error.errno:
+        return os.strerror(error.errno)
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 OUTPUT_FORMATS = (".csv", ".parquet")

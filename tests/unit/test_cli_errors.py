@@ -106,3 +106,24 @@ def test_a_spark_connect_url_never_shows_its_secrets(url):
         message = masked(url)
     assert "SECRET" not in message and "***" in message
     assert "SECRET" not in masked(f"Spark said: cannot reach {url} (token=SECRET)")
+
+
+def test_build_out_and_stage_are_checked_before_the_build(tmp_path, capsys):
+    data = tmp_path / "no-data-needed"  # every check comes before the data is read
+    (tmp_path / "folder.parquet").mkdir()
+    (tmp_path / "file").touch()
+    said = {}
+    for name, flags in {
+        "folder": ["--out", str(tmp_path / "folder.parquet")],
+        "csv": ["--out", str(tmp_path / "a.csv")],
+        "parent": ["--out", str(tmp_path / "missing" / "a.parquet")],
+        "stage": ["--stage", str(tmp_path / "file")],
+    }.items():
+        assert main(["build", "--data", str(data), *flags]) == 2
+        said[name] = capsys.readouterr().err
+        assert said[name].count("\n") == 1 and said[name].startswith("metrics-kit: error: ")
+    assert "--out" in said["folder"] and "is a folder" in said["folder"]
+    assert "--out must end in .parquet" in said["csv"] and "'a.csv'" in said["csv"]
+    assert "the folder of --out" in said["parent"] and "does not exist" in said["parent"]
+    assert "--stage" in said["stage"] and "is a file" in said["stage"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "folder.parquet"]
