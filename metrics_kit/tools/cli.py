@@ -250,11 +250,36 @@ _ARGUMENT_FLAGS = {
 }
 _ARGUMENT = re.compile(r"\b(" + "|".join(_ARGUMENT_FLAGS) + r")=(\S?)")
 _NAMED_VALUE = re.compile(r"\b(engine|errors)='(\w+)'")
+# A message that begins with the name of what was wrong (``port must be ...``; with the error's
+# ``setting`` or ``argument``, any ``start '...' is not a date``) begins with its flag or variable.
+_SUBJECTS = {
+    **_ARGUMENT_FLAGS,
+    "api_key": API_KEY_ENV,
+    "end": "--end",
+    "granularity": "--granularity",
+    "head_timeout": "--head-timeout",
+    "host": "--host",
+    "latency_ms": "--latency-ms",
+    "projects": "--project",
+    "rate_limit": "--rate-limit",
+    "start": "--start",
+}
+_LEADING_MUST = re.compile(r"^(" + "|".join(_SUBJECTS) + r") must\b")
+# What the library offers that the command does not: the key as an argument, dates as Python objects.
+_LIBRARY_ONLY = ((" as api_key= or in ", " in "), (", a datetime.date, a datetime or a pandas Timestamp", ""))
 
 
-def flagged(message: str) -> str:
+def flagged(message: str, subject: str | None = None) -> str:
     """A library error's message as the command says it: ``data=DIR`` is ``--data DIR``,
-    ``engine='spark'`` is ``--engine spark``, ``rebuild=`` alone is ``--rebuild``."""
+    ``engine='spark'`` is ``--engine spark``, ``rebuild=`` alone is ``--rebuild``, a leading
+    ``port must`` is ``--port must``, and a message that begins with ``subject`` (the error's
+    ``setting`` or ``argument``) begins with its flag, or its environment variable."""
+    for library, command in _LIBRARY_ONLY:
+        message = message.replace(library, command)
+    if subject in _SUBJECTS and message.startswith(subject + " "):
+        message = _SUBJECTS[subject] + message[len(subject) :]
+    else:
+        message = _LEADING_MUST.sub(lambda match: _SUBJECTS[match[1]] + " must", message)
 
     def flag(match: re.Match[str]) -> str:
         name = _ARGUMENT_FLAGS[match[1]]
@@ -275,7 +300,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             "report": _report,
         }[args.command](args)
     except MetricsKitError as error:
-        print("metrics-kit: error:", flagged(str(error)), file=sys.stderr)
+        subject = getattr(error, "setting", None) or getattr(error, "argument", None)
+        print("metrics-kit: error:", flagged(str(error), subject), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -432,7 +458,7 @@ def _fetch(args) -> int:
             raise
         needed = str(error).splitlines()[0].partition(";")[0]  # "a base URL (..., from ...) needs an API key"
         return _fail(
-            f"{flagged(needed)}: set the environment variable {API_KEY_ENV} "
+            f"{flagged(needed, error.setting)}: set the environment variable {API_KEY_ENV} "
             "(there is no flag for it, so that it stays out of shell history and ps)"
         )
     with client:

@@ -231,10 +231,10 @@ def test_coerce_writes_empty_values_and_warns_in_one_line(server, env, tmp_path)
             ["swap_activ_users", "--project", "swapx", "--start", "2025-01-01", "--end", "2025-01-02"],
             "unknown metric 'swap_activ_users'; did you mean swap_active_users",
         ),
-        ([*SWAPX, "--granularity", "hourly"], "granularity must be one of"),
+        ([*SWAPX, "--granularity", "hourly"], "--granularity must be one of"),
         (
             ["swap_active_users", "--project", "swapx", "--start", "2025-02-30", "--end", "2025-03-02"],
-            "start '2025-02-30' is not a date",
+            "--start '2025-02-30' is not a date",
         ),
         (
             ["swap_active_users", "--project", "Swapx", "--start", "2025-01-01", "--end", "2025-01-02"],

@@ -31,7 +31,16 @@ from metrics_kit.tools.cli import flagged, main, masked_arguments
             "chain_unit=eth: x.parquet was built with chain unit sol",
             "--chain-unit eth: x.parquet was built with chain unit sol",
         ),
-        ("chain_unit must be a lowercase identifier", "chain_unit must be a lowercase identifier"),
+        ("chain_unit must be a lowercase identifier", "--chain-unit must be a lowercase identifier"),
+        ("port must be a whole number from 0 to 65535", "--port must be a whole number from 0 to 65535"),
+        ("rate_limit must be a number above 0", "--rate-limit must be a number above 0"),
+        ("latency_ms must be a number from 0", "--latency-ms must be a number from 0"),
+        ("granularity must be one of 1_day", "--granularity must be one of 1_day"),
+        ("api_key must be visible ASCII", "METRICS_KIT_API_KEY must be visible ASCII"),
+        (
+            "no user:password@host. Give the address alone, and the key as api_key= or in METRICS_KIT_API_KEY",
+            "no user:password@host. Give the address alone, and the key in METRICS_KIT_API_KEY",
+        ),
         ("errors='coerce' leaves them empty", "--errors coerce leaves them empty"),
         ("choose another port= (0 picks a free one)", "choose another --port (0 picks a free one)"),
         (
@@ -127,3 +136,42 @@ def test_build_out_and_stage_are_checked_before_the_build(tmp_path, capsys):
     assert "the folder of --out" in said["parent"] and "does not exist" in said["parent"]
     assert "--stage" in said["stage"] and "is a file" in said["stage"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "folder.parquet"]
+
+
+FETCH = ["fetch", "swap_active_users", "--project", "p", "--end", "2025-01-02"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["serve", "--port", "70000"], "--port must be a whole number"),
+        (["serve", "--rate-limit", "0"], "--rate-limit must be a number"),
+        (["serve", "--latency-ms", "-5"], "--latency-ms must be a number"),
+        (["build", "--data", "d", "--chain-unit", "bad unit!"], "--chain-unit must be a lowercase identifier"),
+        ([*FETCH, "--start", "2025-01-01", "--base-url", "not a url"], "--base-url must be"),
+        ([*FETCH, "--start", "2025-01-01", "--base-url", "http://127.0.0.1:99999"], "--base-url has a port"),
+        ([*FETCH, "--start", "2025-01-01", "--base-url", "http://u:p@127.0.0.1:9"], "the key in METRICS_KIT_API_KEY"),
+        (
+            [*FETCH, "--start", "2025-01-01", "--base-url", "http://127.0.0.1:9", "--granularity", "2_day"],
+            "--granularity must be one of",
+        ),
+        ([*FETCH, "--start", "2025-13-01", "--base-url", "http://127.0.0.1:9"], "--start '2025-13-01' is not a date"),
+    ],
+)
+def test_library_errors_name_the_flags(argv, said, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("METRICS_KIT_API_KEY", "k")
+    monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path / "cache"))
+    out = ["--out", str(tmp_path / "x.csv")] if argv[0] == "fetch" else []
+    assert main([*argv, *out]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("metrics-kit: error: ") and err.count("\n") == 1 and said in err, err
+    assert "datetime" not in err and "api_key" not in err, err
+
+
+def test_a_key_with_a_line_break_names_the_environment_variable(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("METRICS_KIT_API_KEY", "abc\n")
+    out = str(tmp_path / "x.csv")
+    argv = ["fetch", "m", "--project", "p", "--start", "2025-01-01", "--end", "2025-01-02", "--out", out]
+    assert main([*argv, "--base-url", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("metrics-kit: error: METRICS_KIT_API_KEY must be") and "api_key" not in err, err
