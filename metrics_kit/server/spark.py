@@ -79,6 +79,20 @@ def _checked_connect_url(url: str, given_as: str) -> str:
     return url
 
 
+_LOCAL = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\]|-cluster\[[1-9][0-9]*,[1-9][0-9]*,[1-9][0-9]*\])?")
+
+
+def local_master(master: str, given_as: str = "spark_master=") -> str:
+    """``master`` if it is a well-formed ``local`` master, else a :class:`ConfigurationError`
+    saying what is allowed, before a JVM is started for it."""
+    if not _LOCAL.fullmatch(master):
+        raise ConfigurationError(
+            f"{given_as} '{masked(master)}': not a local master; write local (one thread), local[N] "
+            "(N threads, N from 1), local[*] (a thread per core) or local[N,F] (F retries of a failed task)"
+        )
+    return master
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return masked(text.splitlines()[0]) if text else type(exc).__name__
@@ -181,6 +195,8 @@ def backend(master: str | None = None) -> Iterator[Spark]:
         remote = masked(connect_url(master, given_as))
         session = _remote_session(master, given_as)
     else:
+        if master and master.startswith("local"):
+            local_master(master, given_as)
         if os.environ.get(REMOTE_ENV):
             # pyspark itself would take SPARK_REMOTE over the master given here.
             os.environ.pop(REMOTE_ENV)

@@ -9,7 +9,7 @@ import pytest
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.server.build import build_on_engine
 from metrics_kit.server.dataset import open_service
-from metrics_kit.server.spark import connect_url, masked
+from metrics_kit.server.spark import connect_url, local_master, masked
 from metrics_kit.spec.catalogue import default_catalogue
 from metrics_kit.tools.cli import flagged, main, masked_arguments
 
@@ -175,3 +175,25 @@ def test_a_key_with_a_line_break_names_the_environment_variable(tmp_path, capsys
     assert main([*argv, "--base-url", "http://127.0.0.1:9"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("metrics-kit: error: METRICS_KIT_API_KEY must be") and "api_key" not in err, err
+
+
+@pytest.mark.parametrize("master", ["local[0]", "local[x]", "local[", "local[-1]", "localhost", "local[2,0]"])
+def test_a_bad_local_master_is_refused_before_spark_starts(master):
+    with pytest.raises(ConfigurationError, match=r"not a local master; write local \(one thread\), local\[N\]"):
+        local_master(master)
+
+
+@pytest.mark.parametrize(
+    "master", ["local", "local[1]", "local[*]", "local[4,2]", "local[*,3]", "local-cluster[2,1,1024]"]
+)
+def test_a_good_local_master_is_kept(master):
+    assert local_master(master) == master
+
+
+def test_build_with_a_bad_local_master_is_one_line(tmp_path, capsys):
+    assert main(["build", "--data", str(tmp_path), "--engine", "spark", "--spark-master", "local[0]"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "metrics-kit: error: --spark-master 'local[0]': not a local master; write local (one thread), local[N] "
+        "(N threads, N from 1), local[*] (a thread per core) or local[N,F] (F retries of a failed task)\n"
+    )
