@@ -83,7 +83,9 @@ def test_a_token_is_masked_when_the_server_refuses(server, tmp_path):
     """A token asks for TLS, which the test server does not speak: the session cannot start, and
     neither the error nor anything else printed shows the token."""
     url = f"{server.url}/;token={SECRET};user_id=analyst"
-    done = run_cli("build", "--data", GOLDEN, "--engine", "spark", "--spark-master", url, "--out", tmp_path / "x")
+    done = run_cli(
+        "build", "--data", GOLDEN, "--engine", "spark", "--spark-master", url, "--out", tmp_path / "x.parquet"
+    )
     line = _one_line_error(done)
     assert f"{server.url}/;token=***;user_id=analyst" in line and "no Spark Connect server answered" in line, line
     assert SECRET not in done.stdout + done.stderr

@@ -100,7 +100,9 @@ def test_a_table_folder_grows_incrementally_on_spark(tmp_path):
     for table in ("projects", "fees", "token_flows", "chain_rewards"):
         (data / f"{table}.csv").write_text((GOLDEN / f"{table}.csv").read_text())
     split_by_day(GOLDEN, data, "transactions", days={"2024-12-28", "2024-12-29", "2024-12-30"})
-    first = cli("build", "--data", data, "--engine", "spark", "--spark-master", "local[2]", "--out", tmp_path / "a")
+    first = cli(
+        "build", "--data", data, "--engine", "spark", "--spark-master", "local[2]", "--out", tmp_path / "a.parquet"
+    )
     assert "full build" in first, first
     split_by_day(GOLDEN, data, "transactions", days={"2025-01-01", "2025-01-05"})
     out = tmp_path / "spark.parquet"
