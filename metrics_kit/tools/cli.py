@@ -342,12 +342,30 @@ def _dispatch(args: argparse.Namespace) -> int:
         if _by_interrupt(error):
             return _interrupted()
         subject = getattr(error, "setting", None) or getattr(error, "argument", None)
-        print("metrics-kit: error:", flagged(str(error), subject), file=sys.stderr)
+        print("metrics-kit: error:", flagged(_said_once(error), subject), file=sys.stderr)
         return 2
     except Exception as error:
         if _by_interrupt(error):
             return _interrupted()
         raise
+
+
+def _said_once(error: MetricsKitError) -> str:
+    """The error's message; for a pull whose failed points all failed alike (a wrong key), that
+    error once, with how many points it concerned, not once per point."""
+    from metrics_kit.errors import APIError, FetchError
+
+    if isinstance(error, FetchError):
+        # An error of the service is the same one whatever the point: its URL aside (which names the point).
+        said = {
+            f"{failure.status}{' ' + failure.code if failure.code else ''}: {failure.message}"
+            if isinstance(failure, APIError)
+            else str(failure)
+            for failure in error.failures.values()
+        }
+        if len(said) == 1:
+            return f"{len(error.failures)} of {error.total} points failed, each with: {said.pop()}"
+    return str(error)
 
 
 def _serve(args) -> int:
