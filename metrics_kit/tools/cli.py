@@ -379,6 +379,8 @@ def _serve(args) -> int:
     rate_limit, latency_ms = settings.rate_limit(args.rate_limit), settings.latency_ms(args.latency_ms)
     head_timeout = settings.head_timeout(args.head_timeout)
     catalogue = default_catalogue(args.chain_unit) if args.chain_unit is not None else None
+    if args.aggregates is not None and not args.aggregates.is_file():  # before a key is made for nothing
+        return _fail(f"--aggregates {args.aggregates}: no such file; write one with metrics-kit build --out")
     keys = run.api_keys()
     settings.keys(keys)
     service = open_service(

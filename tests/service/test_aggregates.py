@@ -123,9 +123,11 @@ def test_build_out_writes_what_serve_aggregates_serves_without_the_data(data, tm
             assert server.value(metric, project, granularity, start) == series[-1]
 
 
-def test_serve_aggregates_refuses_a_missing_or_foreign_file(tmp_path):
+def test_serve_aggregates_refuses_a_missing_or_foreign_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("METRICS_KIT_API_KEYS", raising=False)  # so that serve would generate a key
     missing = _cli("serve", "--aggregates", str(tmp_path / "nope.parquet"), "--port", "0")
     assert missing.returncode == 2 and "no such file" in missing.stderr
+    assert missing.stdout == "", missing.stdout  # checked before an API key is generated and shown
     (tmp_path / "junk.parquet").write_bytes(b"not parquet")
     junk = _cli("serve", "--aggregates", str(tmp_path / "junk.parquet"), "--port", "0")
     assert junk.returncode == 2 and "not an aggregates file" in junk.stderr
