@@ -146,7 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         help="with --engine spark: stop the build when Spark's running stages have run no task for this "
         "long (no executor left); default 120, 0: wait without end (a cluster that scales up slowly)",
     )
-    build.add_argument("--out", type=Path, metavar="AGG", help="write the aggregates to this file")
+    build.add_argument("--out", type=Path, metavar="AGG", help="write the aggregates to this file, FILE.parquet")
     build.add_argument(
         "--stage",
         type=Path,
