@@ -100,6 +100,20 @@ def test_a_bad_data_set_is_refused_on_spark_naming_file_column_and_values(connec
     assert not out.exists()
 
 
+def test_a_file_named_with_hash_and_percent_is_read_and_named_as_it_is(connect, tmp_path):
+    """Spark's listing names files as they are; its readers take URIs, where '#' starts a fragment
+    and '%20' is a space: every listed file is read, and shown by its own name."""
+    events = _exports(tmp_path / "events")
+    bad = events / "transactions" / "part-1.parquet"
+    duckdb.connect().execute(
+        f"COPY (SELECT * REPLACE (CASE WHEN tx_id = 's5' THEN 'teleport' ELSE action END AS action) "
+        f"FROM '{bad}') TO '{bad}' (FORMAT parquet)"
+    )
+    bad.rename(bad.with_name("pärt #1 %20.parquet"))
+    error = _refused(_build(events.as_uri(), connect.url, tmp_path / "agg.parquet"))
+    assert "transactions/pärt #1 %20.parquet: 'teleport'" in error, error
+
+
 def test_a_bad_csv_amount_is_refused_on_spark(connect, tmp_path):
     events = _exports(tmp_path / "events")
     flows = events / "token_flows.csv"
