@@ -194,6 +194,17 @@ class Spark:
         frame.createOrReplaceTempView(name)
         return self.con.table(name), list(read)
 
+    def not_utf8(self, location: str) -> tuple[str, bytes] | None:
+        """(file as a URI, the line's bytes) of a line of the CSV files at ``location`` that is not
+        UTF-8, or None. The CSV reader decodes each line replacing a bad byte with U+FFFD, which is
+        also a legal character of UTF-8 text: it cannot tell the two apart. The text source keeps
+        each line's bytes as they are, and a line re-encoded as UTF-8 differs from its bytes exactly
+        when they are not UTF-8 (the bad bytes come back as U+FFFD's three)."""
+        lines = self._files(self.session.read, "csv").text(location)
+        bad = lines.where("CAST(value AS BINARY) <> encode(value, 'UTF-8')")
+        found = bad.selectExpr("_metadata.file_path AS file", "CAST(value AS BINARY) AS line").limit(1).collect()
+        return (found[0]["file"], bytes(found[0]["line"])) if found else None
+
     def unreadable(self, given: str, location: str, exc: Exception) -> MetricsKitError | None:
         """A path that a Spark Connect server cannot read: named as the user gave it, with what to do."""
         if self.remote is None or "PATH_NOT_FOUND" not in str(exc):

@@ -209,3 +209,13 @@ def test_the_rules_run_on_duckdb_too_and_flag_what_validation_refuses(tmp_path, 
     else:
         # (a project id that is not one breaks two rules: its form, and being listed)
         assert refused == f"{table}.csv, column {column!r}" and set(flagged) == {refused}, (refused, flagged)
+
+
+def test_a_csv_file_not_utf8_is_refused_naming_file_and_column(connect, tmp_path):
+    """Spark's CSV reader turns a byte that is not UTF-8 into U+FFFD (two signers differing only
+    there would count as one): refused as DuckDB refuses it."""
+    folder = _broken(tmp_path / "data", "", "", "")
+    transactions = folder / "transactions.csv"
+    transactions.write_bytes(transactions.read_bytes().replace(b"alice", b"al\xe9ce", 1))
+    error = _refused(_build(folder.as_uri(), connect.url, tmp_path / "agg.parquet"))
+    assert "transactions.csv, column 'signer': byte 0xe9 is not UTF-8; CSV files must be UTF-8" in error, error

@@ -12,6 +12,7 @@ names, sizes and modification times; a URL is always built in full.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import re
 import tempfile
@@ -140,6 +141,32 @@ def _all_read(source: _Source, read: Iterable[str]) -> None:
         )
 
 
+def _utf8(backend: Spark, source: _Source, header: list[str]) -> None:
+    """Refuse CSV files that are not UTF-8, as DuckDB does, naming the file and the column."""
+    found = backend.not_utf8(source.location)
+    if found is None:
+        return
+    uri, line = found
+    names = {_plain(path): name for path, name in zip(source.paths, source.names, strict=True)}
+    name = names.get(_from_uri(uri), _from_uri(uri))
+    text = line.decode("utf-8", errors="surrogateescape")
+    where = ""
+    for fields in csv.reader([text]):
+        # A line of a quoted value over several lines cannot be matched to the header: no column.
+        bad = [column for column, value in zip(header, fields, strict=False) if _escaped(value)]
+        if len(fields) == len(header) and bad:
+            where = f", column {bad[0]!r}"
+    byte = next(ord(c) - 0xDC00 for c in text if _escaped(c))
+    raise DataFormatError(
+        f"{name}{where}: byte 0x{byte:02x} is not UTF-8; CSV files must be UTF-8 (save it again as UTF-8, "
+        "for example as 'CSV UTF-8' from a spreadsheet)"
+    )
+
+
+def _escaped(text: str) -> bool:
+    return any("\udc80" <= c <= "\udcff" for c in text)
+
+
 def _empty(table: str) -> ibis.Table:
     schema = ibis.schema({c: _IBIS_TYPE[k] for c, k in COLUMNS[table].items()})
     return ibis.memtable(pd.DataFrame({c: pd.Series([], dtype=object) for c in schema.names}), schema=schema)
@@ -153,6 +180,8 @@ def _check(backend: Spark, source: _Source, projects: list[str]) -> ibis.Table:
     except Exception as exc:
         raise DataFormatError(f"{source.label}: cannot be read as {source.fmt.upper()}: {_first_line(exc)}") from None
     _all_read(source, map(_from_uri, read))
+    if source.fmt == "csv":
+        _utf8(backend, source, [c for c in raw.columns if c != "_file"])
     if problem is not None:
         column, what = problem
         raise DataFormatError(f"{source.label}, column {column!r}: {what}")
