@@ -22,6 +22,7 @@ import os
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -161,7 +162,16 @@ class Spark:
             .load(root)
             .selectExpr("path", "length", "unix_millis(modificationTime) AS mtime")
         )
-        return [(r["path"], int(r["length"]), int(r["mtime"])) for r in files.collect()]
+        listed = [(r["path"], int(r["length"]), int(r["mtime"])) for r in files.collect()]
+        # The binaryFile source leaves out empty files; a reader's file index keeps them (as URIs,
+        # names escaped): each one it has that the listing lacks is an empty file (0 bytes).
+        known = {path for path, _size, _mtime in listed}
+        for uri in self.session.read.option("recursiveFileLookup", "true").text(root).inputFiles():
+            parts = urllib.parse.urlparse(uri)
+            path = f"{parts.scheme}:{'//' + parts.netloc if parts.netloc else ''}{urllib.parse.unquote(parts.path)}"
+            if path not in known:
+                listed.append((path, 0, 0))
+        return listed
 
     def contents(self, location: str, fmt: str) -> dict[str, bytes]:
         """The bytes of a few small files (the projects table), by path as the listing gives it:

@@ -219,3 +219,12 @@ def test_a_csv_file_not_utf8_is_refused_naming_file_and_column(connect, tmp_path
     transactions.write_bytes(transactions.read_bytes().replace(b"alice", b"al\xe9ce", 1))
     error = _refused(_build(folder.as_uri(), connect.url, tmp_path / "agg.parquet"))
     assert "transactions.csv, column 'signer': byte 0xe9 is not UTF-8; CSV files must be UTF-8" in error, error
+
+
+def test_an_empty_csv_file_is_refused_as_without_a_header(connect, tmp_path):
+    """Spark reads a 0-byte CSV file as one with a header and no rows; it has no header: its
+    columns are missing, as DuckDB says."""
+    folder = _broken(tmp_path / "data", "", "", "")
+    (folder / "token_flows.csv").write_text("")
+    error = _refused(_build(folder.as_uri(), connect.url, tmp_path / "agg.parquet"))
+    assert "token_flows.csv: an empty file (0 bytes), without a header row: missing columns 'block_time'" in error

@@ -78,7 +78,7 @@ def _from_uri(uri: str) -> str:
 def _sources(location: str, listing: list[tuple[str, int, int]]) -> dict[str, _Source]:
     base = PurePosixPath(_plain(location) or "/")
     found: dict[str, list[tuple[str, str, str, bool]]] = {}
-    for path, _size, _mtime in sorted(listing):
+    for path, size, _mtime in sorted(listing):
         relative = PurePosixPath(_plain(path)).relative_to(base)
         if relative.suffix not in (".parquet", ".csv"):
             continue
@@ -88,6 +88,13 @@ def _sources(location: str, listing: list[tuple[str, int, int]]) -> dict[str, _S
             raise DataFormatError(
                 f"{location}: {relative}: not a table of the data format; the tables are {', '.join(TABLES)} "
                 "(as NAME.parquet, NAME.csv or a folder NAME/)"
+            )
+        if relative.suffix == ".csv" and size == 0:
+            # Spark reads an empty file as no rows of the other files' columns; it has no header.
+            columns = COLUMNS[table]
+            raise DataFormatError(
+                f"{relative}: an empty file (0 bytes), without a header row: missing columns "
+                f"{', '.join(map(repr, columns))}; the {table} table has columns {', '.join(columns)}"
             )
         found.setdefault(table, []).append((path, str(relative), relative.suffix[1:], folder))
     sources = {}
