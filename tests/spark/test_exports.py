@@ -228,3 +228,10 @@ def test_an_empty_csv_file_is_refused_as_without_a_header(connect, tmp_path):
     (folder / "token_flows.csv").write_text("")
     error = _refused(_build(folder.as_uri(), connect.url, tmp_path / "agg.parquet"))
     assert "token_flows.csv: an empty file (0 bytes), without a header row: missing columns 'block_time'" in error
+
+
+def test_a_url_without_engine_spark_is_refused_naming_the_url(tmp_path):
+    """Without --out, a build is the cached one of a local folder: a URL is still named as given,
+    with the engine that reads it (no Spark started)."""
+    error = _refused(run_cli("build", "--data", GOLDEN.as_uri()))
+    assert f"--data {GOLDEN.as_uri()}: only --engine spark reads a URL" in error, error
