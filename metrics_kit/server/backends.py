@@ -22,6 +22,7 @@ import os
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -161,28 +162,58 @@ class Spark:
             .load(root)
             .selectExpr("path", "length", "unix_millis(modificationTime) AS mtime")
         )
-        return [(r["path"], int(r["length"]), int(r["mtime"])) for r in files.collect()]
+        listed = [(r["path"], int(r["length"]), int(r["mtime"])) for r in files.collect()]
+        # The binaryFile source leaves out empty files; a reader's file index keeps them (as URIs,
+        # names escaped): each one it has that the listing lacks is an empty file (0 bytes).
+        known = {path for path, _size, _mtime in listed}
+        for uri in self.session.read.option("recursiveFileLookup", "true").text(root).inputFiles():
+            parts = urllib.parse.urlparse(uri)
+            path = f"{parts.scheme}:{'//' + parts.netloc if parts.netloc else ''}{urllib.parse.unquote(parts.path)}"
+            if path not in known:
+                listed.append((path, 0, 0))
+        return listed
 
-    def contents(self, paths: list[str]) -> dict[str, bytes]:
-        """The bytes of a few small files (the projects table), by path."""
-        files = self.session.read.format("binaryFile").load(paths).select("path", "content")
+    def contents(self, location: str, fmt: str) -> dict[str, bytes]:
+        """The bytes of a few small files (the projects table), by path as the listing gives it:
+        ``location`` a file or a folder, read whole (its ``*.fmt`` files at any depth)."""
+        files = self._files(self.session.read.format("binaryFile"), fmt).load(location).select("path", "content")
         return {r["path"]: bytes(r["content"]) for r in files.collect()}
 
-    def raw(self, name: str, fmt: str, paths: list[str]) -> ir.Table:
-        """The files as one table ``name`` of their columns as found (CSV: every column as text),
-        with each row's file (``_file``)."""
-        reader = self.session.read
+    @staticmethod
+    def _files(reader: Any, fmt: str) -> Any:
+        # A folder or a file is read by its own name, never by the listing's paths: those are URIs
+        # (a '#' or '%' in a file's name is escaped), and a URI given back as a path names another
+        # file, or a fragment of one.
+        return reader.option("recursiveFileLookup", "true").option("pathGlobFilter", f"*.{fmt}")
+
+    def raw(self, name: str, fmt: str, location: str) -> tuple[ir.Table, list[str]]:
+        """The files at ``location`` (a file, or a folder's ``*.fmt`` files at any depth) as one
+        table ``name`` of their columns as found (CSV: every column as text), with each row's file
+        (``_file``); and the paths of the files read, as the listing gives them."""
+        reader = self._files(self.session.read, fmt)
         if fmt == "parquet":
-            frame = reader.option("mergeSchema", "true").parquet(*paths)
+            frame = reader.option("mergeSchema", "true").parquet(location)
         else:
             # The format's dialect (docs/data-format.md): a header row, comma, double quotes; every
             # value as text, so that a bad one is reported rather than guessed; a malformed line fails.
             frame = reader.options(
                 header=True, inferSchema=False, sep=",", quote='"', escape='"', encoding="UTF-8", mode="FAILFAST"
-            ).csv(paths)
+            ).csv(location)
+        read = frame.inputFiles()
         frame = frame.select("*", frame["_metadata.file_path"].alias("_file"))
         frame.createOrReplaceTempView(name)
-        return self.con.table(name)
+        return self.con.table(name), list(read)
+
+    def not_utf8(self, location: str) -> tuple[str, bytes] | None:
+        """(file as a URI, the line's bytes) of a line of the CSV files at ``location`` that is not
+        UTF-8, or None. The CSV reader decodes each line replacing a bad byte with U+FFFD, which is
+        also a legal character of UTF-8 text: it cannot tell the two apart. The text source keeps
+        each line's bytes as they are, and a line re-encoded as UTF-8 differs from its bytes exactly
+        when they are not UTF-8 (the bad bytes come back as U+FFFD's three)."""
+        lines = self._files(self.session.read, "csv").text(location)
+        bad = lines.where("CAST(value AS BINARY) <> encode(value, 'UTF-8')")
+        found = bad.selectExpr("_metadata.file_path AS file", "CAST(value AS BINARY) AS line").limit(1).collect()
+        return (found[0]["file"], bytes(found[0]["line"])) if found else None
 
     def unreadable(self, given: str, location: str, exc: Exception) -> MetricsKitError | None:
         """A path that a Spark Connect server cannot read: named as the user gave it, with what to do."""

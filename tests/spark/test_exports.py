@@ -100,6 +100,20 @@ def test_a_bad_data_set_is_refused_on_spark_naming_file_column_and_values(connec
     assert not out.exists()
 
 
+def test_a_file_named_with_hash_and_percent_is_read_and_named_as_it_is(connect, tmp_path):
+    """Spark's listing names files as they are; its readers take URIs, where '#' starts a fragment
+    and '%20' is a space: every listed file is read, and shown by its own name."""
+    events = _exports(tmp_path / "events")
+    bad = events / "transactions" / "part-1.parquet"
+    duckdb.connect().execute(
+        f"COPY (SELECT * REPLACE (CASE WHEN tx_id = 's5' THEN 'teleport' ELSE action END AS action) "
+        f"FROM '{bad}') TO '{bad}' (FORMAT parquet)"
+    )
+    bad.rename(bad.with_name("pärt #1 %20.parquet"))
+    error = _refused(_build(events.as_uri(), connect.url, tmp_path / "agg.parquet"))
+    assert "transactions/pärt #1 %20.parquet: 'teleport'" in error, error
+
+
 def test_a_bad_csv_amount_is_refused_on_spark(connect, tmp_path):
     events = _exports(tmp_path / "events")
     flows = events / "token_flows.csv"
@@ -195,3 +209,29 @@ def test_the_rules_run_on_duckdb_too_and_flag_what_validation_refuses(tmp_path, 
     else:
         # (a project id that is not one breaks two rules: its form, and being listed)
         assert refused == f"{table}.csv, column {column!r}" and set(flagged) == {refused}, (refused, flagged)
+
+
+def test_a_csv_file_not_utf8_is_refused_naming_file_and_column(connect, tmp_path):
+    """Spark's CSV reader turns a byte that is not UTF-8 into U+FFFD (two signers differing only
+    there would count as one): refused as DuckDB refuses it."""
+    folder = _broken(tmp_path / "data", "", "", "")
+    transactions = folder / "transactions.csv"
+    transactions.write_bytes(transactions.read_bytes().replace(b"alice", b"al\xe9ce", 1))
+    error = _refused(_build(folder.as_uri(), connect.url, tmp_path / "agg.parquet"))
+    assert "transactions.csv, column 'signer': byte 0xe9 is not UTF-8; CSV files must be UTF-8" in error, error
+
+
+def test_an_empty_csv_file_is_refused_as_without_a_header(connect, tmp_path):
+    """Spark reads a 0-byte CSV file as one with a header and no rows; it has no header: its
+    columns are missing, as DuckDB says."""
+    folder = _broken(tmp_path / "data", "", "", "")
+    (folder / "token_flows.csv").write_text("")
+    error = _refused(_build(folder.as_uri(), connect.url, tmp_path / "agg.parquet"))
+    assert "token_flows.csv: an empty file (0 bytes), without a header row: missing columns 'block_time'" in error
+
+
+def test_a_url_without_engine_spark_is_refused_naming_the_url(tmp_path):
+    """Without --out, a build is the cached one of a local folder: a URL is still named as given,
+    with the engine that reads it (no Spark started)."""
+    error = _refused(run_cli("build", "--data", GOLDEN.as_uri()))
+    assert f"--data {GOLDEN.as_uri()}: only --engine spark reads a URL" in error, error

@@ -12,11 +12,14 @@ names, sizes and modification times; a URL is always built in full.
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import re
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import ibis
 import ibis.expr.datatypes as dt
@@ -28,6 +31,7 @@ from metrics_kit.server.data import rules, store
 from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES, TABLES
 
 _SHOWN_ROWS = 5
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _IBIS_TYPE = {"str": dt.string, "float": dt.float64, "bool": dt.boolean, "time": dt.timestamp}
 
 
@@ -35,9 +39,10 @@ _IBIS_TYPE = {"str": dt.string, "float": dt.float64, "bool": dt.boolean, "time":
 class _Source:
     table: str
     fmt: str
-    paths: tuple[str, ...]
+    paths: tuple[str, ...]  # as the listing gives them: a scheme, then the path unescaped
     names: tuple[str, ...]  # relative to the root, as messages show them
     folder: bool
+    location: str  # what Spark reads: the file, or the folder ``root/table``
 
     @property
     def label(self) -> str:
@@ -57,11 +62,24 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _plain(path: str) -> str:
+    """The file system path of a path as Spark's listing gives it (``file:/a/b #2.csv``,
+    ``s3a://bucket/a/b.csv``): not a URI, so a '#' or '%' in it is part of a name."""
+    rest = _SCHEME.sub("", path, count=1)
+    return "/" + rest[2:].partition("/")[2] if rest.startswith("//") else rest
+
+
+def _from_uri(uri: str) -> str:
+    """The file system path of a file as Spark's readers name it (``_metadata.file_path``,
+    ``inputFiles()``): a URI, its names escaped (``b%20%232.csv``)."""
+    return unquote(urlparse(uri).path)
+
+
 def _sources(location: str, listing: list[tuple[str, int, int]]) -> dict[str, _Source]:
-    base = PurePosixPath(urlparse(location).path or "/")
+    base = PurePosixPath(_plain(location) or "/")
     found: dict[str, list[tuple[str, str, str, bool]]] = {}
-    for path, _size, _mtime in sorted(listing):
-        relative = PurePosixPath(urlparse(path).path).relative_to(base)
+    for path, size, _mtime in sorted(listing):
+        relative = PurePosixPath(_plain(path)).relative_to(base)
         if relative.suffix not in (".parquet", ".csv"):
             continue
         folder = len(relative.parts) > 1
@@ -70,6 +88,13 @@ def _sources(location: str, listing: list[tuple[str, int, int]]) -> dict[str, _S
             raise DataFormatError(
                 f"{location}: {relative}: not a table of the data format; the tables are {', '.join(TABLES)} "
                 "(as NAME.parquet, NAME.csv or a folder NAME/)"
+            )
+        if relative.suffix == ".csv" and size == 0:
+            # Spark reads an empty file as no rows of the other files' columns; it has no header.
+            columns = COLUMNS[table]
+            raise DataFormatError(
+                f"{relative}: an empty file (0 bytes), without a header row: missing columns "
+                f"{', '.join(map(repr, columns))}; the {table} table has columns {', '.join(columns)}"
             )
         found.setdefault(table, []).append((path, str(relative), relative.suffix[1:], folder))
     sources = {}
@@ -83,7 +108,8 @@ def _sources(location: str, listing: list[tuple[str, int, int]]) -> dict[str, _S
         ((fmt, folder),) = kinds
         if not folder and len(files) > 1:
             raise DataFormatError(f"{location}: table {table!r} is given more than once")
-        sources[table] = _Source(table, fmt, tuple(p for p, *_ in files), tuple(n for _p, n, *_ in files), folder)
+        read = f"{location}/{table}" if folder else f"{location}/{files[0][1]}"
+        sources[table] = _Source(table, fmt, tuple(p for p, *_ in files), tuple(n for _p, n, *_ in files), folder, read)
     if "projects" not in sources:
         raise DataFormatError(
             f"{location}: no projects table (projects.parquet, projects.csv or projects/); see docs/data-format.md"
@@ -101,13 +127,51 @@ def fingerprint(location: str, listing: list[tuple[str, int, int]]) -> str:
 
 def _projects(backend: Spark, source: _Source) -> dict[str, store.Project]:
     """The projects table, a few rows: copied here and validated as a local folder's is."""
-    contents = backend.contents(list(source.paths))
+    contents = backend.contents(source.location, source.fmt)
+    _all_read(source, map(_plain, contents))
     with tempfile.TemporaryDirectory() as tmp:
         for path, name in zip(source.paths, source.names, strict=True):
             (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
             (Path(tmp) / name).write_bytes(contents[path])
         validated = store.validate(tmp)
         return store.read_projects(store.provide(validated))
+
+
+def _all_read(source: _Source, read: Iterable[str]) -> None:
+    """Refuse a listed file that Spark did not read: its rows would be missing from every number."""
+    done = set(read)
+    missing = [name for path, name in zip(source.paths, source.names, strict=True) if _plain(path) not in done]
+    if missing:
+        raise DataFormatError(
+            f"{source.label}: Spark listed but did not read {', '.join(missing[:_SHOWN_ROWS])}"
+            f"{' and more' if len(missing) > _SHOWN_ROWS else ''}; rename the file (plain letters, digits, '-', '_')"
+        )
+
+
+def _utf8(backend: Spark, source: _Source, header: list[str]) -> None:
+    """Refuse CSV files that are not UTF-8, as DuckDB does, naming the file and the column."""
+    found = backend.not_utf8(source.location)
+    if found is None:
+        return
+    uri, line = found
+    names = {_plain(path): name for path, name in zip(source.paths, source.names, strict=True)}
+    name = names.get(_from_uri(uri), _from_uri(uri))
+    text = line.decode("utf-8", errors="surrogateescape")
+    where = ""
+    for fields in csv.reader([text]):
+        # A line of a quoted value over several lines cannot be matched to the header: no column.
+        bad = [column for column, value in zip(header, fields, strict=False) if _escaped(value)]
+        if len(fields) == len(header) and bad:
+            where = f", column {bad[0]!r}"
+    byte = next(ord(c) - 0xDC00 for c in text if _escaped(c))
+    raise DataFormatError(
+        f"{name}{where}: byte 0x{byte:02x} is not UTF-8; CSV files must be UTF-8 (save it again as UTF-8, "
+        "for example as 'CSV UTF-8' from a spreadsheet)"
+    )
+
+
+def _escaped(text: str) -> bool:
+    return any("\udc80" <= c <= "\udcff" for c in text)
 
 
 def _empty(table: str) -> ibis.Table:
@@ -118,10 +182,13 @@ def _empty(table: str) -> ibis.Table:
 def _check(backend: Spark, source: _Source, projects: list[str]) -> ibis.Table:
     """The table's rows, normalised, after every rule passed; else the first problem, named."""
     try:
-        raw = backend.raw(f"_metrics_kit_raw_{source.table}", source.fmt, list(source.paths))
+        raw, read = backend.raw(f"_metrics_kit_raw_{source.table}", source.fmt, source.location)
         problem = rules.type_problem(source.table, raw.schema())
     except Exception as exc:
         raise DataFormatError(f"{source.label}: cannot be read as {source.fmt.upper()}: {_first_line(exc)}") from None
+    _all_read(source, map(_from_uri, read))
+    if source.fmt == "csv":
+        _utf8(backend, source, [c for c in raw.columns if c != "_file"])
     if problem is not None:
         column, what = problem
         raise DataFormatError(f"{source.label}, column {column!r}: {what}")
@@ -148,7 +215,8 @@ def _check(backend: Spark, source: _Source, projects: list[str]) -> ibis.Table:
 
 
 def _shown(source: _Source, row: dict) -> str:
-    name = dict(zip(source.paths, source.names, strict=True)).get(row["_file"], row["_file"])
+    names = {_plain(path): name for path, name in zip(source.paths, source.names, strict=True)}
+    name = names.get(_from_uri(row["_file"]), row["_file"])
     value = row["value"]
     return f"  {name}: {'(empty)' if value is None or value == '' else repr(value)}"
 
@@ -163,7 +231,7 @@ def open_exports(backend: Spark, location: str) -> Exports | None:
         raise backend.unreadable(location, location, exc) or DataFormatError(
             f"data={location}: cannot be listed: {_first_line(exc)}"
         ) from None
-    if any(PurePosixPath(urlparse(path).path).name == store.LAYOUT_FILE for path, _s, _m in listing):
+    if any(PurePosixPath(_plain(path)).name == store.LAYOUT_FILE for path, _s, _m in listing):
         return None
     sources = _sources(root, listing)
     projects = _projects(backend, sources["projects"])
