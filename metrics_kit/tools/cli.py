@@ -321,7 +321,10 @@ def _said_once(error: MetricsKitError) -> str:
             for failure in error.failures.values()
         }
         if len(said) == 1:
-            return f"{len(error.failures)} of {error.total} points failed, each with: {said.pop()}"
+            return (
+                f"{len(error.failures)} of {error.total} points failed, each with: {said.pop()} "
+                "(errors='coerce' returns NaN for them instead)"
+            )
     return str(error)
 
 
