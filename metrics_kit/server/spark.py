@@ -98,7 +98,7 @@ def _first_line(exc: BaseException) -> str:
     return masked(text.splitlines()[0]) if text else type(exc).__name__
 
 
-# Retries of the first call to a Spark Connect server (a few seconds in all, backing off from 50 ms):
+# Retries of the first call to a Spark Connect server, few and short, backing off:
 # no answer by then is no server, or none that speaks plain gRPC (a token asks for TLS). After
 # it, the client's own policy applies, which rides out a server restart.
 _FIRST_CONTACT_RETRIES = 4
