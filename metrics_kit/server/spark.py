@@ -182,21 +182,25 @@ def where(master: str | None) -> tuple[str | None, str]:
 @contextlib.contextmanager
 def backend(master: str | None = None) -> Iterator[Spark]:
     """An Ibis PySpark backend on a new (or spark-submit's) session, stopped on leaving."""
+    master, given_as = where(master)
+    remote_url = master if master and (master.startswith("sc:") or given_as == REMOTE_ENV) else None
+    # The master is checked first: a typo is told as such whether pyspark is installed or not.
+    if remote_url is not None:
+        connect_url(remote_url, given_as)
+    elif master and master.startswith("local"):
+        local_master(master, given_as)
     try:
         import pyspark  # noqa: F401
     except ImportError:
         raise ConfigurationError(f"engine='spark' needs pyspark; {INSTALL_HINT}") from None
     import ibis
 
-    master, given_as = where(master)
     remote = None
-    if master and (master.startswith("sc:") or given_as == REMOTE_ENV):
+    if remote_url is not None:
         # Spark Connect: the cluster runs the JVM, this process only a gRPC client.
-        remote = masked(connect_url(master, given_as))
-        session = _remote_session(master, given_as)
+        remote = masked(remote_url)
+        session = _remote_session(remote_url, given_as)
     else:
-        if master and master.startswith("local"):
-            local_master(master, given_as)
         if os.environ.get(REMOTE_ENV):
             # pyspark itself would take SPARK_REMOTE over the master given here.
             os.environ.pop(REMOTE_ENV)

@@ -132,3 +132,26 @@ def test_a_retry_whose_wait_would_cross_the_deadline_is_not_made():
         state.increment("GET", "/metrics", response=_Answer(429, "5"))
     assert "retry_deadline=2 s" in caught.value.why
     assert clock.slept == []  # given up without sleeping
+
+
+def test_a_pending_retry_holds_first_attempts_until_it_is_answered():
+    clock = FakeClock(0.0)
+    pacer = Pacer(None, clock, clock.sleep)
+    pacer.retry_pending()
+    started = threading.Event()
+    passed = threading.Event()
+
+    def first_attempt() -> None:
+        started.set()
+        pacer.wait()
+        passed.set()
+
+    thread = threading.Thread(target=first_attempt)
+    thread.start()
+    assert started.wait(5)
+    # The time hold is long past (there is none); only the pending retry keeps the attempt back.
+    assert not passed.wait(0.2)
+    pacer.retry_answered()
+    assert passed.wait(5)
+    thread.join(5)
+    assert pacer._pending == 0

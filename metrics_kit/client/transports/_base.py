@@ -65,6 +65,11 @@ class Pacer:
     """When first attempts may start: spaced ``1 / rate`` seconds apart across threads (if a rate is
     set), and never while the server's Retry-After holds.
 
+    A Retry-After holds in two ways: until a time (:meth:`hold`), and until the retries that were told
+    to wait have had their answer (:meth:`retry_pending`, :meth:`retry_answered`). The second makes the
+    order certain: a retry waking at the end of its wait could otherwise lose the race to a first
+    attempt waking at the same moment, on a loaded machine.
+
     Each caller reserves the next free slot under the lock, then sleeps outside it (no spinning).
     ``clock`` and ``sleep`` are ``time.monotonic`` and ``time.sleep`` unless a test gives others.
     """
@@ -75,6 +80,10 @@ class Pacer:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _next: float = 0.0  # the next free slot
     _hold: float = 0.0  # no first attempt before this
+    _pending: int = 0  # retries told to wait by a Retry-After and not yet answered
+
+    def __post_init__(self) -> None:
+        self._answered = threading.Condition(self._lock)
 
     @property
     def interval(self) -> float:
@@ -89,14 +98,31 @@ class Pacer:
             with self._lock:
                 until = max(slot, self._hold)
             delay = until - self.clock()
-            if delay <= 0:
-                return
-            self.sleep(delay)
+            if delay > 0:
+                self.sleep(delay)
+                continue
+            with self._answered:
+                if not self._pending:
+                    return
+                # Woken when a held retry is answered; then the time hold is read again (that retry
+                # may have been told to wait once more).
+                self._answered.wait()
 
     def hold(self, until: float) -> None:
         with self._lock:
             self._hold = max(self._hold, until)
             self._next = max(self._next, until)
+
+    def retry_pending(self) -> None:
+        """A retry was told to wait: first attempts wait for its answer (:meth:`retry_answered`)."""
+        with self._lock:
+            self._pending += 1
+
+    def retry_answered(self) -> None:
+        """The retry counted by :meth:`retry_pending` was answered, failed or given up."""
+        with self._answered:
+            self._pending -= 1
+            self._answered.notify_all()
 
 
 class Deadline:

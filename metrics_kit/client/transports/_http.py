@@ -52,7 +52,7 @@ The client-side rate limit (``rate_limit`` requests a second across every thread
 waiting threads sleep, they never spin). Retries are not paced by it: they are already spaced by the
 backoff or by the server's ``Retry-After``. The server's limit is the
 key's, not one thread's, so a ``Retry-After`` also holds every thread's next first attempt until
-the retries that were told to wait have gone (rate limit or not): without that, fresh requests
+the retries that were told to wait have had their answer (rate limit or not): without that, fresh requests
 from other threads take the tokens the retries waited for, and a burst from 16 threads against a
 limited server ends in RateLimitErrors after the retries.
 
@@ -163,7 +163,8 @@ class _DeadlineRetry(Retry):
             return False
         if self.pacer is not None:
             # The limit is the key's, not this thread's: hold every thread's next first attempt
-            # until after the retries that were told to wait (so they go first).
+            # until the retries that were told to wait have waited (``_send`` also holds them until
+            # those retries are answered, so they go first).
             self.pacer.hold(self.clock() + retry_after + self.backoff_jitter)
         self.pause(retry_after + self.jitter(0, self.backoff_jitter))
         return True
@@ -583,21 +584,35 @@ class HTTPTransport:
         """The attempts of one request, each asked of urllib3's ``Retry`` through its public methods
         (what urllib3's own loop in ``urlopen`` does, with our clock, sleep and deadlines)."""
         retry = self._retry.new(started=started, until=until)
-        while True:
-            try:
-                status, headers, body = self._attempt(url, connect_timeout, read_timeout, until)
-            except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
-                retry = retry.increment("GET", url, error=_urllib3_error(exc))  # raises when not retried
-                retry.sleep()
-                continue
-            answer = _Answer(status, headers)
-            if not retry.is_retry("GET", status, bool(headers.get(RETRY_AFTER_HEADER))):
-                return status, headers, body
-            try:
-                retry = retry.increment("GET", url, response=answer)
-            except MaxRetryError:  # retries exhausted, or no time for another: the last answer is the reply
-                return status, headers, body
-            retry.sleep(answer)
+        holding = False  # this request's retry was told to wait: other threads' first attempts wait for it
+        try:
+            while True:
+                failure: Exception | None = None
+                try:
+                    status, headers, body = self._attempt(url, connect_timeout, read_timeout, until)
+                except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
+                    failure = exc
+                if holding:
+                    holding = False
+                    self._pacer.retry_answered()
+                if failure is not None:
+                    retry = retry.increment("GET", url, error=_urllib3_error(failure))  # raises when not retried
+                    retry.sleep()
+                    continue
+                answer = _Answer(status, headers)
+                if not retry.is_retry("GET", status, bool(headers.get(RETRY_AFTER_HEADER))):
+                    return status, headers, body
+                try:
+                    retry = retry.increment("GET", url, response=answer)
+                except MaxRetryError:  # retries exhausted, or no time for another: the last answer is the reply
+                    return status, headers, body
+                if retry.respect_retry_after_header and retry.get_retry_after(answer):
+                    holding = True
+                    self._pacer.retry_pending()
+                retry.sleep(answer)
+        finally:
+            if holding:  # interrupted during the wait
+                self._pacer.retry_answered()
 
     def _attempt(
         self, url: str, connect_timeout: float, read_timeout: float, until: float | None
