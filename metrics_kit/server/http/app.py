@@ -113,6 +113,7 @@ class App:
         self.catalogue = json.dumps(_catalogue_body(catalogue)).encode()
         self.routes = {
             wire.METRICS_PATH: self._metrics,
+            wire.EXPLAIN_PATH: self._explain,
             "/projects": self._static(self.projects),
             "/catalogue": self._static(self.catalogue),
         }
@@ -141,7 +142,8 @@ class App:
                 error = QueryError(
                     404,
                     ErrorCode.NOT_FOUND,
-                    f"no such path {path[:80]!r}; the API serves /metrics (and /projects, /catalogue, /openapi.json)",
+                    f"no such path {path[:80]!r}; the API serves /metrics (and /projects, /catalogue, "
+                    f"{wire.EXPLAIN_PATH}, /openapi.json)",
                 )
                 await self._send(send, 404, error.body(), head)
                 return
@@ -233,6 +235,17 @@ class App:
         pairs = query_pairs(scope["query_string"])
         try:
             return 200, self.service.answer(pairs)
+        except QueryError as error:
+            return error.status, error.body()
+
+    async def _explain(self, scope) -> tuple[int, bytes]:
+        """One page of the event rows behind a value: queries on the event tables, run off the
+        event loop so that /metrics answers meanwhile."""
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        pairs = query_pairs(scope["query_string"])
+        try:
+            return 200, await asyncio.to_thread(self.service.explain, pairs)
         except QueryError as error:
             return error.status, error.body()
 
