@@ -133,6 +133,12 @@ def test_every_value_of_the_golden_data_follows_from_its_rows(golden):
                 if metric.aggregation == "ending_balance":
                     before = served.tolist()[starts.index(start) - 1] if start != starts[0] else INITIAL[project]
                     assert opening == before, where
+                if metric.aggregation == "count":  # the first row of each tx_id, in the rows' order
+                    assert rows["counted"].tolist() == (~rows["tx_id"].duplicated()).tolist(), where
+                if metric.aggregation in ("positive_net", "negative_net"):  # the rows of the accounts kept
+                    nets = rows.groupby("account")["amount"].transform("sum")
+                    kept = nets > 0 if metric.aggregation == "positive_net" else nets < 0
+                    assert rows["counted"].tolist() == kept.tolist(), where
                 got = recomputed(metric.aggregation, metric.source, rows, opening)
                 assert agrees(got, value, metric.is_count), f"{where}: recomputed {got}, served {value}"
                 assert agrees(by_the_attrs(rows, attrs), value, metric.is_count), where
