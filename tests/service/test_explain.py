@@ -415,3 +415,31 @@ def test_event_files_changed_under_the_service_are_not_explained(tmp_path):
         with pytest.raises(APIError, match="changed after this service built its values") as raised:
             client.explain("swap_active_users", "swapx", "1_day", "2025-01-02")
     assert raised.value.status == 409 and raised.value.code == "events_changed"
+
+
+def test_the_embedded_default_explains_its_demo_values():
+    with Client(cache=False) as client:
+        assert client.embedded
+        rows = client.explain("swap_active_users", "demoswap", "1_day", "2025-06-18")
+        served = client.value("swap_active_users", "demoswap", "1_day", "2025-06-18")
+    assert rows.attrs["synthetic"] is True and rows.attrs["service"] == "embedded://demo"
+    assert rows.attrs["value"] == served == rows["signer"].nunique() == len(rows) > 0
+    assert rows["transactions"].ge(1).all()
+
+
+def test_the_first_answer_does_not_load_explain():
+    """/explain's modules load on its first request, not with the service: /metrics stays as quick to start."""
+    script = f"""
+import sys
+from metrics_kit.server.dataset import open_service
+from metrics_kit.server.http.app import App
+service = open_service({str(GOLDEN)!r}, log=lambda message: None)
+App(service, ["k-0123456789"])
+asked = [("metric_name", "swap_active_users"), ("project", "swapx"), ("granularity", "1_day"), ("date", "2025-01-02")]
+service.answer(asked)
+assert "metrics_kit.server.explain" not in sys.modules, "loaded with the service"
+service.explain(asked)
+assert "metrics_kit.server.explain" in sys.modules
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
