@@ -36,25 +36,9 @@ VERSION_CHANGES = 3  # times the data may change while paging before it gives up
 # means the service has no such path.
 _ABOUT_THE_QUESTION = (ErrorCode.UNKNOWN_PROJECT, ErrorCode.METRIC_NOT_APPLICABLE, ErrorCode.DATE_OUT_OF_COVERAGE)
 _FLOATS = ("amount", "amount_usd", "signed_amount")
-# The attrs of a result, in order: from the answer, then where it came from.
-_ATTRS = (
-    "metric",
-    "project",
-    "granularity",
-    "period_start",
-    "period_end",
-    "unit",
-    "value",
-    "complete",
-    "aggregation",
-    "source",
-    "select",
-    "formula",
-    "value_column",
-    "counted_column",
-    "opening_balance",
-    "total_rows",
-)
+# The fields of an answer that are not attrs: the question (named as the client names it), the rows, the page.
+_NOT_ATTRS = {wire.METRIC_NAME, wire.PROJECT, wire.GRANULARITY, wire.DATE, "columns", "rows", *wire.EXPLAIN_PAGE}
+_ANSWERED = tuple(name for name in wire.EXPLAIN_FIELDS if name not in _NOT_ATTRS and name != "next_offset")
 
 
 def check_max_rows(max_rows: object) -> int:
@@ -84,18 +68,15 @@ def explain(client: Client, metric: str, project: str, granularity: str, date: D
     frame = _frame(first.columns, rows)
     fields = first.fields
     last = dt.date.fromisoformat(str(fields["period_end"])[:10])
-    answered = {
-        "metric": m.name,
-        "project": project,
-        "granularity": granularity,
-        **{name: fields[name] for name in _ATTRS[3:] if name in fields},
-        "complete": complete_when_fetched(fields.get("complete"), last, sent),
-        "total_rows": first.total_rows,
-    }
+    answered = {name: fields[name] for name in _ANSWERED}
+    answered["complete"] = complete_when_fetched(fields.get("complete"), last, sent)
     client._discovery.saw(version, client._get_cache())
     transport = client.transport
     frame.attrs = {
-        **{name: answered[name] for name in _ATTRS},
+        "metric": m.name,
+        "project": project,
+        "granularity": granularity,
+        **answered,
         "service": masked_url(transport.base_url) or "(not shown)",
         "synthetic": bool(getattr(transport, "synthetic", False)),
         "data_version": version or None,

@@ -31,6 +31,7 @@ from support import GOLDEN, ServerProcess
 from metrics_kit import Client, ConfigurationError, ValidationError
 from metrics_kit.client.transports import ASGITransport
 from metrics_kit.errors import APIError
+from metrics_kit.server.build import load_or_build
 from metrics_kit.server.dataset import open_service
 from metrics_kit.server.http.app import App
 from metrics_kit.spec import wire
@@ -343,15 +344,8 @@ def test_the_client_explains_from_a_real_server(server):
 
 
 def test_served_from_aggregates_alone_explain_says_what_it_needs(tmp_path):
-    out = tmp_path / "agg.parquet"
-    done = subprocess.run(
-        [sys.executable, "-m", "metrics_kit", "build", "--data", str(GOLDEN), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    out = tmp_path / "agg.parquet"  # as metrics-kit build --out writes it
+    load_or_build(GOLDEN, default_catalogue(), log=lambda message: None).save(out)
     with ServerProcess(None, "--aggregates", str(out), key=KEY, cache_dir=tmp_path / "cache") as server:
         asked = {"metric_name": "swap_active_users", "project": "swapx", "granularity": "1_day", "date": "2025-01-02"}
         answer = _explain(server, **asked)
@@ -431,6 +425,7 @@ def test_the_first_answer_does_not_load_explain():
     """/explain's modules load on its first request, not with the service: /metrics stays as quick to start."""
     script = f"""
 import sys
+from metrics_kit.server.build import load_or_build
 from metrics_kit.server.dataset import open_service
 from metrics_kit.server.http.app import App
 service = open_service({str(GOLDEN)!r}, log=lambda message: None)
