@@ -336,6 +336,15 @@ def test_the_endpoint_is_bounded_and_checked_like_metrics(server):
     assert document["paths"][wire.EXPLAIN_PATH]["get"]["x-extension"] is True
 
 
+def test_the_endpoint_shares_the_rate_limit_of_metrics(tmp_path):
+    asked = {"metric_name": "swap_active_users", "project": "swapx", "granularity": "1_day", "date": "2025-01-02"}
+    with ServerProcess(GOLDEN, "--rate-limit", "1", key=KEY, cache_dir=tmp_path) as server:
+        assert server.metric(*asked.values()).status_code == 200  # takes the key's one request a second
+        answers = [_explain(server, **asked) for _ in range(5)]  # a few, in case the machine is slow
+    limited = next(answer for answer in answers if answer.status_code == 429)
+    assert limited.json()["error"]["code"] == "rate_limited" and int(limited.headers["retry-after"]) >= 1
+
+
 def test_the_client_explains_from_a_real_server(server):
     with Client(server.base_url, KEY, cache=False) as client:
         rows = client.explain("swap_transaction_count", "swapx", "1_week", "2025-01-01")
