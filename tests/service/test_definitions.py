@@ -1,0 +1,126 @@
+"""Each metric's standalone SQL definition, run on DuckDB over the golden data, gives the build's values.
+
+For every metric of the catalogue, the generated query text (``server/definitions.py``, as
+``docs/metrics.md`` and ``GET /catalogue`` publish it) runs on a real DuckDB connection holding
+the golden data's tables under their names, and must return exactly the rows the service serves:
+every (granularity, project, period_start) of the build, no more, no fewer, with the build's value
+(counts equal, amounts equal to 1e-9 relative, or to the build's rounding to 9 decimals).
+
+The last tests make sure the comparison can fail: a query with a wrong selection, a row count
+where a distinct count belongs, the wrong projects or no carried balance differs from the build.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import duckdb
+import pytest
+from support import GOLDEN
+
+from metrics_kit.server import build, definitions
+from metrics_kit.server.data import store
+from metrics_kit.spec.catalogue import default_catalogue
+
+CATALOGUE = default_catalogue("sol")
+Rows = dict[tuple[str, str, str], float]
+
+
+@pytest.fixture(scope="module")
+def golden():
+    """(a DuckDB connection holding the golden tables by name, the build's aggregates of them)."""
+    con = duckdb.connect()
+    events = store.load(GOLDEN, con)
+    aggregates = build.build_in_full(events, CATALOGUE)
+    yield con, aggregates
+    con.close()
+
+
+def served(aggregates: build.Aggregates, metric: str) -> Rows:
+    """Every value the service serves of ``metric``: (granularity, project, period_start) -> value."""
+    rows: Rows = {}
+    for (name, project, granularity), series in aggregates.values.items():
+        if name == metric:
+            periods = aggregates.periods[granularity]
+            assert len(series) == len(periods)
+            for (start, _end, _complete), value in zip(periods, series, strict=True):
+                rows[granularity, project, start] = value
+    return rows
+
+
+def queried(con: duckdb.DuckDBPyConnection, query: str) -> Rows:
+    result = con.sql(query)
+    assert tuple(result.columns) == definitions.COLUMNS_RETURNED
+    rows: Rows = {}
+    for granularity, project, start, value in result.fetchall():
+        key = (granularity, project, start.isoformat())
+        assert key not in rows, f"{key} twice"
+        rows[key] = value
+    return rows
+
+
+def differences(metric, got: Rows, want: Rows) -> list[str]:
+    """What differs between the query's rows and the build's, in words (empty: they agree)."""
+    problems = [f"missing {key}" for key in sorted(want.keys() - got.keys())]
+    problems += [f"extra {key}" for key in sorted(got.keys() - want.keys())]
+    for key in sorted(want.keys() & got.keys()):
+        value, expected = got[key], want[key]
+        if metric.is_count:
+            same = type(value) is int and value == expected
+        else:
+            same = value is not None and math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-9)
+        if not same:
+            problems.append(f"{key}: query {value!r}, build {expected!r}")
+    return problems
+
+
+@pytest.mark.parametrize("name", CATALOGUE.canonical_names)
+def test_each_definition_returns_the_served_values(golden, name):
+    con, aggregates = golden
+    metric = CATALOGUE.get(name)
+    want = served(aggregates, name)
+    assert want, f"the golden data has a project that {name} applies to"
+    got = queried(con, definitions.definitions(CATALOGUE)[name])
+    assert differences(metric, got, want) == []
+
+
+def test_the_definitions_are_standalone_duckdb_text():
+    queries = definitions.definitions(CATALOGUE)
+    assert list(queries) == list(CATALOGUE.canonical_names)
+    for name, query in queries.items():
+        # It reads the event tables by their names only: no file, no parameter, nothing of the engine's.
+        assert query.startswith("WITH coverage AS (") and query.endswith(";\n"), name
+        assert "__ibis" not in query and "ibis_" not in query and "?" not in query, name
+    # One generation per catalogue: the service and the docs pay for it once.
+    assert definitions.definitions(CATALOGUE) is queries
+
+
+def _mutants():
+    """(what is wrong, a metric, a query that gets it wrong)."""
+    c = CATALOGUE.get
+    users, txs = c("staking_active_users"), c("staking_transaction_count")
+    regular, supply = c("regular_pool_swap_transaction_count"), c("circulating_supply_in_native_token")
+    fees, rent = c("protocol_transaction_fee_revenue_in_usd"), c("reward_positive_rent_in_sol")
+
+    def changed(metric, **fields):
+        return metric, definitions.sql(dataclasses.replace(metric, **fields))
+
+    count_rows = definitions.sql(txs).replace("COUNT(DISTINCT t2.tx_id)", "COUNT(t2.tx_id)")
+    assert count_rows != definitions.sql(txs)
+    return [
+        ("distinct signers counted as transactions", *changed(users, aggregation="count")),
+        ("rows counted, not distinct transactions", txs, count_rows),
+        ("another action", *changed(txs, select={"action": ("unstake",)})),
+        ("the pool type left out", *changed(regular, select={"action": ("swap",)})),
+        ("another recipient", *changed(fees, select={**fees.select, "recipient": ("supply_side",)})),
+        ("the other kinds of project", *changed(fees, kinds=frozenset({"dex"}))),
+        ("a plain sum, not the positive nets", *changed(rent, aggregation="sum")),
+        ("no balance carried", *changed(supply, aggregation="net_sum")),
+    ]
+
+
+@pytest.mark.parametrize("wrong, metric, query", _mutants(), ids=lambda v: v if isinstance(v, str) else "")
+def test_a_wrong_definition_is_caught(golden, wrong, metric, query):
+    con, aggregates = golden
+    assert differences(metric, queried(con, query), served(aggregates, metric.name)) != [], wrong
