@@ -122,29 +122,76 @@ def _served(metric: Metric, per_period: ir.Table, projects: ir.Table) -> ir.Tabl
     return served.order_by(*_KEYS)
 
 
+def _wrapped(node: exp.Expression) -> exp.Expression | None:
+    """What ``node`` selects everything of, if it is ``SELECT * FROM (query) AS tN`` with nothing
+    else (Ibis writes such wrappers; the same query reads better without them)."""
+    if not isinstance(node, exp.Select) or len(node.expressions) != 1 or not isinstance(node.expressions[0], exp.Star):
+        return None
+    source = node.find(exp.From)
+    if source is None or not isinstance(source.this, exp.Subquery) or source.parent is not node:
+        return None
+    if any(value for key, value in node.args.items() if key not in ("expressions", "from", "from_", "order")):
+        return None
+    return source.this.this
+
+
+def _unwrap(node: exp.Expression) -> exp.Expression:
+    inner = _wrapped(node)
+    if inner is None:
+        return node
+    order = node.args.get("order")
+    if order is None:
+        return inner
+    # An outer ORDER BY moves into a query that has none, by the names of the columns it returns.
+    if not isinstance(inner, exp.Select) or any(inner.args.get(k) for k in ("order", "limit", "distinct")):
+        return node
+    for column in order.find_all(exp.Column):
+        column.set("table", None)
+    inner.set("order", order)
+    return inner
+
+
 def _tidy(sql: str) -> exp.Expression:
-    """The query as sqlglot reads it, its plain lowercase names unquoted (as an analyst writes them)."""
+    """The query as sqlglot reads it, without Ibis's ``SELECT *`` wrappers, its plain lowercase
+    names unquoted (as an analyst writes them)."""
     tree = sqlglot.parse_one(sql, read=DIALECT)
+    # The innermost first, so that a wrapper around a wrapper goes too.
+    for node in reversed(list(tree.find_all(exp.Select))):
+        if node is not tree and (unwrapped := _unwrap(node)) is not node:
+            node.replace(unwrapped)
+    tree = _unwrap(tree)
     for identifier in tree.find_all(exp.Identifier):
         if _PLAIN_NAME.fullmatch(identifier.name):
             identifier.set("quoted", False)
     return tree
 
 
+def _compiled(expr: ir.Table) -> exp.Expression:
+    return _tidy(ibis.to_sql(expr, dialect=DIALECT))
+
+
+@functools.cache
+def _shared() -> tuple[exp.Expression, exp.Expression]:
+    """The parts every query has alike (coverage, periods), compiled once."""
+    return _compiled(_coverage()), _compiled(_periods())
+
+
 def sql(metric: Metric) -> str:
     """The standalone DuckDB query of ``metric`` (see the module's docstring for what it returns)."""
     per_period, projects = _per_period(metric), _projects(metric)
-    query = _tidy(ibis.to_sql(_served(metric, per_period, projects), dialect=DIALECT))
+    query = _compiled(_served(metric, per_period, projects))
     assert isinstance(query, exp.Select)
+    coverage, periods = _shared()
     parts = {
-        "coverage": _coverage(),
-        "periods": _periods(),
-        "per_period": per_period,
-        "projects_with_metric": projects,
+        "coverage": coverage,
+        "periods": periods,
+        "per_period": _compiled(per_period),
+        "projects_with_metric": _compiled(projects),
     }
     for name, part in parts.items():
-        query = query.with_(name, as_=_tidy(ibis.to_sql(part, dialect=DIALECT)), copy=False)
-    return query.sql(dialect=DIALECT, pretty=True) + ";\n"
+        query = query.with_(name, as_=part)  # with_ copies the query and the part
+    header = f"-- {metric.name}: one row per (granularity, project, period_start), as the metrics service serves it\n"
+    return header + query.sql(dialect=DIALECT, pretty=True) + ";\n"
 
 
 @functools.cache
