@@ -191,7 +191,7 @@ def sql(metric: Metric) -> str:
     for name, part in parts.items():
         query = query.with_(name, as_=part)  # with_ copies the query and the part
     header = f"-- {metric.name}: one row per (granularity, project, period_start), as the metrics service serves it\n"
-    return header + query.sql(dialect=DIALECT, pretty=True) + ";\n"
+    return header + query.sql(dialect=DIALECT, pretty=True) + "\n"
 
 
 @functools.cache

@@ -19,8 +19,7 @@ from typing import Any
 
 from metrics_kit.spec.catalogue import FAMILIES, FLOW_SIGNS, Catalogue, Metric, default_catalogue
 
-# Where each metric's standalone SQL definition will go when it is generated from the engine
-# (issue 24, deliverable 3). Until then the page says the definition is not published yet.
+# The section of a metric's page that holds its standalone SQL query (server/definitions.py).
 SQL_DEFINITION = "SQL definition"
 # The example charts' span: half a year of whole weeks inside the demo data's coverage.
 EXAMPLE_START, EXAMPLE_END, EXAMPLE_GRANULARITY = "2025-01-06", "2025-06-29", "1_week"
@@ -103,9 +102,10 @@ def metric_page(
     metric: Metric,
     projects: Sequence[tuple[str, Sequence[str], bool]],
     chart: str | None,
+    query: str,
 ) -> str:
     """The Markdown (MyST) page of one metric. ``chart``: the path of its example chart, relative to
-    the page (None: no demo project has the metric, so no chart)."""
+    the page (None: no demo project has the metric, so no chart); ``query``: its SQL definition."""
     applies = [name for name, kinds, regular in projects if metric.applies_to(kinds, regular)]
     example = example_project(metric, projects)
     lines = [
@@ -131,8 +131,14 @@ def metric_page(
         "",
         f"## {SQL_DEFINITION}",
         "",
-        "Not published yet: the standalone SQL query that computes this metric alone will be generated",
-        "here from the engine's own definition. Until then, the rule above is the definition.",
+        "One standalone query (DuckDB dialect) over the event tables, generated from the engine's own",
+        "definition: this metric's value for every project it applies to and every period of coverage, in",
+        "the three granularities, exactly as the service serves them (a period without events is 0). What",
+        "it reads and returns: [the definitions](../../metrics.md#definitions).",
+        "",
+        "```sql",
+        query.rstrip("\n"),
+        "```",
         "",
         "## Example",
         "",
@@ -250,6 +256,7 @@ def generate(docs: Path, charts_dir: Path, notebooks: Path) -> None:
     """Writes ``docs/generated/`` (the metric pages, the notebooks) and the charts into ``charts_dir``."""
     from metrics_kit import embedded
     from metrics_kit.client.client import Client
+    from metrics_kit.server.definitions import definitions
 
     generated = docs / "generated"
     catalogue = default_catalogue()
@@ -257,10 +264,11 @@ def generate(docs: Path, charts_dir: Path, notebooks: Path) -> None:
         projects = demo_projects(client)
         drawn = draw_charts(client, catalogue, projects, charts_dir)
     pages = generated / "metrics"
+    queries = definitions(catalogue)
     for metric in catalogue:
         chart = None
         if metric.name in drawn:
             chart = Path("..", "..", charts_dir.relative_to(docs), f"{metric.name}.png").as_posix()
-        write_if_changed(pages / f"{metric.name}.md", metric_page(metric, projects, chart))
+        write_if_changed(pages / f"{metric.name}.md", metric_page(metric, projects, chart, queries[metric.name]))
     write_if_changed(pages / "index.md", index_page(catalogue))
     copy_notebooks(notebooks, generated / "notebooks")
