@@ -36,7 +36,7 @@ from metrics_kit.server import engine
 from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES
 from metrics_kit.server.data.store import coverage_of
 from metrics_kit.server.passes import where
-from metrics_kit.spec.catalogue import Catalogue, Metric
+from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
 
 DIALECT = "duckdb"
 COLUMNS_RETURNED = ("granularity", "project", "period_start", "value")
@@ -192,6 +192,40 @@ def sql(metric: Metric) -> str:
         query = query.with_(name, as_=part)  # with_ copies the query and the part
     header = f"-- {metric.name}: one row per (granularity, project, period_start), as the metrics service serves it\n"
     return header + query.sql(dialect=DIALECT, pretty=True) + "\n"
+
+
+def rows_rule(metric: Metric) -> str:
+    """Which rows of which event table the metric reads, in words (Markdown)."""
+    picks = [f"`{column}` is {' or '.join(f'`{v}`' for v in values)}" for column, values in metric.select.items()]
+    where = f", where {' and '.join(picks)}" if picks else ""
+    return f"the rows of the `{metric.source}` table of the project{where}"
+
+
+def value_rule(metric: Metric) -> str:
+    """How one period's value follows from those rows, in words (Markdown)."""
+    column = engine.AMOUNT.get(metric.source, "amount")
+    key = engine.NET_KEY.get(metric.source, "account")
+    up = " and ".join(f"`{f}`" for f, s in FLOW_SIGNS.items() if s > 0)
+    down = " and ".join(f"`{f}`" for f, s in FLOW_SIGNS.items() if s < 0)
+    rules = {
+        "distinct_count": f"the number of distinct `{DISTINCT['distinct_count']}`s among them in the period",
+        "count": f"the number of distinct `{DISTINCT['count']}`s among them in the period (a repeated row counts once)",
+        "sum": f"the sum of their `{column}` in the period",
+        "ending_balance": (
+            f"the project's `initial_circulating_supply`, plus every {up} and less every {down} "
+            "from the start of the data up to the end of the period"
+        ),
+        "net_sum": f"every {up} less every {down} inside the period",
+        "positive_net": f"per `{key}`, the net `{column}` inside the period; the sum of the nets above zero",
+        "negative_net": f"per `{key}`, the net `{column}` inside the period; the sum of the nets below zero",
+    }
+    return rules[metric.aggregation]
+
+
+def in_words(metric: Metric) -> str:
+    """How the metric is computed, in plain words (plain text: what GET /catalogue serves)."""
+    text = f"For each period (UTC day, ISO week or calendar month), from {rows_rule(metric)}: {value_rule(metric)}."
+    return text.replace("`", "")
 
 
 @functools.cache

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from metrics_kit.spec.catalogue import FAMILIES, FLOW_SIGNS, Catalogue, Metric, default_catalogue
+from metrics_kit.server.definitions import definitions, rows_rule, value_rule
+from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric, default_catalogue
 
 # The section of a metric's page that holds its standalone SQL query (server/definitions.py).
 SQL_DEFINITION = "SQL definition"
@@ -27,7 +28,6 @@ EXAMPLE_START, EXAMPLE_END, EXAMPLE_GRANULARITY = "2025-01-06", "2025-06-29", "1
 # since drawing the widget would load the widget manager's JavaScript from elsewhere.
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-_VALUE_COLUMN = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amount"}
 
 
 def write_if_changed(path: Path, text: str | bytes) -> bool:
@@ -45,33 +45,6 @@ def write_if_changed(path: Path, text: str | bytes) -> bool:
 
 def _code(values: Iterable[str]) -> str:
     return ", ".join(f"`{v}`" for v in values)
-
-
-def rows_rule(metric: Metric) -> str:
-    """Which rows of which event table the metric reads, in words."""
-    picks = [f"`{column}` is {' or '.join(f'`{v}`' for v in values)}" for column, values in metric.select.items()]
-    where = f", where {' and '.join(picks)}" if picks else ""
-    return f"the rows of the `{metric.source}` table of the project{where}"
-
-
-def value_rule(metric: Metric) -> str:
-    """How one period's value follows from those rows, in words."""
-    column = _VALUE_COLUMN.get(metric.source, "amount")
-    up = " and ".join(f"`{f}`" for f, s in FLOW_SIGNS.items() if s > 0)
-    down = " and ".join(f"`{f}`" for f, s in FLOW_SIGNS.items() if s < 0)
-    rules = {
-        "distinct_count": "the number of distinct `signer`s among them in the period",
-        "count": "the number of distinct `tx_id`s among them in the period (a repeated row counts once)",
-        "sum": f"the sum of their `{column}` in the period",
-        "ending_balance": (
-            f"the project's `initial_circulating_supply`, plus every {up} and less every {down} "
-            "from the start of the data up to the end of the period"
-        ),
-        "net_sum": f"every {up} less every {down} inside the period",
-        "positive_net": f"per `account`, the net `{column}` inside the period; the sum of the nets above zero",
-        "negative_net": f"per `account`, the net `{column}` inside the period; the sum of the nets below zero",
-    }
-    return rules[metric.aggregation]
 
 
 def example_project(metric: Metric, projects: Sequence[tuple[str, Sequence[str], bool]]) -> str | None:
@@ -256,7 +229,6 @@ def generate(docs: Path, charts_dir: Path, notebooks: Path) -> None:
     """Writes ``docs/generated/`` (the metric pages, the notebooks) and the charts into ``charts_dir``."""
     from metrics_kit import embedded
     from metrics_kit.client.client import Client
-    from metrics_kit.server.definitions import definitions
 
     generated = docs / "generated"
     catalogue = default_catalogue()

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import subprocess
+import sys
 
 import duckdb
 import pytest
-from support import GOLDEN
+from support import GOLDEN, ServerProcess
 
 from metrics_kit.server import build, definitions
 from metrics_kit.server.data import store
@@ -125,3 +128,66 @@ def _mutants():
 def test_a_wrong_definition_is_caught(golden, wrong, metric, query):
     con, aggregates = golden
     assert differences(metric, queried(con, query), served(aggregates, metric.name)) != [], wrong
+
+
+# -- where the definitions are published -----------------------------------------------------------
+
+
+def test_the_service_catalogue_serves_each_definition_as_generated():
+    """GET /catalogue of the real server gives each metric its query (the text this file runs) and
+    how it is computed in words."""
+    with ServerProcess(GOLDEN) as server:
+        reply = server.get("/catalogue")
+    assert reply.status_code == 200, reply.text
+    entries = {entry["name"]: entry for entry in reply.json()["metrics"]}
+    queries = definitions.definitions(CATALOGUE)
+    assert list(entries) == list(CATALOGUE.canonical_names)
+    for name, entry in entries.items():
+        assert entry["sql"] == queries[name]
+        assert entry["computed"] == definitions.in_words(CATALOGUE.get(name))
+    assert entries["staking_active_users"]["computed"] == (
+        "For each period (UTC day, ISO week or calendar month), from the rows of the transactions table of "
+        "the project, where action is stake: the number of distinct signers among them in the period."
+    )
+
+
+_LAZY = """
+import asyncio, json, sys
+from metrics_kit.server.dataset import open_service
+from metrics_kit.server.http.app import App
+
+app = App(open_service(aggregates_file=sys.argv[1], log=lambda m: None), ["k" * 16])
+print("ibis" in sys.modules, "sqlglot" in sys.modules)
+sent = []
+
+async def send(message):
+    sent.append(message)
+
+async def receive():
+    return {"type": "http.request", "body": b""}
+
+scope = {"type": "http", "method": "GET", "path": "/catalogue", "query_string": b"",
+         "headers": [(b"x-api-key", b"k" * 16)]}
+asyncio.run(app(scope, receive, send))
+body = json.loads(sent[-1]["body"])
+print(sent[0]["status"], all(m["sql"].startswith("-- " + m["name"]) for m in body["metrics"]))
+"""
+
+
+def test_the_catalogue_is_made_on_its_first_request_not_at_start(golden, tmp_path):
+    """A service started from prebuilt aggregates loads neither Ibis nor sqlglot until /catalogue
+    is asked for: the SQL definitions cost no start-up time."""
+    _con, aggregates = golden
+    aggregates.save(tmp_path / "aggregates.parquet")
+    script = tmp_path / "lazy.py"
+    script.write_text(_LAZY)
+    env = {**os.environ, "METRICS_KIT_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "aggregates.parquet")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[:2] == ["False False", "200 True"]
