@@ -23,7 +23,7 @@ import pytest
 from support import GOLDEN, ServerProcess
 
 from metrics_kit.server import build, definitions
-from metrics_kit.server.data import store
+from metrics_kit.server.data import demo, store
 from metrics_kit.spec.catalogue import default_catalogue
 
 CATALOGUE = default_catalogue("sol")
@@ -86,6 +86,21 @@ def test_each_definition_returns_the_served_values(golden, name):
     assert want, f"the golden data has a project that {name} applies to"
     got = queried(con, definitions.definitions(CATALOGUE)[name])
     assert differences(metric, got, want) == []
+
+
+def test_each_definition_returns_the_served_values_of_the_demo_data(tmp_path):
+    """The same over the synthetic demo data: two years, six projects, about 100,000 transactions
+    with exact duplicate rows, every week across a month boundary (the golden data is small)."""
+    demo.generate(tmp_path / "demo")
+    con = duckdb.connect()
+    events = store.load(tmp_path / "demo", con)
+    aggregates = build.build_in_full(events, CATALOGUE)
+    assert con.sql("SELECT count(*) > 50000 FROM transactions").fetchall() == [(True,)]
+    queries = definitions.definitions(CATALOGUE)
+    for metric in CATALOGUE:
+        want = served(aggregates, metric.name)
+        assert differences(metric, queried(con, queries[metric.name]), want) == [], metric.name
+    con.close()
 
 
 def test_the_definitions_are_standalone_duckdb_text():
