@@ -239,19 +239,21 @@ class App:
         except QueryError as error:
             return error.status, error.body()
 
-    async def _catalogue(self, scope) -> tuple[int, bytes]:
-        async with self._catalogue_made:
-            if self.catalogue is None:
-                body = await asyncio.to_thread(_catalogue_body, self.service.catalogue)
-                self.catalogue = json.dumps(body).encode()
-        return 200, self.catalogue
-
     @staticmethod
     def _static(body: bytes):
         async def handler(scope) -> tuple[int, bytes]:
             return 200, body
 
         return handler
+
+    async def _catalogue(self, scope) -> tuple[int, bytes]:
+        """The catalogue's body, made on the first request and then kept; off the event loop, since
+        generating the SQL definitions compiles Ibis expressions for every metric."""
+        async with self._catalogue_made:
+            if self.catalogue is None:
+                body = await asyncio.to_thread(_catalogue_body, self.service.catalogue)
+                self.catalogue = json.dumps(body).encode()
+        return 200, self.catalogue
 
 
 async def _lifespan(receive, send) -> None:
