@@ -7,9 +7,8 @@ definition (its meaning, unit, aggregation, applicability and standalone SQL que
 
 from __future__ import annotations
 
-from metrics_kit.server.definitions import definitions
+from metrics_kit.server.definitions import definitions, rows_rule, value_rule
 from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric, default_catalogue
-from metrics_kit.tools.docsite import rows_rule, value_rule
 
 _HEADER = """# Metric catalogue
 
