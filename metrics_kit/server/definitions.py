@@ -6,10 +6,12 @@ row selection, its aggregation, the projects it applies to) and the engine's own
 for the per-account nets, ``engine.each_granularity`` for the periods, ``store.coverage_of`` for
 the coverage), as Ibis expressions compiled with ``ibis.to_sql`` and pretty-printed by sqlglot.
 
-The engine computes the transaction metrics by a faster scheme (``passes``); a definition is the
-plain meaning (``count(DISTINCT signer)``, ``count(DISTINCT tx_id)``), and
-``tests/service/test_definitions.py`` runs every query on DuckDB over the golden data and checks
-it returns the build's values.
+The engine computes the transaction metrics by a faster scheme (``passes``), and fills the
+periods without events after it (``build``); a definition is the plain meaning
+(``count(DISTINCT signer)``, ``count(DISTINCT tx_id)``, the zeros and carried balances in SQL), so
+``tests/service/test_definitions.py`` runs every query on DuckDB over the golden and the demo data
+and checks it returns the build's values. ``docs/metrics.md`` (``tools/docgen``), the site's metric
+pages (``tools/docsite``) and ``GET /catalogue`` publish the queries and the rules in words.
 
 A query reads the tables of ``docs/data-format.md`` under their names (``projects``,
 ``transactions``, ``fees``, ``token_flows``, ``chain_rewards``; ``block_time`` a UTC timestamp)
