@@ -46,13 +46,14 @@ cast to UTC first (`timezone('UTC', block_time) AS block_time`), since DuckDB tr
 **What it returns.** Exactly the rows the service serves, for the three granularities at once:
 one row `(granularity, project, period_start, value)` for every project the metric applies to and
 every period that overlaps coverage (`1_day`: the UTC day; `1_week`: the ISO week, Monday to
-Sunday, named by its Monday; `1_month`: the calendar month), the first and last periods included
-though they may be incomplete, ordered by granularity, project and period_start. A period without
-events is 0 (a `BIGINT` 0 for counts, `0.0` for amounts), never missing; an ending balance
-(`ending_balance`) is the project's `initial_circulating_supply` plus the flows of every period up
-to and including this one, so a period without flows carries the balance before it. For one
-granularity, select from it: `SELECT * FROM (query) WHERE granularity = '1_week'`. The service
-rounds amounts to 9 decimals; the query does not.
+Sunday, named by its Monday, as DuckDB's `DATE_TRUNC('WEEK', ...)` gives it; `1_month`: the
+calendar month), the first and last periods included though they may be incomplete, ordered by
+granularity, project and period_start. A period without events is 0 (a `BIGINT` 0 for counts,
+`0.0` for amounts), never missing; an ending balance (`ending_balance`) is the project's
+`initial_circulating_supply` plus the flows of every period up to and including this one, so a
+period without flows carries the balance before it. For one granularity, select from it:
+`SELECT * FROM (query) WHERE granularity = '1_week'`. The service rounds amounts to 9 decimals;
+the query does not.
 
 Its parts are named: `coverage` (the first and last day), `periods` (every period of each
 granularity that holds a day of coverage), `per_period` (the metric's value in each period with
