@@ -29,7 +29,9 @@ from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
 
 _TRUNCATE = {"1_day": "D", "1_week": "W", "1_month": "M"}  # ISO weeks start on Monday
 # The column whose per-value nets a positive_net / negative_net metric splits by sign.
-_NET_KEY = {"chain_rewards": "account"}
+NET_KEY = {"chain_rewards": "account"}
+# The column a metric of each table adds up.
+AMOUNT = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amount"}
 
 
 def _signed_amount(t: ir.Table) -> ir.NumericValue:
@@ -37,7 +39,20 @@ def _signed_amount(t: ir.Table) -> ir.NumericValue:
     return ibis.cases(*cases, else_=0) * t.amount
 
 
-def _each_granularity(t: ir.Table) -> tuple[ir.Table, ir.DateValue]:
+def amount_of(t: ir.Table, metric: Metric) -> ir.NumericValue:
+    """What a summing metric adds up over its rows: the signed flows (net_sum, ending_balance: the
+    flows of one period, which an ending balance carries forward), else the table's amount."""
+    if metric.aggregation in ("net_sum", "ending_balance"):
+        return _signed_amount(t)
+    return t[AMOUNT[metric.source]]
+
+
+def kept_net(net: ir.NumericValue, metric: Metric) -> ir.BooleanValue:
+    """Whether a per-key net counts towards a positive_net (above zero) or negative_net (below) metric."""
+    return net > 0 if metric.aggregation == "positive_net" else net < 0
+
+
+def each_granularity(t: ir.Table) -> tuple[ir.Table, ir.DateValue]:
     """Every row once per granularity (a ``granularity`` column), and the start of its period in
     it: one grouping then computes the three granularities. Three groupings stacked with a UNION
     ALL give the same rows, but Ibis takes longer to compile them than DuckDB to run them."""
@@ -58,17 +73,13 @@ def _split(rows: pd.DataFrame, names: list[str]) -> dict[str, pd.DataFrame]:
     return {g: found[g].drop(columns="granularity") if g in found else no_values() for g in GRANULARITIES}
 
 
-def sums(t: ir.Table, metrics: list[Metric], amount: str) -> ir.Table:
+def sums(t: ir.Table, metrics: list[Metric]) -> ir.Table:
     """Metrics that add up an amount over selected rows (or the signed flows, for net_sum), a column
     each, per granularity. A sum over no selected rows is missing, not 0."""
-    t, period = _each_granularity(t)
+    t, period = each_granularity(t)
     aggregations = {}
     for metric in metrics:
-        if metric.aggregation in ("net_sum", "ending_balance"):
-            value = _signed_amount(t)
-        else:
-            value = t[amount]
-        aggregations[metric.name] = value.sum(where=_where(t, metric.select)).cast(dt.float64)
+        aggregations[metric.name] = amount_of(t, metric).sum(where=_where(t, metric.select)).cast(dt.float64)
     return t.group_by(granularity=t.granularity, project=t.project, period_start=period).aggregate(**aggregations)
 
 
@@ -76,12 +87,12 @@ def nets(t: ir.Table, metrics: list[Metric], key: str, amount: str) -> ir.Table:
     """Per-key nets inside each period, summed by sign (rent paid against rent received), a column
     per metric, per granularity. The metrics share one selection, so the nets are grouped once."""
     (select,) = {tuple(sorted(m.select.items())) for m in metrics}
-    rows, period = _each_granularity(t.filter(_where(t, dict(select))) if select else t)
+    rows, period = each_granularity(t.filter(_where(t, dict(select))) if select else t)
     per_key = rows.group_by(
         granularity=rows.granularity, project=rows.project, period_start=period, key=rows[key]
     ).aggregate(net=rows[amount].sum())
     net = per_key.net
-    wanted = {m.name: net > 0 if m.aggregation == "positive_net" else net < 0 for m in metrics}
+    wanted = {m.name: kept_net(net, m) for m in metrics}
     return per_key.group_by("granularity", "project", "period_start").aggregate(
         **{name: ibis.ifelse(keep, net, 0.0).sum().cast(dt.float64) for name, keep in wanted.items()}
     )
@@ -98,12 +109,12 @@ def _small_tables(con, by_source: Mapping[str, list[Metric]]) -> dict[str, pd.Da
         t = con.table(source)
         summed = [m for m in metrics if m.aggregation not in ("positive_net", "negative_net")]
         if summed:
-            parts.append(sums(t, summed, _AMOUNT[source]))
+            parts.append(sums(t, summed))
         netted: dict[tuple, list[Metric]] = {}
         for m in metrics:
             if m not in summed:
                 netted.setdefault(tuple(sorted(m.select.items())), []).append(m)
-        parts.extend(nets(t, group, _NET_KEY[source], _AMOUNT[source]) for group in netted.values())
+        parts.extend(nets(t, group, NET_KEY[source], AMOUNT[source]) for group in netted.values())
     if not parts:
         return {g: no_values() for g in GRANULARITIES}
     keys = ["granularity", "project", "period_start"]
@@ -111,9 +122,6 @@ def _small_tables(con, by_source: Mapping[str, list[Metric]]) -> dict[str, pd.Da
     missing = ibis.null(dt.float64)
     padded = [part.select(*keys, **{n: part[n] if n in part.columns else missing for n in names}) for part in parts]
     return _split(con.execute(ibis.union(*padded)), names)
-
-
-_AMOUNT = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amount"}
 
 
 def compute(

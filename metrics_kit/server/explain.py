@@ -3,7 +3,8 @@
 The rows are chosen as the engine chooses them: the metric's table (``Metric.source``), its
 selection (``Metric.select`` through ``passes.where``), the project, and the period's bounds from
 ``spec/calendar.py`` (every ``block_time`` from the first day's midnight to the last day's end,
-UTC). Each kind of metric shows the rows its value is made of, with the data format's column names
+UTC); what is summed and which nets are kept are the engine's own expressions (``amount_of``,
+``kept_net``). Each kind of metric shows the rows its value is made of, with the data format's column names
 (docs/data-format.md) in a fixed order, and says how the value follows from them:
 
 - ``distinct_count`` (active users): one row per signer (``signer``, ``transactions``: its distinct
@@ -36,8 +37,7 @@ import ibis.expr.types as ir
 from metrics_kit.server.data import store
 from metrics_kit.server.data.schema import COLUMNS
 from metrics_kit.server.data.sources import find_sources, fingerprint
-from metrics_kit.server.engine import _AMOUNT as AMOUNT
-from metrics_kit.server.engine import _NET_KEY as NET_KEY
+from metrics_kit.server.engine import AMOUNT, NET_KEY, amount_of, kept_net
 from metrics_kit.server.passes import where
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Metric
 
@@ -103,8 +103,7 @@ def explain(backend: ibis.BaseBackend, metric: Metric, project: str, first: dt.d
     amount = AMOUNT[metric.source]
     order = ["block_time", *(c for c in columns if c != "block_time")]
     if aggregation in ("net_sum", "ending_balance"):
-        signs = ibis.cases(*((t.flow == flow, sign) for flow, sign in FLOW_SIGNS.items()), else_=0)
-        rows = t.select(*columns, **{SIGNED: (signs * t[amount]).cast("float64")})
+        rows = t.select(*columns, **{SIGNED: amount_of(t, metric).cast("float64")})
         signed = ", ".join(f"{flow} {'+' if sign > 0 else '-'}" for flow, sign in FLOW_SIGNS.items())
         formula = f"the sum of {SIGNED} over the rows: {rows_of}, each {amount} signed by its flow ({signed})"
         if aggregation == "ending_balance":
@@ -119,7 +118,7 @@ def explain(backend: ibis.BaseBackend, metric: Metric, project: str, first: dt.d
         per_key = t[amount].sum().over(ibis.window(group_by=t[key]))
         rows = t.select(*columns, **{net: per_key})
         above = aggregation == "positive_net"
-        rows = rows.mutate(**{COUNTED: rows[net] > 0 if above else rows[net] < 0})
+        rows = rows.mutate(**{COUNTED: kept_net(rows[net], metric)})
         formula = (
             f"the sum of {amount} over the rows whose {COUNTED} is true: {rows_of}; each {key}'s net ({net}, "
             f"the sum of its rows) is kept when it is {'above' if above else 'below'} zero, and the kept "

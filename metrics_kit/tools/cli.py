@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -232,7 +233,43 @@ def masked_arguments(arguments: list[str]) -> list[str]:
 
 def run() -> None:
     """The ``metrics-kit`` command (and ``python -m metrics_kit``): :func:`main`, then the exit."""
-    sys.exit(main())
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_interrupt)
+    try:
+        code = main()
+    except KeyboardInterrupt:  # Ctrl-C while starting up, before _dispatch catches it
+        code = _interrupted()
+    sys.exit(code)
+
+
+def _interrupted() -> int:
+    """Ctrl-C: one line and the shell's code for SIGINT; every file is written through a temporary
+    file, so none is left half written."""
+    print("metrics-kit: interrupted", file=sys.stderr)
+    return 130
+
+
+_INTERRUPTS: list[int] = []  # the SIGINTs received
+
+
+def _on_interrupt(signum: int, frame: object) -> None:
+    """Python's own handler, which also remembers the interrupt: DuckDB, pyspark and py4j turn the
+    KeyboardInterrupt raised inside their calls into errors of their own."""
+    _INTERRUPTS.append(signum)
+    raise KeyboardInterrupt
+
+
+def _by_interrupt(error: BaseException) -> bool:
+    """Whether ``error`` came of Ctrl-C: one was received, or the error carries the
+    KeyboardInterrupt as its cause or context."""
+    if _INTERRUPTS:
+        return True
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 # A library error names what was wrong in the library's terms: the argument, as ``name=value`` (or
@@ -299,12 +336,18 @@ def _dispatch(args: argparse.Namespace) -> int:
             "lab": _lab,
             "report": _report,
         }[args.command](args)
+    except KeyboardInterrupt:
+        return _interrupted()
     except MetricsKitError as error:
+        if _by_interrupt(error):
+            return _interrupted()
         subject = getattr(error, "setting", None) or getattr(error, "argument", None)
         print("metrics-kit: error:", flagged(_said_once(error), subject), file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
+    except Exception as error:
+        if _by_interrupt(error):
+            return _interrupted()
+        raise
 
 
 def _said_once(error: MetricsKitError) -> str:

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from metrics_kit.spec.catalogue import FAMILIES, FLOW_SIGNS, Catalogue, Metric, default_catalogue
+from metrics_kit.server.definitions import definitions, rows_rule, value_rule
+from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric, default_catalogue
 
-# Where each metric's standalone SQL definition will go when it is generated from the engine
-# (issue 24, deliverable 3). Until then the page says the definition is not published yet.
+# The section of a metric's page that holds its standalone SQL query (server/definitions.py).
 SQL_DEFINITION = "SQL definition"
 # The example charts' span: half a year of whole weeks inside the demo data's coverage.
 EXAMPLE_START, EXAMPLE_END, EXAMPLE_GRANULARITY = "2025-01-06", "2025-06-29", "1_week"
@@ -28,7 +28,6 @@ EXAMPLE_START, EXAMPLE_END, EXAMPLE_GRANULARITY = "2025-01-06", "2025-06-29", "1
 # since drawing the widget would load the widget manager's JavaScript from elsewhere.
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-_VALUE_COLUMN = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amount"}
 
 
 def write_if_changed(path: Path, text: str | bytes) -> bool:
@@ -46,33 +45,6 @@ def write_if_changed(path: Path, text: str | bytes) -> bool:
 
 def _code(values: Iterable[str]) -> str:
     return ", ".join(f"`{v}`" for v in values)
-
-
-def rows_rule(metric: Metric) -> str:
-    """Which rows of which event table the metric reads, in words."""
-    picks = [f"`{column}` is {' or '.join(f'`{v}`' for v in values)}" for column, values in metric.select.items()]
-    where = f", where {' and '.join(picks)}" if picks else ""
-    return f"the rows of the `{metric.source}` table of the project{where}"
-
-
-def value_rule(metric: Metric) -> str:
-    """How one period's value follows from those rows, in words."""
-    column = _VALUE_COLUMN.get(metric.source, "amount")
-    up = " and ".join(f"`{f}`" for f, s in FLOW_SIGNS.items() if s > 0)
-    down = " and ".join(f"`{f}`" for f, s in FLOW_SIGNS.items() if s < 0)
-    rules = {
-        "distinct_count": "the number of distinct `signer`s among them in the period",
-        "count": "the number of distinct `tx_id`s among them in the period (a repeated row counts once)",
-        "sum": f"the sum of their `{column}` in the period",
-        "ending_balance": (
-            f"the project's `initial_circulating_supply`, plus every {up} and less every {down} "
-            "from the start of the data up to the end of the period"
-        ),
-        "net_sum": f"every {up} less every {down} inside the period",
-        "positive_net": f"per `account`, the net `{column}` inside the period; the sum of the nets above zero",
-        "negative_net": f"per `account`, the net `{column}` inside the period; the sum of the nets below zero",
-    }
-    return rules[metric.aggregation]
 
 
 def example_project(metric: Metric, projects: Sequence[tuple[str, Sequence[str], bool]]) -> str | None:
@@ -103,9 +75,10 @@ def metric_page(
     metric: Metric,
     projects: Sequence[tuple[str, Sequence[str], bool]],
     chart: str | None,
+    query: str,
 ) -> str:
     """The Markdown (MyST) page of one metric. ``chart``: the path of its example chart, relative to
-    the page (None: no demo project has the metric, so no chart)."""
+    the page (None: no demo project has the metric, so no chart); ``query``: its SQL definition."""
     applies = [name for name, kinds, regular in projects if metric.applies_to(kinds, regular)]
     example = example_project(metric, projects)
     lines = [
@@ -131,8 +104,14 @@ def metric_page(
         "",
         f"## {SQL_DEFINITION}",
         "",
-        "Not published yet: the standalone SQL query that computes this metric alone will be generated",
-        "here from the engine's own definition. Until then, the rule above is the definition.",
+        "One standalone query (DuckDB dialect) over the event tables, generated from the engine's own",
+        "definition: this metric's value for every project it applies to and every period of coverage, in",
+        "the three granularities, exactly as the service serves them (a period without events is 0). What",
+        "it reads and returns: [the definitions](../../metrics.md#definitions).",
+        "",
+        "```sql",
+        query.rstrip("\n"),
+        "```",
         "",
         "## Example",
         "",
@@ -257,10 +236,11 @@ def generate(docs: Path, charts_dir: Path, notebooks: Path) -> None:
         projects = demo_projects(client)
         drawn = draw_charts(client, catalogue, projects, charts_dir)
     pages = generated / "metrics"
+    queries = definitions(catalogue)
     for metric in catalogue:
         chart = None
         if metric.name in drawn:
             chart = Path("..", "..", charts_dir.relative_to(docs), f"{metric.name}.png").as_posix()
-        write_if_changed(pages / f"{metric.name}.md", metric_page(metric, projects, chart))
+        write_if_changed(pages / f"{metric.name}.md", metric_page(metric, projects, chart, queries[metric.name]))
     write_if_changed(pages / "index.md", index_page(catalogue))
     copy_notebooks(notebooks, generated / "notebooks")

@@ -20,7 +20,10 @@ GOLDEN = Path(__file__).parents[1] / "golden" / "data"
 
 
 @pytest.fixture
-def data(tmp_path) -> Path:
+def data(tmp_path, monkeypatch) -> Path:
+    # A cache folder of the test's own: a copy keeps the golden files' sizes and times, so it has their
+    # fingerprint, and another test's saved build of them would be found in a shared folder.
+    monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path / "cache"))
     folder = tmp_path / "data"
     shutil.copytree(GOLDEN, folder)
     return folder

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "data"
@@ -37,3 +39,55 @@ def test_a_write_that_fails_is_one_line_and_leaves_no_file(tmp_path):
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("metrics-kit: error: "), done.stderr
     assert "File too large" in done.stderr
     assert list(out.parent.iterdir()) == []
+
+
+def test_ctrl_c_during_a_build_is_one_line_exit_130_and_no_file(tmp_path):
+    data = tmp_path / "demo"
+    subprocess.run(
+        [sys.executable, "-m", "metrics_kit", "demo-data", "--out", str(data), "--scale", "5"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    out = tmp_path / "out" / "agg.parquet"
+    out.parent.mkdir()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "metrics_kit", "build", "--data", str(data), "--out", str(out), "--rebuild"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "METRICS_KIT_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    try:
+        # Interrupted once it reads the data: inside the build whatever the machine's speed (no fixed pause).
+        assert _opens_a_file_under(child.pid, data, seconds=120), "the build never opened its data"
+        assert child.poll() is None, "the build ended before the interrupt"
+        child.send_signal(signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(30)
+    assert child.returncode == 130, stderr
+    assert stderr == "metrics-kit: interrupted\n", stderr
+    assert list(out.parent.iterdir()) == []
+
+
+def _opens_a_file_under(pid: int, folder: Path, seconds: float) -> bool:
+    """Whether process ``pid`` holds a file under ``folder`` open within ``seconds`` (read from
+    /proc: bounded in time and in count of looks)."""
+    folder = folder.resolve()
+    deadline = time.monotonic() + seconds
+    for _ in range(int(seconds / 0.005)):
+        if time.monotonic() > deadline:
+            break
+        try:
+            targets = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:  # the process ended, or a descriptor closed while we looked
+            targets = []
+            if not os.path.exists(f"/proc/{pid}"):
+                return False
+        if any(target.startswith(f"{folder}/") for target in targets):
+            return True
+        time.sleep(0.005)
+    return False

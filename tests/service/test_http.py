@@ -27,6 +27,7 @@ import pytest
 import requests
 from support import TEST_KEY, ServerProcess
 
+from metrics_kit.server import definitions
 from metrics_kit.spec.catalogue import default_catalogue
 
 DATA = Path(__file__).parents[1] / "http_data"
@@ -847,6 +848,8 @@ def test_catalogue_extension_lists_every_metric(server):
             "kinds": sorted(spec.kinds),
             "regular_pools_only": spec.regular_pools_only,
             "applies_to": spec.restriction,
+            "computed": definitions.in_words(spec),
+            "sql": definitions.definitions(catalogue)[spec.name],
         }
     assert {a for m in body["metrics"] for a in m["aliases"]} == {"farm_withdraw_transaction_count"}
 

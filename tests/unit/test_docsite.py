@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from metrics_kit.server.definitions import definitions
 from metrics_kit.spec.catalogue import AGGREGATIONS, Metric, default_catalogue
 from metrics_kit.tools import docsite
 
@@ -35,7 +36,8 @@ def test_every_aggregation_has_its_rule_in_words():
 
 @pytest.mark.parametrize("metric", list(CATALOGUE), ids=lambda m: m.name)
 def test_a_metric_page_says_what_the_catalogue_says(metric):
-    page = docsite.metric_page(metric, DEMO, f"charts/{metric.name}.png")
+    query = definitions(CATALOGUE)[metric.name]
+    page = docsite.metric_page(metric, DEMO, f"charts/{metric.name}.png", query)
     assert page.startswith(f"# `{metric.name}`\n")
     for fact in (metric.description, f"`{metric.unit}`", f"`{metric.aggregation}`", metric.restriction):
         assert fact in page
@@ -44,12 +46,14 @@ def test_a_metric_page_says_what_the_catalogue_says(metric):
     assert f"`{metric.source}`" in page
     for column, values in metric.select.items():
         assert f"`{column}`" in page and all(f"`{v}`" in page for v in values)
-    assert f"## {docsite.SQL_DEFINITION}" in page
+    assert f"## {docsite.SQL_DEFINITION}\n" in page
+    # the section holds the metric's generated query, whole
+    assert f"```sql\n{query}```\n" in page.split(f"## {docsite.SQL_DEFINITION}\n")[1]
     assert f"](charts/{metric.name}.png)" in page and "Synthetic demo data" in page
 
 
 def test_the_metric_pages_link_to_pages_and_sections_that_exist():
-    page = docsite.metric_page(CATALOGUE.get("swap_active_users"), DEMO, "chart.png")
+    page = docsite.metric_page(CATALOGUE.get("swap_active_users"), DEMO, "chart.png", "SELECT 1\n")
     for target in re.findall(r"\]\(([^)]+\.md)(?:#([\w-]+))?\)", page):
         path, anchor = target
         file = (PAGES / path).resolve()
@@ -67,7 +71,7 @@ def test_the_example_project_is_one_the_metric_applies_to():
     for metric in CATALOGUE:
         assert docsite.example_project(metric, DEMO) is not None, metric.name
     # no project it applies to: no chart, and the page says so
-    page = docsite.metric_page(CATALOGUE.get("swap_active_users"), [("demolend", ["lending"], False)], None)
+    page = docsite.metric_page(CATALOGUE.get("swap_active_users"), [("demolend", ["lending"], False)], None, "")
     assert "no example chart" in page and "![" not in page
 
 

@@ -665,13 +665,17 @@ def read_projects(backend: ibis.BaseBackend) -> dict[str, Project]:
     }
 
 
+def coverage_of(tables: list[ibis.Table]) -> ibis.Table:
+    """One row: the first and last day with an event in any of ``tables`` (``first_day``,
+    ``last_day``; missing when they hold no rows)."""
+    spans = [t.aggregate(lo=t.block_time.min(), hi=t.block_time.max()) for t in tables]
+    union = ibis.union(*spans)
+    return union.aggregate(first_day=union.lo.min().date(), last_day=union.hi.max().date())
+
+
 def read_coverage(backend: ibis.BaseBackend) -> tuple[dt.date, dt.date] | None:
     """The first and last day with an event in any event table, as one query."""
-    spans = [
-        t.aggregate(lo=t.block_time.min(), hi=t.block_time.max()) for t in (backend.table(n) for n in EVENT_TABLES)
-    ]
-    union = ibis.union(*spans)
-    row = union.aggregate(lo=union.lo.min().date(), hi=union.hi.max().date()).to_pyarrow().to_pylist()[0]
-    if row["lo"] is None:
+    row = coverage_of([backend.table(n) for n in EVENT_TABLES]).to_pyarrow().to_pylist()[0]
+    if row["first_day"] is None:
         return None
-    return pd.Timestamp(row["lo"]).date(), pd.Timestamp(row["hi"]).date()
+    return pd.Timestamp(row["first_day"]).date(), pd.Timestamp(row["last_day"]).date()

@@ -110,12 +110,15 @@ class App:
         coverage = aggregates.meta["coverage"]
         self.openapi = json.dumps(openapi.build(catalogue, projects, coverage)).encode()
         self.projects = json.dumps(_projects_body(aggregates, catalogue, service.data_version)).encode()
-        self.catalogue = json.dumps(_catalogue_body(catalogue)).encode()
+        # Made on the first request, not here: its SQL definitions take Ibis's compiler, which a
+        # start from prebuilt aggregates, and the embedded default's first value, need not load.
+        self.catalogue: bytes | None = None
+        self._catalogue_made = asyncio.Lock()
         self.routes = {
             wire.METRICS_PATH: self._metrics,
             wire.EXPLAIN_PATH: self._explain,
             "/projects": self._static(self.projects),
-            "/catalogue": self._static(self.catalogue),
+            "/catalogue": self._catalogue,
         }
 
     async def __call__(self, scope, receive, send):
@@ -256,6 +259,15 @@ class App:
 
         return handler
 
+    async def _catalogue(self, scope) -> tuple[int, bytes]:
+        """The catalogue's body, made on the first request and then kept; off the event loop, since
+        generating the SQL definitions compiles Ibis expressions for every metric."""
+        async with self._catalogue_made:
+            if self.catalogue is None:
+                body = await asyncio.to_thread(_catalogue_body, self.service.catalogue)
+                self.catalogue = json.dumps(body).encode()
+        return 200, self.catalogue
+
 
 async def _lifespan(receive, send) -> None:
     while True:
@@ -289,8 +301,12 @@ def _projects_body(aggregates, catalogue: Catalogue, version: str) -> dict:
 
 
 def _catalogue_body(catalogue: Catalogue) -> dict:
+    """Each metric's entry, with how it is computed in words and its standalone SQL query."""
+    from metrics_kit.server.definitions import definitions, in_words
+
+    queries = definitions(catalogue)
     return {
         "chain_unit": catalogue.chain_unit,
         "granularities": list(GRANULARITIES),
-        "metrics": [m.describe() for m in catalogue],
+        "metrics": [m.describe() | {"computed": in_words(m), "sql": queries[m.name]} for m in catalogue],
     }

@@ -142,6 +142,13 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
             "kinds": _strings("The project kinds it applies to.", kinds[:1]),
             "regular_pools_only": {"type": "boolean"},
             "applies_to": {"type": "string", "description": "The same in words."},
+            "computed": {"type": "string", "description": "How a period's value follows from the events, in words."},
+            "sql": {
+                "type": "string",
+                "description": "Its definition as one standalone SQL query (DuckDB) over the event tables, "
+                "returning (granularity, project, period_start, value) for every project it applies to and "
+                "every period of coverage, as this service serves them (docs/metrics.md, Definitions).",
+            },
         },
         "One metric of the catalogue.",
     )

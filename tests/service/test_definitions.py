@@ -1,0 +1,212 @@
+"""Each metric's standalone SQL definition, run on DuckDB over the golden data, gives the build's values.
+
+For every metric of the catalogue, the generated query text (``server/definitions.py``, as
+``docs/metrics.md`` and ``GET /catalogue`` publish it) runs on a real DuckDB connection holding
+the golden data's tables under their names, and must return exactly the rows the service serves:
+every (granularity, project, period_start) of the build, no more, no fewer, with the build's value
+(counts equal, amounts equal to 1e-9 relative, or to the build's rounding to 9 decimals).
+
+The last tests make sure the comparison can fail: a query with a wrong selection, a row count
+where a distinct count belongs, the wrong projects or no carried balance differs from the build.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import subprocess
+import sys
+
+import duckdb
+import pytest
+from support import GOLDEN, ServerProcess
+
+from metrics_kit.server import build, definitions
+from metrics_kit.server.data import demo, store
+from metrics_kit.spec.catalogue import default_catalogue
+
+CATALOGUE = default_catalogue("sol")
+Rows = dict[tuple[str, str, str], float]
+
+
+@pytest.fixture(scope="module")
+def golden():
+    """(a DuckDB connection holding the golden tables by name, the build's aggregates of them)."""
+    con = duckdb.connect()
+    events = store.load(GOLDEN, con)
+    aggregates = build.build_in_full(events, CATALOGUE)
+    yield con, aggregates
+    con.close()
+
+
+def served(aggregates: build.Aggregates, metric: str) -> Rows:
+    """Every value the service serves of ``metric``: (granularity, project, period_start) -> value."""
+    rows: Rows = {}
+    for (name, project, granularity), series in aggregates.values.items():
+        if name == metric:
+            periods = aggregates.periods[granularity]
+            assert len(series) == len(periods)
+            for (start, _end, _complete), value in zip(periods, series, strict=True):
+                rows[granularity, project, start] = value
+    return rows
+
+
+def queried(con: duckdb.DuckDBPyConnection, query: str) -> Rows:
+    result = con.sql(query)
+    assert tuple(result.columns) == definitions.COLUMNS_RETURNED
+    rows: Rows = {}
+    for granularity, project, start, value in result.fetchall():
+        key = (granularity, project, start.isoformat())
+        assert key not in rows, f"{key} twice"
+        rows[key] = value
+    return rows
+
+
+def differences(metric, got: Rows, want: Rows) -> list[str]:
+    """What differs between the query's rows and the build's, in words (empty: they agree)."""
+    problems = [f"missing {key}" for key in sorted(want.keys() - got.keys())]
+    problems += [f"extra {key}" for key in sorted(got.keys() - want.keys())]
+    for key in sorted(want.keys() & got.keys()):
+        value, expected = got[key], want[key]
+        if metric.is_count:
+            same = type(value) is int and value == expected
+        else:
+            same = value is not None and math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-9)
+        if not same:
+            problems.append(f"{key}: query {value!r}, build {expected!r}")
+    return problems
+
+
+@pytest.mark.parametrize("name", CATALOGUE.canonical_names)
+def test_each_definition_returns_the_served_values(golden, name):
+    con, aggregates = golden
+    metric = CATALOGUE.get(name)
+    want = served(aggregates, name)
+    assert want, f"the golden data has a project that {name} applies to"
+    got = queried(con, definitions.definitions(CATALOGUE)[name])
+    assert differences(metric, got, want) == []
+
+
+def test_each_definition_returns_the_served_values_of_the_demo_data(tmp_path):
+    """The same over the synthetic demo data: two years, six projects, about 100,000 transactions
+    with exact duplicate rows, every week across a month boundary (the golden data is small)."""
+    demo.generate(tmp_path / "demo")
+    con = duckdb.connect()
+    events = store.load(tmp_path / "demo", con)
+    aggregates = build.build_in_full(events, CATALOGUE)
+    assert con.sql("SELECT count(*) > 50000 FROM transactions").fetchall() == [(True,)]
+    queries = definitions.definitions(CATALOGUE)
+    for metric in CATALOGUE:
+        want = served(aggregates, metric.name)
+        assert differences(metric, queried(con, queries[metric.name]), want) == [], metric.name
+    con.close()
+
+
+def test_the_definitions_are_standalone_duckdb_text():
+    queries = definitions.definitions(CATALOGUE)
+    assert list(queries) == list(CATALOGUE.canonical_names)
+    for name, query in queries.items():
+        # It reads the event tables by their names only: no file, no parameter, nothing of the engine's.
+        assert query.startswith(f"-- {name}: ") and "\nWITH coverage AS (" in query, name
+        assert query.endswith("\n") and ";" not in query, name  # a statement to run or to select from
+        assert "__ibis" not in query and "ibis_" not in query and "?" not in query, name
+    # One generation per catalogue: the service and the docs pay for it once.
+    assert definitions.definitions(CATALOGUE) is queries
+
+
+def _changed(name: str, **fields):
+    metric = CATALOGUE.get(name)
+    return metric, definitions.sql(dataclasses.replace(metric, **fields))
+
+
+def _rows_counted():
+    metric = CATALOGUE.get("staking_transaction_count")
+    query, replaced = re.subn(r"COUNT\(DISTINCT (\w+)\.tx_id\)", r"COUNT(\1.tx_id)", definitions.sql(metric))
+    assert replaced == 1
+    return metric, query
+
+
+_FEE = CATALOGUE.get("protocol_transaction_fee_revenue_in_usd")
+# What is wrong -> (a metric, a query that gets it wrong), made when the test runs.
+MUTANTS = {
+    "distinct signers counted as transactions": lambda: _changed("staking_active_users", aggregation="count"),
+    "rows counted, not distinct transactions": _rows_counted,
+    "another action": lambda: _changed("staking_transaction_count", select={"action": ("unstake",)}),
+    "the pool type left out": lambda: _changed("regular_pool_swap_transaction_count", select={"action": ("swap",)}),
+    "another recipient": lambda: _changed(_FEE.name, select={**_FEE.select, "recipient": ("supply_side",)}),
+    "the other kinds of project": lambda: _changed(_FEE.name, kinds=frozenset({"dex"})),
+    "a plain sum, not the positive nets": lambda: _changed("reward_positive_rent_in_sol", aggregation="sum"),
+    "no balance carried": lambda: _changed("circulating_supply_in_native_token", aggregation="net_sum"),
+}
+
+
+@pytest.mark.parametrize("wrong", MUTANTS)
+def test_a_wrong_definition_is_caught(golden, wrong):
+    con, aggregates = golden
+    metric, query = MUTANTS[wrong]()
+    assert differences(metric, queried(con, query), served(aggregates, metric.name)) != [], wrong
+
+
+# -- where the definitions are published -----------------------------------------------------------
+
+
+def test_the_service_catalogue_serves_each_definition_as_generated():
+    """GET /catalogue of the real server gives each metric its query (the text this file runs) and
+    how it is computed in words."""
+    with ServerProcess(GOLDEN) as server:
+        reply = server.get("/catalogue")
+    assert reply.status_code == 200, reply.text
+    entries = {entry["name"]: entry for entry in reply.json()["metrics"]}
+    queries = definitions.definitions(CATALOGUE)
+    assert list(entries) == list(CATALOGUE.canonical_names)
+    for name, entry in entries.items():
+        assert entry["sql"] == queries[name]
+        assert entry["computed"] == definitions.in_words(CATALOGUE.get(name))
+    assert entries["staking_active_users"]["computed"] == (
+        "For each period (UTC day, ISO week or calendar month), from the rows of the transactions table of "
+        "the project, where action is stake: the number of distinct signers among them in the period."
+    )
+
+
+_LAZY = """
+import asyncio, json, sys
+from metrics_kit.server.dataset import open_service
+from metrics_kit.server.http.app import App
+
+app = App(open_service(aggregates_file=sys.argv[1], log=lambda m: None), ["k" * 16])
+print("ibis" in sys.modules, "sqlglot" in sys.modules)
+sent = []
+
+async def send(message):
+    sent.append(message)
+
+async def receive():
+    return {"type": "http.request", "body": b""}
+
+scope = {"type": "http", "method": "GET", "path": "/catalogue", "query_string": b"",
+         "headers": [(b"x-api-key", b"k" * 16)]}
+asyncio.run(app(scope, receive, send))
+body = json.loads(sent[-1]["body"])
+print(sent[0]["status"], all(m["sql"].startswith("-- " + m["name"]) for m in body["metrics"]))
+"""
+
+
+def test_the_catalogue_is_made_on_its_first_request_not_at_start(golden, tmp_path):
+    """A service started from prebuilt aggregates loads neither Ibis nor sqlglot until /catalogue
+    is asked for: the SQL definitions cost no start-up time."""
+    _con, aggregates = golden
+    aggregates.save(tmp_path / "aggregates.parquet")
+    script = tmp_path / "lazy.py"
+    script.write_text(_LAZY)
+    env = {**os.environ, "METRICS_KIT_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "aggregates.parquet")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[:2] == ["False False", "200 True"]
