@@ -12,7 +12,6 @@ about the value asked (the same checks as ``/metrics`` answers).
 from __future__ import annotations
 
 import datetime as dt
-import time
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -92,7 +91,7 @@ def _pages(client: Client, point: Point, max_rows: int) -> tuple[wire.ExplainPag
     params = dict(zip(wire.PARAMETERS, point, strict=True))
     limit = min(max_rows, wire.EXPLAIN_MAX_LIMIT)
     offset, rows, first, version = 0, [], None, ""
-    sent = time.time()
+    sent = client.settings.clock()
     while True:
         reply = transport.get(wire.EXPLAIN_PATH, {**params, wire.LIMIT: str(limit), wire.OFFSET: str(offset)})
         url = shown_request(reply.url)
@@ -107,8 +106,8 @@ def _pages(client: Client, point: Point, max_rows: int) -> tuple[wire.ExplainPag
                 raise ValidationError(
                     f"{point.metric} for {point.project} over the {point.granularity} period starting {point.date} "
                     f"is made of {page.total_rows:,} event rows; explain returns at most max_rows={max_rows:,}. "
-                    f"Pass a larger max_rows= (up to {MOST_ROWS:,}), or explain a shorter period "
-                    "(granularity='1_day') to see fewer rows",
+                    f"Pass a larger max_rows= (up to {MOST_ROWS:,})"
+                    + (", or explain a shorter period (granularity='1_day')" if point.granularity != "1_day" else ""),
                     "max_rows",
                 )
             first, version = page, answered_version

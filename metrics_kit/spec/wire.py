@@ -224,10 +224,15 @@ def explain_page(body: bytes, url: str | None = None) -> ExplainPage:
         and all(isinstance(r, list) and len(r) == len(columns) for r in rows)
         and _whole(total)
         and (following is None or _whole(following))
+        and all(isinstance(document[name], str) for name in ("period_start", "period_end"))
+        and isinstance(document["value"], int | float)
+        and not isinstance(document["value"], bool)
+        and math.isfinite(document["value"])
     )
     if not shaped:
         raise ResponseFormatError(
-            f"the answer{_at(url)} has columns, rows, total_rows or next_offset of the wrong shape; it starts "
+            f"the answer{_at(url)} has a value, period, columns, rows, total_rows or next_offset of the wrong "
+            "shape; it starts "
             f"{_start(body)}"
         )
     fields = {n: document[n] for n in EXPLAIN_FIELDS if n not in ("columns", "rows")}

@@ -8,7 +8,7 @@ import traceback
 
 import pytest
 
-from metrics_kit import Client, ConfigurationError, ResponseFormatError
+from metrics_kit import Client, ConfigurationError, ResponseFormatError, ValidationError
 from metrics_kit.client.transports import MockTransport, Request, Response
 from metrics_kit.spec import wire
 
@@ -22,7 +22,7 @@ def _own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path))
 
 
-def page(request: Request, rows=ROWS, period_start="2024-12-30", page_rows=2) -> dict:
+def page(request: Request, rows=ROWS, period_start="2024-12-30", page_rows=2, period_end="2025-01-05") -> dict:
     """The reference service's page for ``request``, at most ``page_rows`` rows of ``rows``."""
     offset = int(request.params[wire.OFFSET])
     limit = min(int(request.params[wire.LIMIT]), page_rows)
@@ -34,7 +34,7 @@ def page(request: Request, rows=ROWS, period_start="2024-12-30", page_rows=2) ->
         "granularity": "1_week",
         "date": request.params["date"],
         "period_start": period_start,
-        "period_end": "2025-01-05",
+        "period_end": period_end,
         "unit": "count",
         "value": len(rows),
         "complete": True,
@@ -99,7 +99,8 @@ def test_pages_that_do_not_add_up_are_refused():
 
     with client_of(short) as client, pytest.raises(ResponseFormatError, match="held 5 rows where the answer says 6"):
         client.explain("swap_transaction_count", "demoswap", "1_week", "2025-01-01")
-    for broken in ({"value": 3}, {**page(Request("/", {"offset": "0", "limit": "9", "date": "x"}, {}, "")), "rows": 7}):
+    good = page(Request("/", {"offset": "0", "limit": "9", "date": "x"}, {}, ""))
+    for broken in ({"value": 3}, {**good, "rows": 7}, {**good, "value": None}, {**good, "period_end": 5}):
         with client_of(lambda r, b=broken: Response(200, json=b)) as client, pytest.raises(ResponseFormatError):
             client.explain("swap_transaction_count", "demoswap", "1_week", "2025-01-01")
 
@@ -124,3 +125,15 @@ def test_a_service_without_explain_is_told_so_and_the_key_is_in_no_local():
     with client_of(lambda r: Response(404, json=about)) as client, pytest.raises(Exception) as other:
         client.explain("swap_transaction_count", "demoswap", "1_week", "2025-01-01")
     assert not isinstance(other.value, ConfigurationError) and "outside the coverage" in str(other.value)
+
+
+def test_too_many_rows_says_how_many_and_what_to_do():
+    with client_of(lambda r: Response(200, json=page(r))) as client:
+        with pytest.raises(
+            ValidationError, match=r"made of 5 event rows; .* max_rows=4\. Pass a larger max_rows="
+        ) as week:
+            client.explain("swap_transaction_count", "demoswap", "1_week", "2025-01-01", max_rows=4)
+    with client_of(lambda r: Response(200, json=page(r, period_end="2024-12-30"))) as client:
+        with pytest.raises(ValidationError) as day:
+            client.explain("swap_transaction_count", "demoswap", "1_day", "2024-12-30", max_rows=4)
+    assert "granularity='1_day'" in str(week.value) and "granularity=" not in str(day.value)
