@@ -24,6 +24,7 @@ from typing import Any, Literal, TypedDict, TypeVar
 
 import pandas as pd
 
+from metrics_kit.client import explain as explaining
 from metrics_kit.client.client import Client, Names, Shape
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV, Secret, address
@@ -38,6 +39,7 @@ __all__ = [
     "configure",
     "default_client",
     "dex",
+    "explain",
     "financials",
     "frame",
     "lending",
@@ -181,6 +183,14 @@ def _pull(errors: Errors, incomplete: Incomplete, refresh: bool | None, progress
 def value(metric: str, project: str, granularity: str, date: DateLike) -> int | float:
     """``Client.value`` on the default client."""
     return default_client().value(metric, project, granularity, date)
+
+
+@_documented_as(Client.explain)
+def explain(
+    metric: str, project: str, granularity: str, date: DateLike, *, max_rows: int = explaining.MAX_ROWS
+) -> pd.DataFrame:
+    """``Client.explain`` on the default client."""
+    return default_client().explain(metric, project, granularity, date, max_rows=max_rows)
 
 
 @_documented_as(Client.series)

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from metrics_kit.client import explain as explaining
 from metrics_kit.client import families, fetching, frames
 from metrics_kit.client.cache import Entry, ValueCache, complete_when_fetched
 from metrics_kit.client.discovery import Discovery, Projects
@@ -448,6 +449,20 @@ class Client:
                 stacklevel=_caller_level(),
             )
         return result.value
+
+    def explain(
+        self, metric: str, project: str, granularity: str, date: DateLike, *, max_rows: int = explaining.MAX_ROWS
+    ) -> pd.DataFrame:
+        """The event rows behind one value: ``metric`` for ``project`` over the period of
+        ``granularity`` containing ``date``, from the reference service's ``GET /explain`` (the
+        embedded default or ``metrics-kit serve --data DIR``; another service raises
+        ConfigurationError). Active users: one row per signer with its transactions; transaction
+        counts: the transactions, ``counted`` false on a tx_id's repeats; amounts: the fee, flow or
+        reward rows; supply: the period's flows, from ``attrs["opening_balance"]``. ``attrs`` say how
+        the value follows from the rows (``formula``; ``value_column``, ``counted_column``,
+        ``opening_balance``), the ``value`` served, whether the period is ``complete``, the service
+        and data version. ``max_rows`` (100,000): a value with more rows raises ValidationError."""
+        return explaining.explain(self, metric, project, granularity, date, max_rows)
 
     def _long(
         self,

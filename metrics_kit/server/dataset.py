@@ -49,4 +49,4 @@ def open_service(
         data = demo.ensure_default()
         log(f"Serving the SYNTHETIC demo data set ({data})")
     aggregates = build.load_or_build(data, catalogue, rebuild=rebuild, log=log)
-    return MetricService(aggregates, catalogue)
+    return MetricService(aggregates, catalogue, events=Path(data))

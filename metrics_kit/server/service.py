@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import threading
 from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from metrics_kit.errors import ValidationError
 from metrics_kit.server.build import Aggregates, catalogue_key
 from metrics_kit.spec import ids, wire
-from metrics_kit.spec.catalogue import Catalogue
+from metrics_kit.spec.calendar import period_index
+from metrics_kit.spec.catalogue import Catalogue, Metric
 from metrics_kit.spec.wire import ErrorCode
+
+if TYPE_CHECKING:
+    from metrics_kit.server.explain import Events
 
 PARAMETERS = wire.PARAMETERS
 # The 400 code of each parameter's format check (spec/ids.py raises ValidationError naming it).
@@ -25,6 +32,23 @@ _INVALID = {
     wire.DATE: ErrorCode.INVALID_DATE,
     wire.PROJECT: ErrorCode.INVALID_PROJECT,
 }
+
+
+_MAX_OFFSET = 10**12
+
+
+def _page_number(text: str | None, name: str, default: int, lowest: int, highest: int) -> int:
+    """A page parameter of ``/explain`` (``limit`` or ``offset``): its default when not given."""
+    if text is None:
+        return default
+    if not (text.isascii() and text.isdigit() and len(text) <= 13 and lowest <= int(text) <= highest):
+        raise QueryError(
+            400,
+            ErrorCode.INVALID_PAGE,
+            f"{name} must be a whole number from {lowest:,} to {highest:,} (default {default:,}), not {ids.clip(text)}",
+            name,
+        )
+    return int(text)
 
 
 class QueryError(Exception):
@@ -50,17 +74,106 @@ def data_version(fingerprint: str, catalogue: Catalogue) -> str:
 
 
 class MetricService:
-    def __init__(self, aggregates: Aggregates, catalogue: Catalogue):
+    def __init__(self, aggregates: Aggregates, catalogue: Catalogue, events: Path | None = None):
+        """``events``: the data folder the aggregates were built from, whose rows ``/explain`` lists
+        (None: the service has no event data, as when it serves prebuilt aggregates)."""
         self.aggregates = aggregates
         self.catalogue = catalogue
+        self.events_dir = None if events is None else Path(events)
+        self._events: Events | None = None  # made on the first /explain: it loads Ibis's expressions
+        self._events_lock = threading.Lock()
         self.coverage = aggregates.coverage
         self.data_version = data_version(aggregates.meta["fingerprint"], catalogue)
 
     def answer(self, pairs: Iterable[tuple[str, str]]) -> bytes:
         """The JSON body for one ``/metrics`` query, given its (name, value) pairs."""
+        metric, project, granularity, date_text, found, _ = self._query(pairs, wire.METRICS_PATH, ())
+        value, start, end, complete = found
+        # Every string here has passed a pattern of JSON-safe characters or comes from the catalogue.
+        return wire.value_body(metric.name, project, granularity, date_text, start, end, metric.unit, value, complete)
+
+    def explain(self, pairs: Iterable[tuple[str, str]]) -> bytes:
+        """The JSON body for one page of ``/explain``: the event rows behind one value (``explain``)."""
+        if self.events_dir is None:
+            raise QueryError(
+                501,
+                ErrorCode.EXPLAIN_UNAVAILABLE,
+                f"{wire.EXPLAIN_PATH} lists the event rows behind a value, and this service serves prebuilt "
+                "aggregates without their event data; serve the data folder they were built from "
+                "(metrics-kit serve --data DIR) to explain values",
+            )
+        metric, project, granularity, date_text, found, page = self._query(pairs, wire.EXPLAIN_PATH, wire.EXPLAIN_PAGE)
+        limit = _page_number(page.get(wire.LIMIT), wire.LIMIT, wire.EXPLAIN_LIMIT, 1, wire.EXPLAIN_MAX_LIMIT)
+        offset = _page_number(page.get(wire.OFFSET), wire.OFFSET, 0, 0, _MAX_OFFSET)
+        events = self._event_tables(self.events_dir)
+        if events.changed():
+            raise QueryError(
+                409,
+                ErrorCode.EVENTS_CHANGED,
+                f"the event files in {self.events_dir.name}/ changed after this service built its values, "
+                "so their rows would not explain the values it serves; restart the service to build from them",
+            )
+        value, start, end, complete = found
+        first, last = dt.date.fromisoformat(start), dt.date.fromisoformat(end)
+        explanation, total, rows = events.page(metric, project, first, last, offset, limit)
+        opening = None
+        if metric.aggregation == "ending_balance":
+            opening = self._opening_balance(metric.name, project, granularity, first)
+        following = offset + len(rows) if offset + len(rows) < total else None
+        return wire.explain_body(
+            {
+                wire.METRIC_NAME: metric.name,
+                wire.PROJECT: project,
+                wire.GRANULARITY: granularity,
+                wire.DATE: date_text,
+                "period_start": start,
+                "period_end": end,
+                "unit": metric.unit,
+                "value": value,
+                "complete": complete,
+                "aggregation": metric.aggregation,
+                "source": metric.source,
+                "select": {column: list(values) for column, values in metric.select.items()},
+                "formula": explanation.formula,
+                "value_column": explanation.value_column,
+                "counted_column": explanation.counted_column,
+                "opening_balance": opening,
+                "columns": explanation.columns,
+                "rows": rows,
+                "total_rows": total,
+                wire.OFFSET: offset,
+                wire.LIMIT: limit,
+                "next_offset": following,
+            }
+        )
+
+    def _event_tables(self, directory: Path) -> Events:
+        with self._events_lock:
+            if self._events is None:
+                # Imported here: the first /metrics answer never waits for /explain's modules.
+                from metrics_kit.server.explain import Events
+
+                self._events = Events(directory, self.aggregates.meta["fingerprint"])
+            return self._events
+
+    def _opening_balance(self, metric: str, project: str, granularity: str, first: dt.date) -> float:
+        """The balance the period starts from: the previous period's, else (the first period of
+        coverage) the initial circulating supply."""
+        assert self.coverage is not None
+        i = period_index(first, self.coverage[0], granularity)
+        if i > 0:
+            return float(self.aggregates.values[metric, project, granularity][i - 1])
+        return float(self.aggregates.projects[project].get("initial_circulating_supply") or 0.0)
+
+    def _query(
+        self, pairs: Iterable[tuple[str, str]], path: str, optional: tuple[str, ...]
+    ) -> tuple[Metric, str, str, str, tuple, dict[str, str]]:
+        """The checked metric, project, granularity and date of a query to ``path``, what the
+        aggregates hold for them (value, period_start, period_end, complete), and the ``optional``
+        parameters given; a QueryError for the first thing wrong."""
         params: dict[str, str] = {}
         for name, value in pairs:
-            if name in PARAMETERS:
+            if name in PARAMETERS or name in optional:
                 if name in params:
                     raise QueryError(
                         400,
@@ -75,7 +188,7 @@ class MetricService:
                 400,
                 ErrorCode.MISSING_PARAMETER,
                 f"missing required parameter{'s' if len(missing) > 1 else ''} "
-                f"{', '.join(missing)}; /metrics needs {', '.join(PARAMETERS)}",
+                f"{', '.join(missing)}; {path} needs {', '.join(PARAMETERS)}",
                 missing[0],
             )
         name, project = params[wire.METRIC_NAME], params[wire.PROJECT]
@@ -110,9 +223,7 @@ class MetricService:
         found = self.aggregates.find(metric.name, project, granularity, day)
         if found is None:
             raise QueryError(404, ErrorCode.DATE_OUT_OF_COVERAGE, self._coverage_message(day, granularity), wire.DATE)
-        value, start, end, complete = found
-        # Every string here has passed a pattern of JSON-safe characters or comes from the catalogue.
-        return wire.value_body(metric.name, project, granularity, date_text, start, end, metric.unit, value, complete)
+        return metric, project, granularity, date_text, found, {k: params[k] for k in optional if k in params}
 
     def _coverage_message(self, day: dt.date, granularity: str) -> str:
         if self.coverage is None:

@@ -29,6 +29,15 @@ METRIC_NAME, PROJECT, GRANULARITY, DATE = "metric_name", "project", "granularity
 # The query parameters of GET /metrics, all required, in the order a missing one is named.
 PARAMETERS = (METRIC_NAME, PROJECT, GRANULARITY, DATE)
 
+# GET /explain, an extension of the reference service: the event rows behind one value. It takes
+# PARAMETERS and, optionally, a page: at most LIMIT rows (EXPLAIN_LIMIT unless given, at most
+# EXPLAIN_MAX_LIMIT) from row OFFSET (0 unless given) of the value's rows in their fixed order.
+EXPLAIN_PATH = "/explain"
+LIMIT, OFFSET = "limit", "offset"
+EXPLAIN_PAGE = (LIMIT, OFFSET)
+EXPLAIN_LIMIT = 1_000
+EXPLAIN_MAX_LIMIT = 10_000
+
 API_KEY_HEADER = "x-api-key"  # the key travels here, and only here
 DATA_VERSION_HEADER = "x-data-version"  # every answer names the version of the data it comes from
 RETRY_AFTER_HEADER = "retry-after"
@@ -65,6 +74,10 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "rate_limited"
     HEADERS_TOO_LARGE = "headers_too_large"
     INTERNAL_ERROR = "internal_error"
+    # GET /explain only:
+    INVALID_PAGE = "invalid_page"
+    EVENTS_CHANGED = "events_changed"
+    EXPLAIN_UNAVAILABLE = "explain_unavailable"
 
     @classmethod
     def _missing_(cls, value: object) -> ErrorCode | None:
@@ -91,6 +104,7 @@ ERROR_CODES: dict[int, tuple[ErrorCode, ...]] = {
         ErrorCode.INVALID_DATE,
         ErrorCode.INVALID_PROJECT,
         ErrorCode.MALFORMED_REQUEST,
+        ErrorCode.INVALID_PAGE,
     ),
     401: (ErrorCode.MISSING_API_KEY, ErrorCode.INVALID_API_KEY),
     404: (
@@ -102,10 +116,15 @@ ERROR_CODES: dict[int, tuple[ErrorCode, ...]] = {
     405: (ErrorCode.METHOD_NOT_ALLOWED,),
     406: (ErrorCode.NOT_ACCEPTABLE,),
     408: (ErrorCode.REQUEST_TIMEOUT,),
+    409: (ErrorCode.EVENTS_CHANGED,),
     429: (ErrorCode.RATE_LIMITED,),
     431: (ErrorCode.HEADERS_TOO_LARGE,),
     500: (ErrorCode.INTERNAL_ERROR,),
+    501: (ErrorCode.EXPLAIN_UNAVAILABLE,),
 }
+# The codes only GET /explain answers with (a bad page, event files changed under the service, no
+# event data to explain from).
+EXPLAIN_ONLY = (ErrorCode.INVALID_PAGE, ErrorCode.EVENTS_CHANGED, ErrorCode.EXPLAIN_UNAVAILABLE)
 
 # -- writing (the server) ---------------------------------------------------------------------------
 
@@ -143,6 +162,85 @@ def value_body(
         f'"date": "{date}", "period_start": "{period_start}", "period_end": "{period_end}", '
         f'"unit": "{unit}", "value": {value!r}, "complete": {"true" if complete else "false"}}}'
     ).encode()
+
+
+# The fields of a GET /explain body, in the order they are written: the value's own fields, then how
+# it follows from its rows (the formula in words; the same as fields: it is opening_balance, or 0,
+# plus the sum of value_column, or the number of rows, over the rows whose counted_column is true,
+# or over every row), then one page of the rows (each a list in the order of ``columns``) and where
+# the next page starts (null after the last).
+EXPLAIN_FIELDS = (
+    *VALUE_FIELDS,
+    "aggregation",
+    "source",
+    "select",
+    "formula",
+    "value_column",
+    "counted_column",
+    "opening_balance",
+    "columns",
+    "rows",
+    "total_rows",
+    OFFSET,
+    LIMIT,
+    "next_offset",
+)
+
+
+def explain_body(fields: dict[str, Any]) -> bytes:
+    """The body of one page of ``GET /explain``: ``fields`` holds every name of EXPLAIN_FIELDS."""
+    assert set(fields) == set(EXPLAIN_FIELDS), sorted(set(fields) ^ set(EXPLAIN_FIELDS))
+    return json.dumps({name: fields[name] for name in EXPLAIN_FIELDS}, allow_nan=False).encode()
+
+
+@dataclass(frozen=True)
+class ExplainPage:
+    """One page of a ``GET /explain`` answer, read and checked (see EXPLAIN_FIELDS)."""
+
+    fields: dict[str, Any]  # everything but the rows
+    columns: list[str]
+    rows: list[list[Any]]
+    total_rows: int
+    next_offset: int | None
+
+
+def explain_page(body: bytes, url: str | None = None) -> ExplainPage:
+    """A ``GET /explain`` page from its 200 body; a ResponseFormatError for any other shape."""
+    try:
+        document = _loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise ResponseFormatError(f"the answer{_at(url)} is not JSON; it starts {_start(body)}") from None
+    if not isinstance(document, dict) or any(name not in document for name in EXPLAIN_FIELDS):
+        missing = [n for n in EXPLAIN_FIELDS if not isinstance(document, dict) or n not in document]
+        raise ResponseFormatError(
+            f"the answer{_at(url)} is not an explain page (missing {', '.join(missing[:5])}); it starts {_start(body)}"
+        )
+    columns, rows = document["columns"], document["rows"]
+    total, following = document["total_rows"], document["next_offset"]
+    shaped = (
+        isinstance(columns, list)
+        and all(isinstance(c, str) for c in columns)
+        and isinstance(rows, list)
+        and all(isinstance(r, list) and len(r) == len(columns) for r in rows)
+        and _whole(total)
+        and (following is None or _whole(following))
+        and all(isinstance(document[name], str) for name in ("period_start", "period_end"))
+        and isinstance(document["value"], int | float)
+        and not isinstance(document["value"], bool)
+        and math.isfinite(document["value"])
+    )
+    if not shaped:
+        raise ResponseFormatError(
+            f"the answer{_at(url)} has a value, period, columns, rows, total_rows or next_offset of the wrong "
+            "shape; it starts "
+            f"{_start(body)}"
+        )
+    fields = {n: document[n] for n in EXPLAIN_FIELDS if n not in ("columns", "rows")}
+    return ExplainPage(fields, columns, rows, total, following)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def error_body(code: str, message: str, param: str | None = None) -> bytes:

@@ -116,7 +116,7 @@ def test_openapi_document_is_served_without_a_key(server):
     assert response.status_code == 200
     document = json.loads(response.content)
     assert document["openapi"].startswith("3.")
-    assert set(document["paths"]) == {"/metrics", "/projects", "/catalogue"}
+    assert set(document["paths"]) == {"/metrics", "/projects", "/catalogue", "/explain"}
 
 
 def test_fuzzing_reached_valid_and_invalid_inputs():
@@ -129,4 +129,4 @@ def test_fuzzing_reached_valid_and_invalid_inputs():
     statuses = {status for _, status in metrics}
     assert {200, 400, 404} <= statuses, statuses
     assert all(status < 500 for _, _, status in SEEN)
-    assert {"GET /metrics", "GET /projects", "GET /catalogue"} <= {label for label, _, _ in SEEN}
+    assert {"GET /metrics", "GET /projects", "GET /catalogue", "GET /explain"} <= {label for label, _, _ in SEEN}

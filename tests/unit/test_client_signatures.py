@@ -44,7 +44,7 @@ def test_a_helper_refuses_what_its_signature_does_not_take():
         mk.series("swap_active_users")
 
 
-ON_DEFAULT = ("value", "series", "frame", *FAMILY_HELPERS, "clear_cache")
+ON_DEFAULT = ("value", "explain", "series", "frame", *FAMILY_HELPERS, "clear_cache")
 
 
 def _less_first(function):

@@ -8,6 +8,7 @@ EXPECTED = {
     "configure",
     "default_client",
     "value",
+    "explain",
     "series",
     "frame",
     "tokenomics",

@@ -34,6 +34,7 @@ start, end = "2025-01-01", "2025-01-31"
 client = mk.Client(cache=False)
 
 assert_type(mk.value("swap_active_users", "demoswap", "1_day", start), int | float)
+assert_type(mk.explain("swap_active_users", "demoswap", "1_day", start, max_rows=10), pd.DataFrame)
 assert_type(mk.series("swap_active_users", "demoswap", start, end, "1_week", errors="coerce"), pd.Series)
 assert_type(mk.frame(["swap_active_users"], "demoswap", start, end, shape="long"), pd.DataFrame)
 assert_type(mk.tokenomics("demotoken", start, end), pd.DataFrame)
@@ -48,6 +49,7 @@ assert_type(mk.default_client(), mk.Client)
 assert_type(mk.configure(workers=4, week_start="sunday"), mk.Client)
 
 assert_type(client.value("swap_active_users", "demoswap", "1_day", start), int | float)
+assert_type(client.explain("swap_active_users", "demoswap", "1_week", start), pd.DataFrame)
 assert_type(client.series("swap_active_users", "demoswap", start, end), pd.Series)
 assert_type(client.frame("swap_active_users", ["demoswap"], start, end), pd.DataFrame)
 assert_type(client.dex("demoswap", start, end, errors="coerce"), pd.DataFrame)
@@ -62,6 +64,7 @@ mk.dex("demoswap", start, end, shape="long")  # type: ignore[call-arg]
 mk.frame(["swap_active_users"], "demoswap", start, end, shape="tall")  # type: ignore[arg-type]
 client.lending("demolend", start)  # type: ignore[call-arg]
 mk.configure(wokers=4)  # type: ignore[call-arg]
+mk.explain("swap_active_users", "demoswap", "1_day", start, 10)  # type: ignore[call-arg]
 """
 
 # Each line must be reported: the checkers see pandas' own types, not Any.

@@ -66,9 +66,20 @@ def test_the_openapi_document_says_what_the_wire_module_says():
     assert set(document["components"]["schemas"]["MetricValue"]["properties"]) == set(wire.VALUE_FIELDS)
     assert document["components"]["securitySchemes"]["apiKey"]["name"] == wire.API_KEY_HEADER
     assert "X-Data-Version" in document["components"]["headers"]
+    metrics, explain = (document["paths"][path]["get"]["responses"] for path in (wire.METRICS_PATH, wire.EXPLAIN_PATH))
     for status, codes in ERROR_CODES.items():
-        described = document["paths"][wire.METRICS_PATH]["get"]["responses"][str(status)]["description"]
-        assert all(code in described for code in codes)
+        # /explain answers with every code; /metrics with all but /explain's own (and not at 409, 501).
+        assert all(code in explain[str(status)]["description"] for code in codes)
+        for_metrics = [code for code in codes if code not in wire.EXPLAIN_ONLY]
+        assert (str(status) in metrics) == bool(for_metrics), status
+        if for_metrics:
+            described = metrics[str(status)]["description"]
+            assert all((code in described) == (code in for_metrics) for code in codes), status
+    operation = document["paths"][wire.EXPLAIN_PATH]["get"]
+    query = [p["name"] for p in operation["parameters"] if p["in"] == "query"]
+    assert tuple(query) == (*wire.PARAMETERS, *wire.EXPLAIN_PAGE) and operation["x-extension"]
+    page = document["components"]["schemas"]["ExplainPage"]
+    assert set(page["properties"]) == set(wire.EXPLAIN_FIELDS) == set(page["required"])
 
 
 def _literals(tree: ast.AST) -> list[tuple[int, str]]:

@@ -116,6 +116,7 @@ class App:
         self._catalogue_made = asyncio.Lock()
         self.routes = {
             wire.METRICS_PATH: self._metrics,
+            wire.EXPLAIN_PATH: self._explain,
             "/projects": self._static(self.projects),
             "/catalogue": self._catalogue,
         }
@@ -144,7 +145,8 @@ class App:
                 error = QueryError(
                     404,
                     ErrorCode.NOT_FOUND,
-                    f"no such path {path[:80]!r}; the API serves /metrics (and /projects, /catalogue, /openapi.json)",
+                    f"no such path {path[:80]!r}; the API serves /metrics (and /projects, /catalogue, "
+                    f"{wire.EXPLAIN_PATH}, /openapi.json)",
                 )
                 await self._send(send, 404, error.body(), head)
                 return
@@ -236,6 +238,17 @@ class App:
         pairs = query_pairs(scope["query_string"])
         try:
             return 200, self.service.answer(pairs)
+        except QueryError as error:
+            return error.status, error.body()
+
+    async def _explain(self, scope) -> tuple[int, bytes]:
+        """One page of the event rows behind a value: queries on the event tables, run off the
+        event loop so that /metrics answers meanwhile."""
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        pairs = query_pairs(scope["query_string"])
+        try:
+            return 200, await asyncio.to_thread(self.service.explain, pairs)
         except QueryError as error:
             return error.status, error.body()
 

@@ -36,9 +36,11 @@ _ERROR_WHEN = {
     405: "A method other than GET or HEAD.",
     406: "The Accept header rules out application/json.",
     408: "The request line and headers did not arrive in time.",
+    409: f"{wire.EXPLAIN_PATH} only: the event files changed after the service built its values.",
     429: "The per-key rate limit is exceeded; retry after Retry-After seconds.",
     431: "The request line and headers are larger than the server accepts (64 KiB).",
     500: "The server failed unexpectedly (a bug).",
+    501: f"{wire.EXPLAIN_PATH} only: the service serves aggregates without their event data.",
 }
 # The statuses of the discovery operations: no parameters, so no 404.
 _DISCOVERY_ERRORS = (400, 401, 405, 406, 408, 429, 431, 500)
@@ -159,6 +161,46 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
         "The metric catalogue.",
     )
     error = _object({"error": _ref("ErrorDetail")}, "The one error shape.")
+    explain_page = _object(
+        {
+            **metric_value["properties"],
+            "aggregation": {"type": "string", "examples": ["distinct_count", "count", "sum"]},
+            "source": {"type": "string", "description": "The event table the rows are from.", "examples": ["fees"]},
+            "select": {
+                "type": "object",
+                "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                "description": "Column -> the values that pick the metric's rows (besides project and period).",
+            },
+            "formula": {"type": "string", "description": "How the value follows from the rows, in words."},
+            "value_column": {
+                "type": ["string", "null"],
+                "description": "The column summed; null: the value counts rows.",
+            },
+            "counted_column": {
+                "type": ["string", "null"],
+                "description": "The boolean column of the rows that enter the value; null: every row.",
+            },
+            "opening_balance": {
+                "type": ["number", "null"],
+                "description": "A balance's value at the end of the previous period (the initial supply "
+                "in the first); the value is it plus the rows' sum. Null for other metrics.",
+            },
+            "columns": _strings("The rows' columns, in order (docs/data-format.md names).", ["block_time"]),
+            "rows": {
+                "type": "array",
+                "items": {"type": "array", "items": {"type": ["string", "number", "boolean", "null"]}},
+                "description": "This page's rows, each a list in the order of columns; times as ISO 8601 UTC.",
+            },
+            "total_rows": {"type": "integer", "minimum": 0, "description": "The value's rows, all pages."},
+            wire.OFFSET: {"type": "integer", "minimum": 0, "description": "The first row of this page."},
+            wire.LIMIT: {"type": "integer", "minimum": 1, "description": "The most rows of this page."},
+            "next_offset": {
+                "type": ["integer", "null"],
+                "description": f"The {wire.OFFSET} of the next page; null after the last.",
+            },
+        },
+        "The event rows behind one value, one page of them.",
+    )
     return {
         "MetricValue": metric_value,
         "Error": error,
@@ -168,6 +210,7 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
         "Projects": projects,
         "CatalogueMetric": catalogue_metric,
         "Catalogue": catalogue_body,
+        "ExplainPage": explain_page,
     }
 
 
@@ -175,9 +218,14 @@ def _headers(*names: str) -> dict[str, Schema]:
     return {name: {"$ref": f"#/components/headers/{name}"} for name in names}
 
 
-def _error_response(status: int) -> Schema:
+def _codes(status: int, explain: bool) -> list[ErrorCode]:
+    """The codes an operation answers with at ``status``: /explain's own only for /explain."""
+    return [code for code in ERROR_CODES[status] if explain or code not in wire.EXPLAIN_ONLY]
+
+
+def _error_response(status: int, explain: bool = False) -> Schema:
     response: Schema = {
-        "description": _ERROR_WHEN[status] + " Codes: " + ", ".join(ERROR_CODES[status]) + ".",
+        "description": _ERROR_WHEN[status] + " Codes: " + ", ".join(_codes(status, explain)) + ".",
         "headers": _headers(_VERSION),
         "content": {"application/json": {"schema": _ref("Error")}},
     }
@@ -193,7 +241,7 @@ def _error_response(status: int) -> Schema:
     return response
 
 
-def _responses(body: str, description: str, errors: tuple[int, ...]) -> dict[str, Schema]:
+def _responses(body: str, description: str, errors: tuple[int, ...], explain: bool = False) -> dict[str, Schema]:
     return {
         "200": {
             "description": description,
@@ -204,7 +252,39 @@ def _responses(body: str, description: str, errors: tuple[int, ...]) -> dict[str
             "description": "If-None-Match named the current data version: the answer is unchanged.",
             "headers": _headers(_VERSION, "ETag"),
         },
-        **{str(status): _error_response(status) for status in errors},
+        **{str(status): _error_response(status, explain) for status in errors},
+    }
+
+
+def _explain_operation(parameters: list[Schema]) -> Schema:
+    page = [
+        {
+            "name": wire.LIMIT,
+            "in": "query",
+            "required": False,
+            "description": f"The most rows of the page (default {wire.EXPLAIN_LIMIT:,}).",
+            "schema": {"type": "integer", "minimum": 1, "maximum": wire.EXPLAIN_MAX_LIMIT},
+        },
+        {
+            "name": wire.OFFSET,
+            "in": "query",
+            "required": False,
+            "description": "The first row of the page, from 0 (the next_offset of the page before).",
+            "schema": {"type": "integer", "minimum": 0},
+        },
+    ]
+    return {
+        "get": {
+            "operationId": "explainMetric",
+            "summary": "The event rows behind one metric value",
+            "description": "Extension of the reference service, not part of the metrics service specification: "
+            "the rows of the event tables that make up the value of /metrics for the same parameters, in a "
+            "fixed order, a page at a time, and how the value follows from them. Needs the event data "
+            f"(501 {ErrorCode.EXPLAIN_UNAVAILABLE} when the service serves aggregates alone).",
+            "x-extension": True,
+            "parameters": [*parameters[:4], *page, *parameters[4:]],
+            "responses": _responses("ExplainPage", "One page of the value's rows.", tuple(ERROR_CODES), explain=True),
+        }
     }
 
 
@@ -276,10 +356,11 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
                     "responses": _responses(
                         "MetricValue",
                         "The metric value of the period containing date.",
-                        tuple(ERROR_CODES),
+                        tuple(status for status in ERROR_CODES if _codes(status, False)),
                     ),
                 }
             },
+            wire.EXPLAIN_PATH: _explain_operation(parameters),
             "/projects": {
                 "get": {
                     "operationId": "listProjects",

@@ -1,0 +1,183 @@
+"""``Client.explain``: the event rows behind one value, as a DataFrame, from ``GET /explain``.
+
+``/explain`` is an extension of the reference service (the embedded default, ``metrics-kit serve
+--data DIR``), not part of the metrics service specification: a service without it (a 404 on the
+path) or without its event data (``serve --aggregates``: ``explain_unavailable``) gets a
+ConfigurationError saying so. The rows come in pages, followed up to ``max_rows``; a value with
+more rows is refused before its rows are fetched, with how many it has. Every page must come from
+one data version (a change while paging fetches the value's rows again), and the answer must be
+about the value asked (the same checks as ``/metrics`` answers).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from metrics_kit.client.cache import complete_when_fetched
+from metrics_kit.client.checks import masked_url, shown_request
+from metrics_kit.client.fetching import masked, mismatches, other_period
+from metrics_kit.client.frames import Point
+from metrics_kit.errors import ConfigurationError, ResponseFormatError, ValidationError
+from metrics_kit.spec import ids, wire
+from metrics_kit.spec.wire import ErrorCode
+
+if TYPE_CHECKING:
+    from metrics_kit.client.client import Client
+    from metrics_kit.client.families import DateLike
+
+MAX_ROWS = 100_000  # the default bound of one explain call
+MOST_ROWS = 10_000_000  # the highest max_rows allowed
+VERSION_CHANGES = 3  # times the data may change while paging before it gives up
+# A 404 with one of these codes is about the question (the service has /explain); any other 404
+# means the service has no such path.
+_ABOUT_THE_QUESTION = (ErrorCode.UNKNOWN_PROJECT, ErrorCode.METRIC_NOT_APPLICABLE, ErrorCode.DATE_OUT_OF_COVERAGE)
+_FLOATS = ("amount", "amount_usd", "signed_amount")
+# The fields of an answer that are not attrs: the question (named as the client names it), the rows, the page.
+_NOT_ATTRS = {wire.METRIC_NAME, wire.PROJECT, wire.GRANULARITY, wire.DATE, "columns", "rows", *wire.EXPLAIN_PAGE}
+_ANSWERED = tuple(name for name in wire.EXPLAIN_FIELDS if name not in _NOT_ATTRS and name != "next_offset")
+
+
+def check_max_rows(max_rows: object) -> int:
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or not 1 <= max_rows <= MOST_ROWS:
+        raise ValidationError(f"max_rows must be a whole number from 1 to {MOST_ROWS:,}, not {max_rows!r}", "max_rows")
+    return max_rows
+
+
+def explain(client: Client, metric: str, project: str, granularity: str, date: DateLike, max_rows: int) -> pd.DataFrame:
+    """See ``Client.explain``."""
+    max_rows = check_max_rows(max_rows)
+    m, project = client._metric(metric), ids.check_project(project)
+    granularity = ids.check_granularity(granularity, synonyms=True)
+    day = client.calendar.start(ids.to_date(date, "date"), granularity)
+    client._check_applies(m, project)
+    point = Point(m.name, project, granularity, day.isoformat())
+    for _ in range(VERSION_CHANGES + 1):
+        found = _pages(client, point, max_rows)
+        if found is not None:
+            break
+    else:
+        raise ResponseFormatError(
+            f"the data of {client._shown_url()} changed {VERSION_CHANGES + 1} times while the rows of {m.name} for "
+            f"{project} were fetched page by page; ask again when it stays the same"
+        )
+    first, rows, version, sent = found
+    frame = _frame(first.columns, rows)
+    fields = first.fields
+    last = dt.date.fromisoformat(str(fields["period_end"])[:10])
+    answered = {name: fields[name] for name in _ANSWERED}
+    answered["complete"] = complete_when_fetched(fields.get("complete"), last, sent)
+    client._discovery.saw(version, client._get_cache())
+    transport = client.transport
+    frame.attrs = {
+        "metric": m.name,
+        "project": project,
+        "granularity": granularity,
+        **answered,
+        "service": masked_url(transport.base_url) or "(not shown)",
+        "synthetic": bool(getattr(transport, "synthetic", False)),
+        "data_version": version or None,
+        "data_version_confirmed": True,  # every page came from the service now, under this version
+    }
+    return frame
+
+
+def _pages(client: Client, point: Point, max_rows: int) -> tuple[wire.ExplainPage, list[list[Any]], str, float] | None:
+    """The first page, every row, the data version and when the first page was asked; None when the
+    data version changed between pages."""
+    transport, calendar, metric = client.transport, client.calendar, client._metric(point.metric)
+    params = dict(zip(wire.PARAMETERS, point, strict=True))
+    limit = min(max_rows, wire.EXPLAIN_MAX_LIMIT)
+    offset, rows, first, version = 0, [], None, ""
+    sent = client.settings.clock()
+    while True:
+        reply = transport.get(wire.EXPLAIN_PATH, {**params, wire.LIMIT: str(limit), wire.OFFSET: str(offset)})
+        url = shown_request(reply.url)
+        body = masked(reply.body, reply.url, url)
+        if reply.status != 200:
+            raise _refused(client, reply.status, body, url, reply.header(wire.RETRY_AFTER_HEADER))
+        page = wire.explain_page(body, url)
+        answered_version = reply.header(wire.DATA_VERSION_HEADER) or ""
+        if first is None:
+            _check_about(point, page, metric, calendar, url)
+            if page.total_rows > max_rows:
+                raise ValidationError(
+                    f"{point.metric} for {point.project} over the {point.granularity} period starting {point.date} "
+                    f"is made of {page.total_rows:,} event rows; explain returns at most max_rows={max_rows:,}. "
+                    f"Pass a larger max_rows= (up to {MOST_ROWS:,})"
+                    + (", or explain a shorter period (granularity='1_day')" if point.granularity != "1_day" else ""),
+                    "max_rows",
+                )
+            first, version = page, answered_version
+        elif answered_version != version or page.total_rows != first.total_rows or page.columns != first.columns:
+            return None
+        rows.extend(page.rows)
+        if page.next_offset is None or len(rows) >= first.total_rows:
+            break
+        if page.next_offset <= offset or not page.rows:
+            raise ResponseFormatError(
+                f"the answer from {url} names a next page ({page.next_offset}) that does not move on"
+            )
+        offset = page.next_offset
+    if len(rows) != first.total_rows:
+        raise ResponseFormatError(
+            f"{shown_request(reply.url)}: the pages held {len(rows):,} rows where the answer says {first.total_rows:,}"
+        )
+    return first, rows, version, sent
+
+
+def _check_about(point: Point, page: wire.ExplainPage, metric: Any, calendar: Any, url: str) -> None:
+    """Refuse an answer about another value than the one asked (as /metrics answers are)."""
+    fields = page.fields
+    start = str(fields.get("period_start") or point.date)[:10]
+    if start != point.date:
+        raise other_period(point, start, url, calendar.week_start)
+    parsed = wire.Parsed(
+        0,
+        unit=fields.get("unit"),
+        period_start=fields.get("period_start"),
+        period_end=fields.get("period_end"),
+        metric_name=fields.get(wire.METRIC_NAME),
+        project=fields.get(wire.PROJECT),
+    )
+    wrong = mismatches(point, parsed, metric, calendar)
+    if wrong:
+        raise ResponseFormatError(f"the answer from {url} is not about what was asked: {'; '.join(wrong)}")
+
+
+def _refused(client: Client, status: int, body: bytes, url: str, retry_after: str | None) -> Exception:
+    """The error for an answer other than 200: a service without /explain, or without the event
+    data it needs, is told as such; any other error as the service gave it."""
+    error = wire.api_error(status, body, url, retry_after)
+    if status == 404 and error.code not in _ABOUT_THE_QUESTION:
+        return ConfigurationError(
+            f"the service at {client._shown_url()} does not offer explain (GET {wire.EXPLAIN_PATH} answered 404): "
+            "explain is an extension of the metrics_kit reference service (the embedded default, or "
+            "metrics-kit serve --data DIR), not part of the metrics service specification. Its values can be "
+            "fetched (value, series, frame) but not explained"
+        )
+    if error.code == ErrorCode.EXPLAIN_UNAVAILABLE:
+        return ConfigurationError(
+            f"the service at {client._shown_url()} cannot explain values: {error.message}",
+        )
+    return error
+
+
+def _frame(columns: list[str], rows: list[list[Any]]) -> pd.DataFrame:
+    """The rows with their columns typed: times as UTC timestamps, counts as int64, amounts as
+    float64, ``counted`` as bool, the rest as text."""
+    frame = pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame({c: [] for c in columns}, dtype=object)
+    for column in columns:
+        if column.endswith("block_time"):
+            frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601")
+        elif column == "transactions":
+            frame[column] = frame[column].astype("int64")
+        elif column == "counted":
+            frame[column] = frame[column].astype(bool)
+        elif column in _FLOATS or column.endswith("_net"):
+            frame[column] = frame[column].astype("float64")
+        else:
+            frame[column] = frame[column].astype(object)
+    return frame
