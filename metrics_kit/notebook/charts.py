@@ -143,6 +143,8 @@ def amount(value: float, unit: str | None) -> str:
     """A number as the axis shows it, for text: ``$1.5 M``, ``12.5%``, ``438.5 M tokens``."""
     if unit == "fraction":
         return f"{value:.1%}"
+    if unit == "count" and abs(value) < 1000 and float(value).is_integer():
+        return f"{int(value)}"  # a count of users or transactions is whole: 4, not 4.0
     text = _engineering(1)(value).replace(".0 ", " ").strip()
     if unit == "usd":
         return ("-" if value < 0 else "") + "$" + text.lstrip("-−")
@@ -309,6 +311,43 @@ def ranking(values: pd.Series, *, title: str, unit: str | None, ax: Axes | None 
     ax.margins(x=0.15)
     ax.set_title(title, loc="left")
     ax.grid(True, axis="x", alpha=0.3)
+    return _figure_of(ax)
+
+
+def bridge(
+    first: tuple[str, float],
+    steps: Mapping[str, float],
+    last: str,
+    *,
+    title: str,
+    unit: str | None,
+    ax: Axes | None = None,
+) -> Figure:
+    """How one value became another, step by step (a waterfall): a bar for the first value, one
+    floating bar per step (up in green, down in red, each written with its sign), and a bar for
+    the last value, which is the first plus every step. ``first`` is (label, value), ``steps``
+    label -> change, ``last`` the last bar's label."""
+    label, start = first
+    totals = [float(start)]
+    for change in steps.values():
+        totals.append(totals[-1] + float(change))
+    names = [label, *steps, last]
+    bottoms = [0.0, *(min(a, b) for a, b in zip(totals, totals[1:], strict=False)), 0.0]
+    heights = [float(start), *(abs(float(c)) for c in steps.values()), totals[-1]]
+    colours = ["C0", *("C2" if float(c) >= 0 else "C3" for c in steps.values()), "C0"]
+    texts = [
+        amount(start, unit),
+        *(("+" if float(c) >= 0 else "-") + amount(abs(float(c)), unit) for c in steps.values()),
+        amount(totals[-1], unit),
+    ]
+    ax = _axes(ax)
+    bars = ax.bar(names, heights, bottom=bottoms, color=colours, alpha=0.85)
+    ax.bar_label(bars, labels=texts, label_type="center", fontsize="small")
+    for i in range(len(names) - 1):  # a thin line from each bar's end to the next bar's start
+        ax.plot([i + 0.4, i + 0.6], [totals[i]] * 2, color="0.4", linewidth=0.8)
+    format_axis(ax, unit)
+    ax.set_title(title, loc="left")
+    ax.grid(True, axis="y", alpha=0.3)
     return _figure_of(ax)
 
 

@@ -236,6 +236,23 @@ def test_count_ticks_are_whole_and_small_amounts_have_no_milli_prefix():
     assert charts.amount(1_234_567, "usd") == "$1.2 M" and charts.amount(0.1234, "fraction") == "12.3%"
 
 
+def test_counts_in_text_are_whole_numbers():
+    assert charts.amount(4.0, "count") == "4" and charts.amount(-256, "count") == "-256"
+    assert charts.amount(1_500, "count") == "1.5 k" and charts.amount(2.5, "count") == "2.5"
+
+
+def test_a_bridge_goes_from_the_first_value_to_the_last_by_its_steps():
+    fig = charts.bridge(("week 1", 351), {"gone": -256, "new": 190}, "week 2", title="t", unit="count")
+    ax = fig.axes[0]
+    bars = [p for p in ax.patches if isinstance(p, Rectangle)]
+    # 351, then down 256 to 95 (a bar from 95 to 351), up 190 to 285 (from 95 to 285), then 285
+    assert [(b.get_y(), b.get_height()) for b in bars] == [(0, 351), (95, 256), (95, 190), (0, 285)]
+    assert [t.get_text() for t in ax.texts] == ["351", "-256", "+190", "285"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["week 1", "gone", "new", "week 2"]
+    assert bars[1].get_facecolor() != bars[2].get_facecolor()  # down and up look different
+    assert [line.get_ydata()[0] for line in ax.lines] == [351, 95, 285]  # each bar's end to the next
+
+
 def test_takeaways_keep_dollars_as_dollars():
     assert charts.escape_markdown("from $1.2 M to $3 M") == r"from \$1.2 M to \$3 M"
     assert charts.takeaway("$5 and $6").data == r"**Takeaway:** \$5 and \$6"
