@@ -52,7 +52,7 @@ class Calendar:
     def start(self, day: dt.date, granularity: str) -> dt.date:
         """The first day of the period containing ``day`` (a date, or an ISO date string such as
         "2025-01-02"; anything else is a ValidationError naming ``day``)."""
-        if not isinstance(day, dt.date):
+        if type(day) is not dt.date:  # a datetime (pandas' Timestamp too) is a date, but not a day
             day = _a_date(day)
         if granularity == "1_day":
             return day
@@ -144,10 +144,23 @@ period_index = ISO.index
 
 
 def _a_date(value: object) -> dt.date:
-    """An ISO date string as a date (Calendar's methods take both); anything else a ValidationError."""
+    """An ISO date string, or a datetime's UTC date (an aware one converted to UTC first, as the
+    client's arguments are), as a date (Calendar's methods take all three); anything else a
+    ValidationError."""
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return dt.date(value.year, value.month, value.day)  # a subclass of date: plain date arithmetic
+    if isinstance(value, dt.datetime):
+        try:
+            if value.utcoffset() is not None:
+                value = value.astimezone(dt.UTC)
+            return dt.date(value.year, value.month, value.day)
+        except (ValueError, TypeError, OverflowError):  # pandas' NaT, or beyond the calendar in UTC
+            pass
     if isinstance(value, str):
         try:
             return dt.date.fromisoformat(value.strip())
         except ValueError:
             pass
-    raise ValidationError(f"day must be a date or an ISO date string such as '2025-01-02', not {value!r}", "day")
+    raise ValidationError(
+        f"day must be a date, a datetime or an ISO date string such as '2025-01-02', not {value!r}", "day"
+    )

@@ -149,3 +149,16 @@ def test_unknown_granularity_and_week_start():
     with pytest.raises(ValidationError, match="monday, sunday") as caught:
         Calendar("friday")
     assert caught.value.argument == "week_start"
+
+
+def test_a_datetime_or_timestamp_is_its_utc_day():
+    import pandas as pd
+
+    calendar = Calendar()
+    # A pandas Timestamp is a datetime, and a datetime a date: each is taken as its UTC day.
+    assert calendar.end(pd.Timestamp("2025-01-31 23:00"), "1_week") == dt.date(2025, 2, 2)
+    assert calendar.start(pd.Timestamp("2025-01-31 23:00", tz="America/New_York"), "1_day") == dt.date(2025, 2, 1)
+    assert calendar.bounds(dt.datetime(2025, 1, 1, 5), "1_month") == (dt.date(2025, 1, 1), dt.date(2025, 1, 31))
+    assert type(calendar.start(dt.datetime(2025, 1, 1, 5), "1_day")) is dt.date
+    with pytest.raises(ValidationError, match="not NaT"):
+        calendar.start(pd.NaT, "1_day")
