@@ -33,6 +33,7 @@ from metrics_kit.client.transports import ASGITransport
 from metrics_kit.errors import APIError
 from metrics_kit.server.build import load_or_build
 from metrics_kit.server.dataset import open_service
+from metrics_kit.server.explain import Events
 from metrics_kit.server.http.app import App
 from metrics_kit.spec import wire
 from metrics_kit.spec.calendar import GRANULARITIES, period_bounds, period_starts
@@ -416,6 +417,41 @@ def test_event_files_changed_under_the_service_are_not_explained(tmp_path):
     assert raised.value.status == 409 and raised.value.code == "events_changed"
 
 
+class _ChangedBeforeTheRead(Events):
+    """The event tables, with the files changed by ``change`` (once set) after the service's check and before
+    its read: a race no real folder loses on demand, so only its timing is arranged here; the change
+    and the reading are real files and real DuckDB."""
+
+    change = None
+
+    def page(self, *args, **kwargs):
+        if self.change is not None:
+            self.change()
+        return super().page(*args, **kwargs)
+
+
+def _add_a_signer(data):
+    with (data / "transactions.csv").open("a") as rows:
+        rows.write("2025-01-02T11:00:00Z,w9,zed,swapx,swap,regular\n")
+
+
+@pytest.mark.parametrize("change", [_add_a_signer, lambda data: (data / "transactions.csv").unlink()])
+def test_event_files_changed_while_they_are_read_are_not_explained(tmp_path, change):
+    """A file rewritten between the check and the read would give rows that do not make the value
+    served (a signer too many); one removed, a DuckDB error: both are the 409, never a wrong row set
+    or a 500."""
+    data = tmp_path / "data"
+    shutil.copytree(GOLDEN, data)
+    service = open_service(data, log=lambda message: None)
+    service._events = events = _ChangedBeforeTheRead(data, service.aggregates.meta["fingerprint"])
+    with Client(transport=ASGITransport(App(service, [KEY]), KEY, "http://racing.invalid"), cache=False) as client:
+        assert client.explain("swap_active_users", "swapx", "1_day", "2025-01-02").attrs["value"] == 1
+        events.change = lambda: change(data)  # the views are open now: the next read is of changed files
+        with pytest.raises(APIError, match="changed after this service built its values") as raised:
+            client.explain("swap_active_users", "swapx", "1_day", "2025-01-02")
+    assert raised.value.status == 409 and raised.value.code == "events_changed"
+
+
 def test_the_embedded_default_explains_its_demo_values():
     with Client(cache=False) as client:
         assert client.embedded
@@ -432,6 +468,7 @@ def test_the_first_answer_does_not_load_explain():
 import sys
 from metrics_kit.server.build import load_or_build
 from metrics_kit.server.dataset import open_service
+from metrics_kit.server.explain import Events
 from metrics_kit.server.http.app import App
 service = open_service({str(GOLDEN)!r}, log=lambda message: None)
 App(service, ["k-0123456789"])
