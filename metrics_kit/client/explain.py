@@ -166,12 +166,14 @@ def _refused(client: Client, status: int, body: bytes, url: str, retry_after: st
 
 
 def _frame(columns: list[str], rows: list[list[Any]]) -> pd.DataFrame:
-    """The rows with their columns typed: times as UTC timestamps, counts as int64, amounts as
+    """The rows with their columns typed: times as UTC timestamps (microseconds), counts as int64, amounts as
     float64, ``counted`` as bool, the rest as text."""
     frame = pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame({c: [] for c in columns}, dtype=object)
     for column in columns:
         if column.endswith("block_time"):
-            frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601")
+            # Microseconds, as the service writes them (and as frames.DATES): pandas would infer
+            # seconds for a value without rows.
+            frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601").astype("datetime64[us, UTC]")
         elif column == "transactions":
             frame[column] = frame[column].astype("int64")
         elif column == "counted":
