@@ -35,7 +35,7 @@ import sqlglot
 import sqlglot.expressions as exp
 
 from metrics_kit.server import engine
-from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES
+from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES, TABLES
 from metrics_kit.server.data.store import coverage_of
 from metrics_kit.server.passes import where
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
@@ -192,7 +192,14 @@ def sql(metric: Metric) -> str:
     }
     for name, part in parts.items():
         query = query.with_(name, as_=part)  # with_ copies the query and the part
-    header = f"-- {metric.name}: one row per (granularity, project, period_start), as the metrics service serves it\n"
+    # The query travels alone (GET /catalogue's sql): it says itself what it needs to run.
+    header = (
+        f"-- {metric.name}: one row per (granularity, project, period_start), as the metrics service serves it\n"
+        f"-- Reads the tables {', '.join(TABLES)} (docs/data-format.md), for example\n"
+        "-- CREATE VIEW fees AS SELECT * FROM 'fees.parquet'. block_time must be a UTC TIMESTAMP: read a\n"
+        "-- TIMESTAMPTZ column as timezone('UTC', block_time) AS block_time, since DuckDB truncates a\n"
+        "-- TIMESTAMPTZ to days in the session's time zone.\n"
+    )
     return header + query.sql(dialect=DIALECT, pretty=True) + "\n"
 
 

@@ -210,3 +210,31 @@ def test_the_catalogue_is_made_on_its_first_request_not_at_start(golden, tmp_pat
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split("\n")[:2] == ["False False", "200 True"]
+
+
+def test_each_query_says_how_to_run_it_and_that_is_enough(tmp_path):
+    """A query from GET /catalogue travels without docs/metrics.md: its header names the tables and
+    how to read a TIMESTAMPTZ block_time. Done as it says over the demo data's Parquet files (times
+    with a time zone) in a session not in UTC, one metric of each aggregation gives the build's
+    values; the files read as they are give other days."""
+    demo.generate(tmp_path / "demo")
+    aggregates = build.build_in_full(store.load(tmp_path / "demo", duckdb.connect()), CATALOGUE)
+    cast = "timezone('UTC', block_time) AS block_time"
+    queries = definitions.definitions(CATALOGUE)
+    for query in queries.values():
+        header = "".join(line for line in query.splitlines(keepends=True) if line.startswith("--"))
+        assert all(table in header for table in ("projects", *definitions.EVENT_TABLES)) and cast in header
+    with_cast, as_they_are = duckdb.connect(), duckdb.connect()
+    for con in (with_cast, as_they_are):
+        con.execute("SET TimeZone = 'America/New_York'")
+    for table in ("projects", *definitions.EVENT_TABLES):
+        path = tmp_path / "demo" / f"{table}.parquet"
+        as_they_are.execute(f"CREATE VIEW {table} AS SELECT * FROM '{path}'")
+        replaced = "" if table == "projects" else f" REPLACE ({cast})"
+        with_cast.execute(f"CREATE VIEW {table} AS SELECT *{replaced} FROM '{path}'")
+    assert "TIME ZONE" in str(as_they_are.sql("SELECT block_time FROM fees").types[0])
+    one_of_each = {metric.aggregation: metric for metric in CATALOGUE}
+    for metric in one_of_each.values():
+        want = served(aggregates, metric.name)
+        assert differences(metric, queried(with_cast, queries[metric.name]), want) == [], metric.name
+    assert differences(metric, queried(as_they_are, queries[metric.name]), want) != []
