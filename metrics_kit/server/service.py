@@ -34,9 +34,6 @@ _INVALID = {
 }
 
 
-_MAX_OFFSET = 10**12
-
-
 def _page_number(text: str | None, name: str, default: int, lowest: int, highest: int) -> int:
     """A page parameter of ``/explain`` (``limit`` or ``offset``): its default when not given."""
     if text is None:
@@ -104,7 +101,7 @@ class MetricService:
             )
         metric, project, granularity, date_text, found, page = self._query(pairs, wire.EXPLAIN_PATH, wire.EXPLAIN_PAGE)
         limit = _page_number(page.get(wire.LIMIT), wire.LIMIT, wire.EXPLAIN_LIMIT, 1, wire.EXPLAIN_MAX_LIMIT)
-        offset = _page_number(page.get(wire.OFFSET), wire.OFFSET, 0, 0, _MAX_OFFSET)
+        offset = _page_number(page.get(wire.OFFSET), wire.OFFSET, 0, 0, wire.EXPLAIN_MAX_OFFSET)
         events = self._event_tables(self.events_dir)
         self._unchanged(events)
         value, start, end, complete = found

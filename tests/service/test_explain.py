@@ -331,6 +331,13 @@ def test_the_endpoint_is_bounded_and_checked_like_metrics(server):
     assert server.get(wire.EXPLAIN_PATH, asked, method="POST").status_code == 405
     document = server.get("/openapi.json", key=None).json()
     assert document["paths"][wire.EXPLAIN_PATH]["get"]["x-extension"] is True
+    # The page parameters' bounds in the document are the ones the server keeps.
+    schemas = {p["name"]: p["schema"] for p in document["paths"][wire.EXPLAIN_PATH]["get"]["parameters"]}
+    for name, lowest in ((wire.LIMIT, 1), (wire.OFFSET, 0)):
+        highest = schemas[name]["maximum"]
+        assert schemas[name]["minimum"] == lowest
+        assert _explain(server, **asked, **{name: str(highest)}).status_code == 200, name
+        assert _explain(server, **asked, **{name: str(highest + 1)}).json()["error"]["param"] == name
 
 
 def test_the_endpoint_shares_the_rate_limit_of_metrics(tmp_path):
