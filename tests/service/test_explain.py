@@ -475,7 +475,6 @@ def test_the_first_answer_does_not_load_explain():
 import sys
 from metrics_kit.server.build import load_or_build
 from metrics_kit.server.dataset import open_service
-from metrics_kit.server.explain import Events
 from metrics_kit.server.http.app import App
 service = open_service({str(GOLDEN)!r}, log=lambda message: None)
 App(service, ["k-0123456789"])
