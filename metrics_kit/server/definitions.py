@@ -49,6 +49,13 @@ _KEYS = ["granularity", "project", "period_start"]
 _PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 
 
+# How an analyst loads block_time so that the queries count the days the service counts, whatever
+# the timestamp type of the export (with or without a time zone, any unit) and the session's time
+# zone: the instant in nanoseconds, truncated to microseconds, as a UTC TIMESTAMP (as
+# server/data/store.py normalises it; floor division is exact for times after 1970).
+LOAD_BLOCK_TIME = "make_timestamp(epoch_ns(block_time) // 1000) AS block_time"
+
+
 def _table(name: str) -> ir.Table:
     """The table ``name`` of the data format, by name: the query reads it as the reader has it."""
     return ibis.table({column: _DTYPES[kind] for column, kind in COLUMNS[name].items()}, name=name)
@@ -192,13 +199,14 @@ def sql(metric: Metric) -> str:
     }
     for name, part in parts.items():
         query = query.with_(name, as_=part)  # with_ copies the query and the part
-    # The query travels alone (GET /catalogue's sql): it says itself what it needs to run.
+    # The query travels alone (GET /catalogue's sql): it says itself how to load what it reads.
     header = (
         f"-- {metric.name}: one row per (granularity, project, period_start), as the metrics service serves it\n"
-        f"-- Reads the tables {', '.join(TABLES)} (docs/data-format.md), for example\n"
-        "-- CREATE VIEW fees AS SELECT * FROM 'fees.parquet'. block_time must be a UTC TIMESTAMP: read a\n"
-        "-- TIMESTAMPTZ column as timezone('UTC', block_time) AS block_time, since DuckDB truncates a\n"
-        "-- TIMESTAMPTZ to days in the session's time zone.\n"
+        f"-- Reads the tables {', '.join(TABLES)} (docs/data-format.md), with block_time a UTC\n"
+        "-- TIMESTAMP in microseconds, truncated. Load each event table as, for example:\n"
+        f"-- CREATE VIEW fees AS SELECT * REPLACE ({LOAD_BLOCK_TIME}) FROM 'fees.parquet'\n"
+        "-- which holds for any timestamp column: DuckDB truncates a TIMESTAMPTZ to days in the session's\n"
+        "-- time zone, and its cast from nanoseconds rounds 23:59:59.9999996 into the next day.\n"
     )
     return header + query.sql(dialect=DIALECT, pretty=True) + "\n"
 
