@@ -16,6 +16,7 @@ serve`` child too.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import math
 import shutil
@@ -457,6 +458,46 @@ def test_event_files_changed_while_they_are_read_are_not_explained(tmp_path, cha
         with pytest.raises(APIError, match="changed after this service built its values") as raised:
             client.explain("swap_active_users", "swapx", "1_day", "2025-01-02")
     assert raised.value.status == 409 and raised.value.code == "events_changed"
+
+
+async def _status(app, path: str, query: str = "") -> int:
+    """One request to the ASGI application: its status."""
+    scope = {"type": "http", "method": "GET", "path": path, "query_string": query.encode()}
+    scope["headers"] = [(b"x-api-key", KEY.encode())]
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent[0]["status"]
+
+
+def test_explains_waiting_for_the_event_tables_do_not_hold_up_the_catalogue():
+    """More /explain pages than the event loop's pool has threads, all waiting for the event tables
+    (one DuckDB connection, one query at a time): the first /catalogue is still made meanwhile. The
+    test holds the tables' lock itself, so the wait lasts as long as it needs, on any machine."""
+    service = open_service(GOLDEN, log=lambda message: None)
+    app = App(service, [KEY])
+    query = "metric_name=swap_active_users&project=swapx&granularity=1_day&date=2025-01-02"
+
+    async def scenario():
+        assert await _status(app, wire.EXPLAIN_PATH, query) == 200  # the event tables are open
+        lock = service._events._lock
+        lock.acquire()
+        try:
+            waiting = [asyncio.create_task(_status(app, wire.EXPLAIN_PATH, query)) for _ in range(40)]
+            await asyncio.sleep(0.2)  # they take every thread of the pool (at most 32)
+            catalogue = await asyncio.wait_for(_status(app, "/catalogue"), 30)
+        finally:
+            lock.release()
+        return catalogue, await asyncio.gather(*waiting)
+
+    catalogue, explained = asyncio.run(scenario())
+    assert catalogue == 200 and explained == [200] * 40
 
 
 def test_the_embedded_default_explains_its_demo_values():
