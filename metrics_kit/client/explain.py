@@ -4,7 +4,7 @@
 --data DIR``), not part of the metrics service specification: a service without it (a 404 on the
 path) or without its event data (``serve --aggregates``: ``explain_unavailable``) gets a
 ConfigurationError saying so. The rows come in pages, followed up to ``max_rows``; a value with
-more rows is refused before its rows are fetched, with how many it has. Every page must come from
+more rows is refused after the first page (at most ``max_rows`` rows), with how many it has. Every page must come from
 one data version (a change while paging fetches the value's rows again), and the answer must be
 about the value asked (the same checks as ``/metrics`` answers).
 """

@@ -51,7 +51,10 @@ That expression holds for any timestamp column, with or without a time zone, in 
 session in any time zone. Read as it is, a `block_time` with a time zone (`TIMESTAMPTZ`) is
 truncated to days in the session's time zone, and a nanosecond one is rounded by DuckDB's cast
 (23:59:59.9999996 into the next day): either counts an event on another day than the service.
-Each query's first lines say the same.
+Each query's first lines say the same. One case no expression can mend: a CSV export whose times
+mix offsets (`...Z`, `+02:00`) with times that have none is read by DuckDB with the latter in the
+session's time zone, so read such files after `SET TimeZone = 'UTC'` (the service takes a time
+without an offset as UTC).
 
 **What it returns.** Exactly the rows the service serves, for the three granularities at once:
 one row `(granularity, project, period_start, value)` for every project the metric applies to and
