@@ -4,7 +4,7 @@
 --data DIR``), not part of the metrics service specification: a service without it (a 404 on the
 path) or without its event data (``serve --aggregates``: ``explain_unavailable``) gets a
 ConfigurationError saying so. The rows come in pages, followed up to ``max_rows``; a value with
-more rows is refused before its rows are fetched, with how many it has. Every page must come from
+more rows is refused after the first page (at most ``max_rows`` rows), with how many it has. Every page must come from
 one data version (a change while paging fetches the value's rows again), and the answer must be
 about the value asked (the same checks as ``/metrics`` answers).
 """
@@ -166,12 +166,14 @@ def _refused(client: Client, status: int, body: bytes, url: str, retry_after: st
 
 
 def _frame(columns: list[str], rows: list[list[Any]]) -> pd.DataFrame:
-    """The rows with their columns typed: times as UTC timestamps, counts as int64, amounts as
+    """The rows with their columns typed: times as UTC timestamps (microseconds), counts as int64, amounts as
     float64, ``counted`` as bool, the rest as text."""
     frame = pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame({c: [] for c in columns}, dtype=object)
     for column in columns:
         if column.endswith("block_time"):
-            frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601")
+            # Microseconds, as the service writes them (and as frames.DATES): pandas would infer
+            # seconds for a value without rows.
+            frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601").astype("datetime64[us, UTC]")
         elif column == "transactions":
             frame[column] = frame[column].astype("int64")
         elif column == "counted":

@@ -35,7 +35,7 @@ import sqlglot
 import sqlglot.expressions as exp
 
 from metrics_kit.server import engine
-from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES
+from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES, TABLES
 from metrics_kit.server.data.store import coverage_of
 from metrics_kit.server.passes import where
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
@@ -47,6 +47,13 @@ _DTYPES = {"str": dt.string, "float": dt.float64, "bool": dt.boolean, "time": dt
 DISTINCT = {"distinct_count": "signer", "count": "tx_id"}
 _KEYS = ["granularity", "project", "period_start"]
 _PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+# How an analyst loads block_time so that the queries count the days the service counts, whatever
+# the timestamp type of the export (with or without a time zone, any unit) and the session's time
+# zone: the instant in nanoseconds, truncated to microseconds, as a UTC TIMESTAMP (as
+# server/data/store.py normalises it; floor division is exact for times after 1970).
+LOAD_BLOCK_TIME = "make_timestamp(epoch_ns(block_time) // 1000) AS block_time"
 
 
 def _table(name: str) -> ir.Table:
@@ -192,7 +199,15 @@ def sql(metric: Metric) -> str:
     }
     for name, part in parts.items():
         query = query.with_(name, as_=part)  # with_ copies the query and the part
-    header = f"-- {metric.name}: one row per (granularity, project, period_start), as the metrics service serves it\n"
+    # The query travels alone (GET /catalogue's sql): it says itself how to load what it reads.
+    header = (
+        f"-- {metric.name}: one row per (granularity, project, period_start), as the metrics service serves it\n"
+        f"-- Reads the tables {', '.join(TABLES)} (docs/data-format.md), with block_time a UTC\n"
+        "-- TIMESTAMP in microseconds, truncated. Load each event table as, for example:\n"
+        f"-- CREATE VIEW fees AS SELECT * REPLACE ({LOAD_BLOCK_TIME}) FROM 'fees.parquet'\n"
+        "-- which holds for any timestamp column: DuckDB truncates a TIMESTAMPTZ to days in the session's\n"
+        "-- time zone, and its cast from nanoseconds rounds 23:59:59.9999996 into the next day.\n"
+    )
     return header + query.sql(dialect=DIALECT, pretty=True) + "\n"
 
 

@@ -34,9 +34,6 @@ _INVALID = {
 }
 
 
-_MAX_OFFSET = 10**12
-
-
 def _page_number(text: str | None, name: str, default: int, lowest: int, highest: int) -> int:
     """A page parameter of ``/explain`` (``limit`` or ``offset``): its default when not given."""
     if text is None:
@@ -104,18 +101,19 @@ class MetricService:
             )
         metric, project, granularity, date_text, found, page = self._query(pairs, wire.EXPLAIN_PATH, wire.EXPLAIN_PAGE)
         limit = _page_number(page.get(wire.LIMIT), wire.LIMIT, wire.EXPLAIN_LIMIT, 1, wire.EXPLAIN_MAX_LIMIT)
-        offset = _page_number(page.get(wire.OFFSET), wire.OFFSET, 0, 0, _MAX_OFFSET)
+        offset = _page_number(page.get(wire.OFFSET), wire.OFFSET, 0, 0, wire.EXPLAIN_MAX_OFFSET)
         events = self._event_tables(self.events_dir)
-        if events.changed():
-            raise QueryError(
-                409,
-                ErrorCode.EVENTS_CHANGED,
-                f"the event files in {self.events_dir.name}/ changed after this service built its values, "
-                "so their rows would not explain the values it serves; restart the service to build from them",
-            )
+        self._unchanged(events)
         value, start, end, complete = found
         first, last = dt.date.fromisoformat(start), dt.date.fromisoformat(end)
-        explanation, total, rows = events.page(metric, project, first, last, offset, limit)
+        try:
+            explanation, total, rows = events.page(metric, project, first, last, offset, limit)
+        except Exception:
+            self._unchanged(events)  # a file changed while it was read is a 409, not a 500
+            raise
+        # Checked again after the read: a file rewritten between the first check and the read would
+        # give rows of other data than the values were built from.
+        self._unchanged(events)
         opening = None
         if metric.aggregation == "ending_balance":
             opening = self._opening_balance(metric.name, project, granularity, first)
@@ -146,6 +144,16 @@ class MetricService:
                 "next_offset": following,
             }
         )
+
+    def _unchanged(self, events: Events) -> None:
+        """A 409 when the event files are no longer those the values were built from."""
+        if events.changed():
+            raise QueryError(
+                409,
+                ErrorCode.EVENTS_CHANGED,
+                f"the event files in {events.directory.name}/ changed after this service built its values, "
+                "so their rows would not explain the values it serves; restart the service to build from them",
+            )
 
     def _event_tables(self, directory: Path) -> Events:
         with self._events_lock:

@@ -31,12 +31,14 @@ PARAMETERS = (METRIC_NAME, PROJECT, GRANULARITY, DATE)
 
 # GET /explain, an extension of the reference service: the event rows behind one value. It takes
 # PARAMETERS and, optionally, a page: at most LIMIT rows (EXPLAIN_LIMIT unless given, at most
-# EXPLAIN_MAX_LIMIT) from row OFFSET (0 unless given) of the value's rows in their fixed order.
+# EXPLAIN_MAX_LIMIT) from row OFFSET (0 unless given, at most EXPLAIN_MAX_OFFSET) of the value's rows
+# in their fixed order.
 EXPLAIN_PATH = "/explain"
 LIMIT, OFFSET = "limit", "offset"
 EXPLAIN_PAGE = (LIMIT, OFFSET)
 EXPLAIN_LIMIT = 1_000
 EXPLAIN_MAX_LIMIT = 10_000
+EXPLAIN_MAX_OFFSET = 10**12  # far past any value's rows; bounds the text a server parses
 
 API_KEY_HEADER = "x-api-key"  # the key travels here, and only here
 DATA_VERSION_HEADER = "x-data-version"  # every answer names the version of the data it comes from

@@ -7,7 +7,7 @@ definition (its meaning, unit, aggregation, applicability and standalone SQL que
 
 from __future__ import annotations
 
-from metrics_kit.server.definitions import definitions, rows_rule, value_rule
+from metrics_kit.server.definitions import LOAD_BLOCK_TIME, definitions, rows_rule, value_rule
 from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric, default_catalogue
 
 _HEADER = """# Metric catalogue
@@ -36,12 +36,25 @@ reference service serves the same queries in its catalogue (`GET /catalogue`, `s
 
 **What a query reads.** The tables of [the event data format](data-format.md), by their names:
 `projects`, `transactions`, `fees`, `token_flows` and `chain_rewards`, with `block_time` a UTC
-`TIMESTAMP` (without time zone). Every query reads all four event tables for the coverage (the
-first and the last day with an event in any of them) and `projects` for the projects the metric
-applies to. Load your exports under those names (for example `CREATE VIEW fees AS SELECT * FROM
-'fees.parquet'`) and run the query as it is; a `block_time` with a time zone (`TIMESTAMPTZ`) is
-cast to UTC first (`timezone('UTC', block_time) AS block_time`), since DuckDB truncates a
-`TIMESTAMPTZ` to days in the session's time zone.
+`TIMESTAMP` (without time zone) in microseconds, truncated. Every query reads all four event tables
+for the coverage (the first and the last day with an event in any of them) and `projects` for the
+projects the metric applies to. Load your exports under those names, each event table with its
+`block_time` made so, and run the query as it is:
+
+```sql
+CREATE VIEW projects AS SELECT * FROM 'projects.parquet';
+CREATE VIEW fees AS SELECT * REPLACE ({load}) FROM 'fees.parquet';
+-- and transactions, token_flows, chain_rewards likewise
+```
+
+That expression holds for any timestamp column, with or without a time zone, in any unit, in a
+session in any time zone. Read as it is, a `block_time` with a time zone (`TIMESTAMPTZ`) is
+truncated to days in the session's time zone, and a nanosecond one is rounded by DuckDB's cast
+(23:59:59.9999996 into the next day): either counts an event on another day than the service.
+Each query's first lines say the same. One case no expression can mend: a CSV export whose times
+mix offsets (`...Z`, `+02:00`) with times that have none is read by DuckDB with the latter in the
+session's time zone, so read such files after `SET TimeZone = 'UTC'` (the service takes a time
+without an offset as UTC).
 
 **What it returns.** Exactly the rows the service serves, for the three granularities at once:
 one row `(granularity, project, period_start, value)` for every project the metric applies to and
@@ -102,7 +115,7 @@ def markdown(catalogue: Catalogue) -> str:
     queries = definitions(catalogue)
     sections = [_definition(metric, queries[metric.name]) for metric in _families(catalogue)]
     table = _HEADER.format(unit=catalogue.chain_unit) + "\n".join(rows) + "\n"
-    return table + DEFINITIONS + "\n" + "\n".join(sections)
+    return table + DEFINITIONS.replace("{load}", LOAD_BLOCK_TIME) + "\n" + "\n".join(sections)
 
 
 if __name__ == "__main__":

@@ -20,11 +20,15 @@ import subprocess
 import sys
 
 import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from support import GOLDEN, ServerProcess
 
 from metrics_kit.server import build, definitions
 from metrics_kit.server.data import demo, store
+from metrics_kit.server.data.schema import COLUMNS
 from metrics_kit.spec.catalogue import default_catalogue
 
 CATALOGUE = default_catalogue("sol")
@@ -210,3 +214,84 @@ def test_the_catalogue_is_made_on_its_first_request_not_at_start(golden, tmp_pat
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split("\n")[:2] == ["False False", "200 True"]
+
+
+def _load_as_the_header_says(folder, timezone: str) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    con.execute(f"SET TimeZone = '{timezone}'")
+    con.execute(f"CREATE VIEW projects AS SELECT * FROM '{folder / 'projects.parquet'}'")
+    for table in definitions.EVENT_TABLES:
+        con.execute(
+            f"CREATE VIEW {table} AS SELECT * REPLACE ({definitions.LOAD_BLOCK_TIME}) FROM '{folder / table}.parquet'"
+        )
+    return con
+
+
+def test_each_query_says_how_to_load_its_tables_and_that_is_enough(tmp_path):
+    """A query from GET /catalogue travels without docs/metrics.md: its header names the tables and
+    how to load block_time. Loaded so, in a session not in UTC, one metric of each aggregation gives
+    the build's values over the demo data's Parquet files (times with a time zone), and a count its
+    days over nanosecond times a hair before midnight; the files read as they are give other days."""
+    queries = definitions.definitions(CATALOGUE)
+    for query in queries.values():
+        header = "".join(line for line in query.splitlines(keepends=True) if line.startswith("--"))
+        assert all(table in header for table in ("projects", *definitions.EVENT_TABLES)), header
+        assert f"REPLACE ({definitions.LOAD_BLOCK_TIME})" in header, header
+    demo.generate(tmp_path / "demo")
+    aggregates = build.build_in_full(store.load(tmp_path / "demo", duckdb.connect()), CATALOGUE)
+    loaded = _load_as_the_header_says(tmp_path / "demo", "America/New_York")
+    assert "TIME ZONE" in str(duckdb.sql(f"SELECT block_time FROM '{tmp_path / 'demo' / 'fees.parquet'}'").types[0])
+    one_of_each = {metric.aggregation: metric for metric in CATALOGUE}
+    for metric in one_of_each.values():
+        want = served(aggregates, metric.name)
+        assert differences(metric, queried(loaded, queries[metric.name]), want) == [], metric.name
+    as_they_are = duckdb.connect()
+    as_they_are.execute("SET TimeZone = 'America/New_York'")
+    for table in ("projects", *definitions.EVENT_TABLES):
+        as_they_are.execute(f"CREATE VIEW {table} AS SELECT * FROM '{tmp_path / 'demo' / table}.parquet'")
+    assert differences(metric, queried(as_they_are, queries[metric.name]), want) != []
+
+    # Nanoseconds: 23:59:59.9999996 is on January 1st for the service; DuckDB's cast rounds it on.
+    nanos = tmp_path / "nanos"
+    nanos.mkdir()
+    times = ["2025-01-01T23:59:59.999999999", "2025-01-01T23:59:59.999999600", "2025-01-02T10:00:00"]
+    pq.write_table(
+        pa.table(
+            {
+                "project": ["swp"],
+                "kinds": ["dex"],
+                "initial_circulating_supply": pa.array([None], pa.float64()),
+                "regular_pools": [True],
+            }
+        ),
+        nanos / "projects.parquet",
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "block_time": pa.array([pd.Timestamp(t).value for t in times], pa.timestamp("ns")),
+                "tx_id": ["a", "b", "c"],
+                "signer": ["x", "y", "z"],
+                "project": ["swp"] * 3,
+                "action": ["swap"] * 3,
+                "pool_type": ["regular"] * 3,
+            }
+        ),
+        nanos / "transactions.parquet",
+    )
+    for table in ("fees", "token_flows", "chain_rewards"):  # no events: empty tables of the format
+        types = {
+            c: pa.timestamp("ns") if k == "time" else pa.float64() if k == "float" else pa.string()
+            for c, k in COLUMNS[table].items()
+        }
+        pq.write_table(pa.schema(types).empty_table(), nanos / f"{table}.parquet")
+    aggregates = build.build_in_full(store.load(nanos, duckdb.connect()), CATALOGUE)
+    metric = CATALOGUE.get("swap_transaction_count")
+    want = served(aggregates, metric.name)
+    assert want["1_day", "swp", "2025-01-01"] == 2 and want["1_day", "swp", "2025-01-02"] == 1
+    got = queried(_load_as_the_header_says(nanos, "UTC"), queries[metric.name])
+    assert differences(metric, got, want) == []
+    read_as_they_are = duckdb.connect()
+    for table in ("projects", *definitions.EVENT_TABLES):
+        read_as_they_are.execute(f"CREATE VIEW {table} AS SELECT * FROM '{nanos / table}.parquet'")
+    assert differences(metric, queried(read_as_they_are, queries[metric.name]), want) != []

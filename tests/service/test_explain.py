@@ -16,6 +16,7 @@ serve`` child too.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import math
 import shutil
@@ -33,6 +34,7 @@ from metrics_kit.client.transports import ASGITransport
 from metrics_kit.errors import APIError
 from metrics_kit.server.build import load_or_build
 from metrics_kit.server.dataset import open_service
+from metrics_kit.server.explain import Events
 from metrics_kit.server.http.app import App
 from metrics_kit.spec import wire
 from metrics_kit.spec.calendar import GRANULARITIES, period_bounds, period_starts
@@ -330,6 +332,13 @@ def test_the_endpoint_is_bounded_and_checked_like_metrics(server):
     assert server.get(wire.EXPLAIN_PATH, asked, method="POST").status_code == 405
     document = server.get("/openapi.json", key=None).json()
     assert document["paths"][wire.EXPLAIN_PATH]["get"]["x-extension"] is True
+    # The page parameters' bounds in the document are the ones the server keeps.
+    schemas = {p["name"]: p["schema"] for p in document["paths"][wire.EXPLAIN_PATH]["get"]["parameters"]}
+    for name, lowest in ((wire.LIMIT, 1), (wire.OFFSET, 0)):
+        highest = schemas[name]["maximum"]
+        assert schemas[name]["minimum"] == lowest
+        assert _explain(server, **asked, **{name: str(highest)}).status_code == 200, name
+        assert _explain(server, **asked, **{name: str(highest + 1)}).json()["error"]["param"] == name
 
 
 def test_the_endpoint_shares_the_rate_limit_of_metrics(tmp_path):
@@ -414,6 +423,81 @@ def test_event_files_changed_under_the_service_are_not_explained(tmp_path):
         with pytest.raises(APIError, match="changed after this service built its values") as raised:
             client.explain("swap_active_users", "swapx", "1_day", "2025-01-02")
     assert raised.value.status == 409 and raised.value.code == "events_changed"
+
+
+class _ChangedBeforeTheRead(Events):
+    """The event tables, with the files changed by ``change`` (once set) after the service's check and before
+    its read: a race no real folder loses on demand, so only its timing is arranged here; the change
+    and the reading are real files and real DuckDB."""
+
+    change = None
+
+    def page(self, *args, **kwargs):
+        if self.change is not None:
+            self.change()
+        return super().page(*args, **kwargs)
+
+
+def _add_a_signer(data):
+    with (data / "transactions.csv").open("a") as rows:
+        rows.write("2025-01-02T11:00:00Z,w9,zed,swapx,swap,regular\n")
+
+
+@pytest.mark.parametrize("change", [_add_a_signer, lambda data: (data / "transactions.csv").unlink()])
+def test_event_files_changed_while_they_are_read_are_not_explained(tmp_path, change):
+    """A file rewritten between the check and the read would give rows that do not make the value
+    served (a signer too many); one removed, a DuckDB error: both are the 409, never a wrong row set
+    or a 500."""
+    data = tmp_path / "data"
+    shutil.copytree(GOLDEN, data)
+    service = open_service(data, log=lambda message: None)
+    service._events = events = _ChangedBeforeTheRead(data, service.aggregates.meta["fingerprint"])
+    with Client(transport=ASGITransport(App(service, [KEY]), KEY, "http://racing.invalid"), cache=False) as client:
+        assert client.explain("swap_active_users", "swapx", "1_day", "2025-01-02").attrs["value"] == 1
+        events.change = lambda: change(data)  # the views are open now: the next read is of changed files
+        with pytest.raises(APIError, match="changed after this service built its values") as raised:
+            client.explain("swap_active_users", "swapx", "1_day", "2025-01-02")
+    assert raised.value.status == 409 and raised.value.code == "events_changed"
+
+
+async def _status(app, path: str, query: str = "") -> int:
+    """One request to the ASGI application: its status."""
+    scope = {"type": "http", "method": "GET", "path": path, "query_string": query.encode()}
+    scope["headers"] = [(b"x-api-key", KEY.encode())]
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent[0]["status"]
+
+
+def test_explains_waiting_for_the_event_tables_do_not_hold_up_the_catalogue():
+    """More /explain pages than the event loop's pool has threads, all waiting for the event tables
+    (one DuckDB connection, one query at a time): the first /catalogue is still made meanwhile. The
+    test holds the tables' lock itself, so the wait lasts as long as it needs, on any machine."""
+    service = open_service(GOLDEN, log=lambda message: None)
+    app = App(service, [KEY])
+    query = "metric_name=swap_active_users&project=swapx&granularity=1_day&date=2025-01-02"
+
+    async def scenario():
+        assert await _status(app, wire.EXPLAIN_PATH, query) == 200  # the event tables are open
+        lock = service._events._lock
+        lock.acquire()
+        try:
+            waiting = [asyncio.create_task(_status(app, wire.EXPLAIN_PATH, query)) for _ in range(40)]
+            await asyncio.sleep(0.2)  # they take every thread of the pool (at most 32)
+            catalogue = await asyncio.wait_for(_status(app, "/catalogue"), 30)
+        finally:
+            lock.release()
+        return catalogue, await asyncio.gather(*waiting)
+
+    catalogue, explained = asyncio.run(scenario())
+    assert catalogue == 200 and explained == [200] * 40
 
 
 def test_the_embedded_default_explains_its_demo_values():

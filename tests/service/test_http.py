@@ -988,8 +988,17 @@ def test_access_log_logs_requests_but_never_the_key(cache_dir):
         for _ in range(3):
             assert get(proc, "/projects").status == 200
         assert get(proc, params=GOOD, key="wrong").status == 401
+        # A client that puts a key in the URL gets no answer from it, and no line that shows it: the
+        # service's own key anywhere, any value of a parameter named like a credential.
+        encoded = "".join(f"%{byte:02X}" for byte in TEST_KEY.encode())  # every character percent-encoded
+        assert get(proc, params={**GOOD, "api_key": TEST_KEY}, key=None).status == 401
+        assert get(proc, f"/metrics?{urlencode(GOOD)}&x-api-key={encoded}").status == 200
+        assert get(proc, params={**GOOD, "q": "a" + TEST_KEY}).status == 200
+        assert get(proc, params={**GOOD, "token": "their-other-secret-0123"}).status == 200
+        assert get(proc, f"/metrics/{TEST_KEY}").status == 404
         text = output(proc, settle=1.0)
-        assert TEST_KEY not in text
+        assert TEST_KEY not in text and encoded not in text and "their-other-secret-0123" not in text, text
         assert "GET /projects" in text, text
+        assert "api_key=***" in text and "token=***" in text and "GET /metrics/*** " in text, text
     finally:
         proc.stop()

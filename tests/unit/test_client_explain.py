@@ -137,3 +137,14 @@ def test_too_many_rows_says_how_many_and_what_to_do():
         with pytest.raises(ValidationError) as day:
             client.explain("swap_transaction_count", "demoswap", "1_day", "2024-12-30", max_rows=4)
     assert "granularity='1_day'" in str(week.value) and "granularity=" not in str(day.value)
+
+
+def test_a_value_without_rows_has_the_same_dtypes_as_one_with_rows():
+    """An empty period's frame concatenates with another's without a change of time unit."""
+    with client_of(lambda request: Response(200, json=page(request))) as client:
+        some = client.explain("swap_transaction_count", "demoswap", "1_week", "2025-01-01")
+    with client_of(lambda request: Response(200, json=page(request, rows=[]))) as client:
+        none = client.explain("swap_transaction_count", "demoswap", "1_week", "2025-01-01")
+    assert len(none) == 0 and len(some) == 5
+    assert dict(none.dtypes) == dict(some.dtypes)
+    assert str(some["block_time"].dtype) == "datetime64[us, UTC]"

@@ -17,6 +17,7 @@ import logging
 import math
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl
 
 from metrics_kit.server.http import openapi, settings
@@ -264,7 +265,11 @@ class App:
         generating the SQL definitions compiles Ibis expressions for every metric."""
         async with self._catalogue_made:
             if self.catalogue is None:
-                body = await asyncio.to_thread(_catalogue_body, self.service.catalogue)
+                # In a thread of its own, not the loop's shared pool: /explain pages waiting there
+                # for the event tables would hold up the catalogue behind them.
+                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="catalogue") as own:
+                    loop = asyncio.get_running_loop()
+                    body = await loop.run_in_executor(own, _catalogue_body, self.service.catalogue)
                 self.catalogue = json.dumps(body).encode()
         return 200, self.catalogue
 

@@ -270,7 +270,7 @@ def _explain_operation(parameters: list[Schema]) -> Schema:
             "in": "query",
             "required": False,
             "description": "The first row of the page, from 0 (the next_offset of the page before).",
-            "schema": {"type": "integer", "minimum": 0},
+            "schema": {"type": "integer", "minimum": 0, "maximum": wire.EXPLAIN_MAX_OFFSET},
         },
     ]
     return {

@@ -2,15 +2,56 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import secrets
 import socket
 import sys
+from urllib.parse import unquote
 
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.server.http import settings
 
 KEYS_ENV = "METRICS_KIT_API_KEYS"
+# A query parameter whose name says it holds a credential: its value is never logged, whoever's it is.
+_SECRET_NAME = re.compile(r"key|token|secret|passw|auth", re.IGNORECASE)
+_MASK = "***"
+
+
+class KeysMasked(logging.Filter):
+    """Masks credentials in uvicorn's access lines (their third argument is the path and query):
+    the value of a query parameter named like one, and any of the service's keys wherever it
+    stands. The key belongs in the x-api-key header, but a client that puts it in the URL must not
+    get it written to the log."""
+
+    def __init__(self, keys: list[bytes]):
+        super().__init__()
+        self.keys = [key.decode("ascii") for key in keys if key]
+
+    def masked(self, target: str) -> str:
+        path, mark, query = target.partition("?")
+        pairs = []
+        for pair in query.split("&") if mark else []:
+            name, equals, value = pair.partition("=")
+            if equals and (_SECRET_NAME.search(unquote(name)) or self._holds_key(value)):
+                value = _MASK
+            pairs.append(name + equals + value)
+        if self._holds_key(path):
+            path = unquote(path)
+            for key in self.keys:
+                path = path.replace(key, _MASK)
+        return path + mark + "&".join(pairs)
+
+    def _holds_key(self, text: str) -> bool:
+        plain = unquote(text.replace("+", " "))
+        return any(key in text or key in plain for key in self.keys)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            record.args = (*args[:2], self.masked(args[2]), *args[3:])
+        return True
 
 
 def api_keys(out=sys.stdout) -> list[str]:
@@ -76,4 +117,7 @@ def serve(
         date_header=False,
         proxy_headers=False,
     )  # nothing here reads forwarded headers
+    if access_log:
+        # Added after the Config, which sets up uvicorn's loggers.
+        logging.getLogger("uvicorn.access").addFilter(KeysMasked(list(getattr(app, "keys", []))))
     uvicorn.Server(config).run(sockets=[sock])
