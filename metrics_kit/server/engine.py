@@ -147,4 +147,7 @@ def compute(
     if by_source:
         per_granularity.append(_small_tables(con, by_source))
     for granularity in GRANULARITIES:
-        yield granularity, pd.concat([frames[granularity] for frames in per_granularity], ignore_index=True)
+        # Frames without rows are left out: their columns are untyped, and pandas 2 warns that a
+        # concatenation will one day let them decide the result's types.
+        found = [frames[granularity] for frames in per_granularity if len(frames[granularity])]
+        yield granularity, pd.concat(found, ignore_index=True) if found else no_values()
