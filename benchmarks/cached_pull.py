@@ -1,6 +1,6 @@
-"""A fresh process whose values are all cached, under a data version it trusts, answers without the network.
+"""A fresh process whose values are all cached: what a pull costs when only the data version is asked.
 
-    python benchmarks/trusted_cache.py --rounds 5 [--days 365] [--json FILE]
+    python benchmarks/cached_pull.py --rounds 5 [--days 365] [--json FILE]
 
 Figures and what they mean: docs/performance.md, "A fully cached pull in a fresh process".
 
@@ -9,14 +9,14 @@ synthetic demo data (built once into a private cache folder under ``--work``), t
 its own child process (a fresh interpreter, timed inside after the imports):
 
 1. cold: ``Client(base_url, key).series(...)`` of ``--days`` daily values into an empty value cache;
-2. trusted, ``--rounds`` times: the same pull (``Client(...)`` and ``series(...)``; ``close()`` is
-   timed apart) in a fresh process, every value cached and the data
-   version seen less than ``version_ttl`` seconds ago: the goal is a median under 50 ms and no request
-   (the child counts every request its HTTP adapter sends);
-3. for information, ``--rounds`` times: the same with ``version_ttl=0``, so the version is asked
-   again (one ``GET /projects``) before the cache is read.
+2. warm, ``--rounds`` times: the same pull (``Client(...)`` and ``series(...)``; ``close()`` is
+   timed apart) in a fresh process with every value cached. A client trusts only a data version it
+   has seen itself, so it asks the service's version once (one ``GET /projects``, which
+   ``--latency-ms`` does not delay: it delays ``/metrics`` and ``/explain``; against a remote
+   service, add one round trip) and then reads every value from the cache.
 
-Every child is bounded by ``--timeout`` and the server is stopped by its PID.
+The child counts every request its HTTP stack sends (a counting wrapper around urllib3's pool, in
+the child only). Every child is bounded by ``--timeout`` and the server is stopped by its PID.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from common import BENCH_KEY, DEFAULT_WORK, child_env, metrics_kit, run_child, t
 
 READY = re.compile(r"Serving (http://127\.0\.0\.1:\d+)")
 METRIC, PROJECT = "reward_staking_in_sol", "demochain"
-GOAL_SECONDS = 0.050
 
 
 def child(spec: dict) -> dict:
@@ -120,15 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     end = (dt.date(2024, 1, 1) + dt.timedelta(days=args.days - 1)).isoformat()
-    server_cache = args.work / "trusted-cache-server"
-    client_cache = args.work / "trusted-cache-client"
+    server_cache = args.work / "cached-pull-server"
+    client_cache = args.work / "cached-pull-client"
     (client_cache / "values.sqlite3").unlink(missing_ok=True)
     proc, base_url = start_server(server_cache, args.timeout)
     try:
         spec = {"base_url": base_url, "end": end, "version_ttl": 60.0}
         cold = run(spec, client_cache, args.timeout)
-        trusted = [run(spec, client_cache, args.timeout) for _ in range(args.rounds)]
-        asked = [run({**spec, "version_ttl": 0.0}, client_cache, args.timeout) for _ in range(args.rounds)]
+        warm = [run(spec, client_cache, args.timeout) for _ in range(args.rounds)]
     finally:
         stop(proc)
 
@@ -157,14 +155,12 @@ def main(argv: list[str] | None = None) -> int:
         "from cache",
     ]
     print(f"{args.days} daily values of {METRIC} for {PROJECT}, behind --latency-ms 50 at {base_url}")
-    print(table(headers, [line("cold", [cold]), line("trusted", trusted), line("version_ttl=0", asked)]))
-    median = statistics.median(r["pull_s"] for r in trusted)
-    ok = median < GOAL_SECONDS and all(not r["requests"] for r in trusted)
-    ok = ok and all(r["from_cache"] == r["values"] for r in trusted)
-    verdict = "met" if ok else "NOT met"
-    print(f"goal: trusted pull under {GOAL_SECONDS * 1000:.0f} ms (median) and no request in any run: {verdict}")
+    print(table(headers, [line("cold", [cold]), line("warm", warm)]))
+    # What a warm pull must be: the version asked once, every value from the cache.
+    ok = all(r["requests"] == ["/projects"] and r["from_cache"] == r["values"] for r in warm)
+    print("warm: one request (/projects) and every value from the cache in every run:", "yes" if ok else "NO")
     if args.json:
-        args.json.write_text(json.dumps({"cold": cold, "trusted": trusted, "version_ttl_0": asked}, indent=1))
+        args.json.write_text(json.dumps({"cold": cold, "warm": warm}, indent=1))
     return 0 if ok else 1
 
 
