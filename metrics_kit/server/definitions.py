@@ -79,16 +79,14 @@ def _periods() -> ir.Table:
 def _per_period(metric: Metric) -> ir.Table:
     """The metric's value in every (granularity, project, period) with selected rows."""
     t = _table(metric.source)
+    if metric.aggregation in ("positive_net", "negative_net"):  # the engine's own query, for this metric alone
+        nets = engine.nets(t, [metric], engine.NET_KEY[metric.source], engine.AMOUNT[metric.source])
+        return nets.select(*_KEYS, value=nets[metric.name])
     selected = where(t, metric.select)
     rows, period = engine.each_granularity(t if selected is None else t.filter(selected))
     groups = {"granularity": rows.granularity, "project": rows.project, "period_start": period}
     if metric.aggregation in DISTINCT:
         return rows.group_by(**groups).aggregate(value=rows[DISTINCT[metric.aggregation]].nunique())
-    if metric.aggregation in ("positive_net", "negative_net"):
-        key = engine.NET_KEY[metric.source]
-        per_key = rows.group_by(**groups, **{key: rows[key]}).aggregate(net=rows[engine.AMOUNT[metric.source]].sum())
-        kept = ibis.ifelse(engine.kept_net(per_key.net, metric), per_key.net, 0.0)
-        return per_key.group_by(*_KEYS).aggregate(value=kept.sum().cast(dt.float64))
     return rows.group_by(**groups).aggregate(value=engine.amount_of(rows, metric).sum().cast(dt.float64))
 
 

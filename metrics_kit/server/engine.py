@@ -89,7 +89,7 @@ def nets(t: ir.Table, metrics: list[Metric], key: str, amount: str) -> ir.Table:
     (select,) = {tuple(sorted(m.select.items())) for m in metrics}
     rows, period = each_granularity(t.filter(_where(t, dict(select))) if select else t)
     per_key = rows.group_by(
-        granularity=rows.granularity, project=rows.project, period_start=period, key=rows[key]
+        granularity=rows.granularity, project=rows.project, period_start=period, **{key: rows[key]}
     ).aggregate(net=rows[amount].sum())
     net = per_key.net
     wanted = {m.name: kept_net(net, m) for m in metrics}
