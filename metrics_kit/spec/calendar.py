@@ -143,6 +143,15 @@ period_starts = ISO.starts
 period_index = ISO.index
 
 
+def utc_day(moment: dt.datetime) -> dt.date:
+    """The UTC calendar day of ``moment`` (an aware one converted to UTC first; a naive one is UTC).
+    Raises what the conversion raises for a moment whose UTC day is not a date (pandas' NaT, or
+    beyond 0001-01-01 to 9999-12-31)."""
+    if moment.utcoffset() is not None:
+        moment = moment.astimezone(dt.UTC)
+    return dt.date(moment.year, moment.month, moment.day)
+
+
 def _a_date(value: object) -> dt.date:
     """An ISO date string, or a datetime's UTC date (an aware one converted to UTC first, as the
     client's arguments are), as a date (Calendar's methods take all three); anything else a
@@ -151,10 +160,8 @@ def _a_date(value: object) -> dt.date:
         return dt.date(value.year, value.month, value.day)  # a subclass of date: plain date arithmetic
     if isinstance(value, dt.datetime):
         try:
-            if value.utcoffset() is not None:
-                value = value.astimezone(dt.UTC)
-            return dt.date(value.year, value.month, value.day)
-        except (ValueError, TypeError, OverflowError):  # pandas' NaT, or beyond the calendar in UTC
+            return utc_day(value)
+        except (ValueError, TypeError, OverflowError, NotImplementedError):  # pandas' NaT, or beyond the calendar
             pass
     if isinstance(value, str):
         try:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from rapidfuzz import fuzz, process
 
 from metrics_kit.errors import ValidationError
-from metrics_kit.spec.calendar import GRANULARITIES
+from metrics_kit.spec.calendar import GRANULARITIES, utc_day
 
 # Project ids: lowercase letters, digits, '-' and '_', in parts joined by single dots.
 PROJECT_PATTERN = r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$"
@@ -138,9 +138,7 @@ def to_date(value: object, argument: str) -> dt.date:
         raise _not_a_date(given, argument)
     if isinstance(value, dt.datetime):
         try:
-            if value.utcoffset() is not None:
-                value = value.astimezone(dt.UTC)
-            return dt.date(value.year, value.month, value.day)
+            return utc_day(value)
         except (ValueError, OverflowError, NotImplementedError):  # pandas: outside its or Python's range
             raise _out_of_range(given, argument) from None
     if isinstance(value, dt.date):
