@@ -146,8 +146,8 @@ class Discovery:
                 log.debug("project discovery unreadable: %s", error)
         version = version or ""
         now = self._clock()
-        if version != self._version and self._version is not None:
-            log.info("the service's data version changed from %s to %s", self._version, version)
+        if version != self._version and self._version is not None:  # the service's text, masked for the log
+            log.info("the service's data version changed from %s to %s", reply.mask(self._version), reply.mask(version))
         self._version, self._seen_at, self._projects, self._asked = version, now, projects, True
         self._confirmed = True
         if cache is not None:

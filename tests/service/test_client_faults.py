@@ -150,10 +150,14 @@ def test_amounts_are_floats(server, client):
 @pytest.mark.parametrize(
     "body",
     [
-        '{"value": null}',
         '{"value": NaN}',
         '{"value": true}',
-        '{"value": "5"}',
+        '{"value": "five"}',
+        '{"value": "NaN"}',
+        '{"value": "0x1F"}',
+        '{"value": "1_000"}',  # Python's float() would take it; decimal text does not
+        '{"value": " 5"}',
+        '{"value": "5.5"}',  # decimal text is read exactly, and a count is whole
         "[1, 2]",
         "[]",
         '{"value": 5.5}',
