@@ -136,8 +136,8 @@ def _check_about(
 ) -> None:
     """Refuse an answer about another value than the one asked (as /metrics answers are)."""
     fields = page.fields
-    start = str(fields.get("period_start") or point.date)[:10]
-    if start != point.date:
+    start = str(fields.get("period_start") or point.date)
+    if start[:10] != point.date:
         raise other_period(point, start, url, calendar.week_start, hide)
     parsed = wire.Parsed(
         0,

@@ -97,8 +97,8 @@ def _read(point: Point, reply: Reply, metric: Metric, calendar: Calendar, clock:
     if reply.status != 200:
         raise error_of(reply, url, clock)
     parsed = wire.metric_value(reply.body, is_count=metric.is_count, url=url, mask=hide)
-    answered = (parsed.period_start or point.date)[:10]
-    if answered != point.date:
+    answered = parsed.period_start or point.date
+    if answered[:10] != point.date:
         raise other_period(point, answered, url, calendar.week_start, hide)
     wrong = mismatches(point, parsed, metric, calendar, hide)
     if wrong:
@@ -163,12 +163,12 @@ def mismatches(
 
 def other_period(point: Point, answered: str, url: str, week_start: str, hide: Callable[[str], str]) -> Exception:
     """The error for an answer about another period than the one asked for (``answered``: the
-    answer's own text, shown through ``hide``)."""
+    period_start it gave, shown whole through ``hide``: a cut could leave part of a key)."""
     said = hide(answered)
     if point.granularity != "1_week":
         return ResponseFormatError(f"the answer from {url} is for the period starting {said}, not {point.date}")
     try:
-        weekday = dt.date.fromisoformat(answered).strftime("%A").lower()
+        weekday = dt.date.fromisoformat(answered[:10]).strftime("%A").lower()
     except ValueError:
         weekday = "another day"
     hint = f"set week_start={weekday!r}" if weekday in ("monday", "sunday") else "no week_start fits it"

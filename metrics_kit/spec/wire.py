@@ -332,9 +332,15 @@ def _loads_value(body: bytes) -> Any:
 
 
 def _start(body: bytes, mask: Mask = _as_is) -> str:
-    """The start of a body for a message, masked before it is cut (so no cut leaves part of a key)."""
-    text = mask(body[: _SHOWN * 64].decode("utf-8", errors="replace"))
-    return repr(text[:_SHOWN] + ("..." if len(text) > _SHOWN or len(body) > _SHOWN * 64 else ""))
+    """The start of a body for a message: the whole body masked, then cut (a cut before masking could
+    leave the first characters of a key)."""
+    text = mask(body.decode("utf-8", errors="replace"))
+    return _cut(text)
+
+
+def _cut(text: str) -> str:
+    """A masked text of the service, quoted, at most _SHOWN characters of it."""
+    return repr(text[:_SHOWN] + ("..." if len(text) > _SHOWN else ""))
 
 
 def metric_value(body: bytes, *, is_count: bool, url: str | None = None, mask: Mask = _as_is) -> Parsed:
@@ -434,7 +440,7 @@ def _number(value: Any, is_count: bool, body: bytes, url: str | None, mask: Mask
         if not _DECIMAL_TEXT.fullmatch(value):
             raise ResponseFormatError(
                 f"the answer{_at(url)} has a value that is neither a number nor decimal text "
-                f"({mask(value[:_SHOWN])!r}); it starts {_start(body, mask)}"
+                f"({_cut(mask(value))}); it starts {_start(body, mask)}"
             )
         exact: int | Decimal = Decimal(value)
     elif isinstance(value, bool) or not isinstance(value, int | float | Decimal):
@@ -570,7 +576,7 @@ def api_error(
         message = f"HTTP {status}; the answer starts {_start(body, mask)}" if body else f"HTTP {status}"
     challenge = header(AUTHENTICATE_HEADER) if status in (401, 403) else None
     if challenge:
-        message = f"{message} (WWW-Authenticate: {mask(challenge[:_SHOWN])})"
+        message = f"{message} (WWW-Authenticate: {mask(challenge)[:_SHOWN]})"
     if status == 429:
         date = header(DATE_HEADER)
         seconds = retry_after_seconds(retry_after if retry_after is not None else header(RETRY_AFTER_HEADER), date, now)
@@ -590,4 +596,4 @@ def _shown_location(location: str, mask: Mask) -> str:
     """Where a redirect points, for a message: its query and fragment left out (they may carry a
     token of the service's), the rest masked."""
     cut = re.split(r"[?#]", location, maxsplit=1)
-    return repr(mask(cut[0][:_SHOWN]) + ("?..." if len(cut) > 1 else ""))
+    return repr(mask(cut[0])[:_SHOWN] + ("?..." if len(cut) > 1 else ""))

@@ -62,6 +62,8 @@ def api_keys(out=sys.stdout) -> list[str]:
     ("demo", "2025"), so no client could mask it where a message repeats it. Messages say which key,
     never what it is."""
     configured = [k.strip() for k in os.environ.get(KEYS_ENV, "").split(",") if k.strip()]
+    if configured:
+        settings.keys(configured)  # their characters first
     short = [number for number, key in enumerate(configured, 1) if len(key) < API_KEY_MIN_LENGTH]
     if short:
         total = len(configured)
