@@ -200,3 +200,27 @@ def test_a_short_key_is_still_masked_in_messages():
             c.value(COUNT, "demoswap", "1_day", "2025-01-01")
     # The code is one the client acts on, and no secret: kept as it is; the service's words are masked.
     assert caught.value.code == "invalid_api_key" and caught.value.message == "unknown key ***"
+
+
+def test_a_reply_shows_neither_its_body_nor_its_headers():
+    # A traceback's locals show a Reply by its repr: the service's text in it is unmasked.
+    from metrics_kit.client.transports import Reply
+
+    reply = Reply(401, {"WWW-Authenticate": KEY}, f"Invalid API key: {KEY}".encode(), "mock://service/metrics")
+    assert repr(reply) == "Reply(status=401, url='mock://service/metrics')"
+
+
+def test_an_application_that_fails_with_the_key_in_its_error_never_shows_it():
+    from metrics_kit.client.transports import ASGITransport
+
+    async def app(scope, receive, send):
+        said = dict(scope["headers"])[b"x-api-key"].decode()
+        raise RuntimeError(f"no tenant for key {said}")
+
+    transport = ASGITransport(app, KEY, "asgi://vendor")
+    try:
+        with pytest.raises(mk.TransportError) as caught:
+            transport.get("/metrics", {"metric_name": COUNT})
+    finally:
+        transport.close()
+    assert "no tenant for key ***" in str(caught.value) and not shows_key(verbose(caught.value))
