@@ -293,6 +293,11 @@ _DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0
 # Where an answer says the request failed, and why.
 _FAILED_STATUS = frozenset({"error", "fail", "failed", "failure"})
 _REASONS = ("reason", "message", "detail", "note", "error_message", "msg")
+_FAILURE_FIELDS = frozenset({"success", "ok", "status", "error", "errors"})
+# Types, as tuples: a union written in a call (int | float) is made anew on every call.
+_NUMBERS = (int, float, Decimal)
+_BARE = (int, float, Decimal, str)  # a value alone: a number or decimal text (or null)
+_WORDS = (str, bool)  # the fields kept beside a value
 
 
 @dataclass(frozen=True)
@@ -315,10 +320,10 @@ def _loads(body: bytes) -> Any:
     return json.loads(body, parse_constant=_reject_constant)
 
 
-class _Written(Decimal):
-    """A JSON number written with a fraction or an exponent (``5.0``, ``1e3``), kept as its exact
-    decimal: an amount becomes the float nearest to it, a count must be a whole number that no
-    float could have rounded."""
+class _Written(str):
+    """A JSON number written with a fraction or an exponent (``5.0``, ``1e3``), kept as its text: an
+    amount becomes the float nearest to it, a count must be a whole number that no float could
+    have rounded."""
 
 
 def _whole_text(text: str) -> int | Decimal:
@@ -328,7 +333,10 @@ def _whole_text(text: str) -> int | Decimal:
 
 
 def _loads_value(body: bytes) -> Any:
-    return json.loads(body, parse_constant=_reject_constant, parse_float=_Written, parse_int=_whole_text)
+    try:
+        return json.loads(body, parse_constant=_reject_constant, parse_float=_Written)
+    except ValueError:  # not JSON, or a JSON integer too long for an int: asked again to tell which
+        return json.loads(body, parse_constant=_reject_constant, parse_float=_Written, parse_int=_whole_text)
 
 
 def _start(body: bytes, mask: Mask = _as_is) -> str:
@@ -374,7 +382,9 @@ def metric_value(body: bytes, *, is_count: bool, url: str | None = None, mask: M
             code=_shown_code(code, mask),
             url=url,
         )
-    reason = next((fields[name] for name in _REASONS if isinstance(fields.get(name), str)), None)
+    reason = None
+    if number is None:  # no value: why, when the body says
+        reason = next((mask(fields[name]) for name in _REASONS if isinstance(fields.get(name), str)), None)
     return Parsed(
         None if number is None else _number(number, is_count, body, url, mask),
         fields.get("unit"),
@@ -383,7 +393,7 @@ def metric_value(body: bytes, *, is_count: bool, url: str | None = None, mask: M
         fields.get("period_end"),
         fields.get(METRIC_NAME),
         fields.get(PROJECT),
-        None if number is not None or reason is None else mask(reason),
+        reason,
     )
 
 
@@ -394,16 +404,16 @@ def _find(document: Any, depth: int) -> _Found | None:
     """(the value, the fields beside it, (reason, code) when a dict on the way says it failed)."""
     if depth > 3:
         return None
-    if document is None or (isinstance(document, int | float | Decimal | str) and not isinstance(document, bool)):
+    if document is None or (isinstance(document, _BARE) and not isinstance(document, bool)):
         return document, {}, None  # a bare value: a number, decimal text, or null (no value)
     if isinstance(document, list):
         return _find(document[0], depth + 1) if len(document) == 1 else None
     if isinstance(document, dict):
-        failed = _failed(document)
+        failed = _failed(document) if not _FAILURE_FIELDS.isdisjoint(document) else None
         if failed is not None:
             return None, {}, failed
         if "value" in document:
-            fields = {k: v for k, v in document.items() if isinstance(v, str | bool)}
+            fields = {k: v for k, v in document.items() if isinstance(v, _WORDS)}
             return document["value"], fields, None
         if "data" in document:
             return _find(document["data"], depth + 1)
@@ -436,6 +446,12 @@ def _failed(document: dict[str, Any]) -> tuple[str | None, Any] | None:
 
 
 def _number(value: Any, is_count: bool, body: bytes, url: str | None, mask: Mask) -> int | float:
+    if type(value) is int and COUNT_MIN <= value <= COUNT_MAX:  # the common case: a JSON integer
+        return value if is_count else float(value)
+    if isinstance(value, _Written):  # a JSON number with a fraction or an exponent
+        if not is_count:
+            return _amount(value, url)
+        return _count(Decimal(value), True, url)
     if isinstance(value, str):
         if not _DECIMAL_TEXT.fullmatch(value):
             raise ResponseFormatError(
@@ -443,7 +459,7 @@ def _number(value: Any, is_count: bool, body: bytes, url: str | None, mask: Mask
                 f"({_cut(mask(value))}); it starts {_start(body, mask)}"
             )
         exact: int | Decimal = Decimal(value)
-    elif isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+    elif isinstance(value, bool) or not isinstance(value, _NUMBERS):
         raise ResponseFormatError(
             f"the answer{_at(url)} has a value that is not a finite number ({mask(repr(value))}); "
             f"it starts {_start(body, mask)}"
@@ -452,12 +468,12 @@ def _number(value: Any, is_count: bool, body: bytes, url: str | None, mask: Mask
         exact = Decimal(value) if isinstance(value, float) else value  # a float: its exact value
     if not is_count:
         return _amount(exact, url)
-    return _count(exact, isinstance(value, _Written), url)
+    return _count(exact, False, url)
 
 
-def _amount(exact: int | Decimal, url: str | None) -> float:
+def _amount(exact: int | Decimal | str, url: str | None) -> float:
     try:
-        number = float(exact)  # the float nearest the number (Decimal and int round correctly)
+        number = float(exact)  # the float nearest the number (from an int, a Decimal or JSON text alike)
     except OverflowError:
         number = math.inf
     if not math.isfinite(number):
@@ -482,7 +498,7 @@ def _count(exact: int | Decimal, written_as_float: bool, url: str | None) -> int
     return int(exact)
 
 
-def _short(number: int | float | Decimal) -> str:
+def _short(number: int | float | Decimal | str) -> str:
     text = str(number)
     return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} characters)"
 
