@@ -224,3 +224,13 @@ def test_an_application_that_fails_with_the_key_in_its_error_never_shows_it():
     finally:
         transport.close()
     assert "no tenant for key ***" in str(caught.value) and not shows_key(verbose(caught.value))
+
+
+def test_a_project_list_that_echoes_the_key_is_masked_in_the_message():
+    def answer(request: Request) -> Response:
+        tenant = f"tenant-{request.headers['x-api-key']}"
+        return Response(200, json={"projects": [{"project": tenant, "kinds": ["dex"], "regular_pools": True}]})
+
+    with client(answer) as c, pytest.raises(mk.ValidationError, match="the service has tenant-\\*\\*\\*") as caught:
+        c.value(COUNT, "demoswap", "1_day", "2025-01-01")
+    assert not shows_key(str(caught.value)) and not shows_key(verbose(caught.value))
