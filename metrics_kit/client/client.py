@@ -436,7 +436,8 @@ class Client:
     # -- public API ----------------------------------------------------------------------------
 
     def value(self, metric: str, project: str, granularity: str, date: DateLike) -> int | float:
-        """One value: ``metric`` for ``project`` over the period of ``granularity`` containing ``date``."""
+        """One value: ``metric`` for ``project`` over the period of ``granularity`` containing ``date``
+        (MissingValueError, with the service's reason, when the service says it has no value)."""
         m, project = self._metric(metric), ids.check_project(project)
         granularity = ids.check_granularity(granularity, synonyms=True)
         day = self.calendar.start(ids.to_date(date, "date"), granularity)
