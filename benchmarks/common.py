@@ -1,7 +1,7 @@
 """Helpers shared by the benchmark scripts: child processes, peak memory, the demo data sets.
 
 Every child runs with a private ``METRICS_KIT_CACHE_DIR`` (never the user's cache) and
-``METRICS_KIT_API_KEYS=bench-key``; every wait is bounded by a timeout, and a child that outlives
+``METRICS_KIT_API_KEYS=bench-key-0123456789``; every wait is bounded by a timeout, and a child that outlives
 it is killed by its PID.
 """
 
@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-BENCH_KEY = "bench-key"
+BENCH_KEY = "bench-key-0123456789"
 DEFAULT_WORK = Path("/tmp/mk-bench")
 REPO = Path(__file__).resolve().parent.parent
 TABLES = ("projects", "transactions", "fees", "token_flows", "chain_rewards")

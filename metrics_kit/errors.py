@@ -13,15 +13,19 @@
     │   └── ServerError           5xx (after the retries)
     ├── TransportError            no answer: connection refused or reset, timeout
     ├── ResponseFormatError       an answer that is not a metric value
+    ├── MissingValueError         value() of a point the service says it has no value for (null)
     └── FetchError                some points of a range or panel failed (errors="raise")
 
-    PartialDataWarning (a UserWarning): the same, with errors="coerce"
+    PartialDataWarning (a UserWarning): the same, with errors="coerce"; also points the service has
+        no value for (attrs['missing'])
     └── IncompletePeriodWarning   value() of a period that had not ended when it was fetched
     CacheWarning (a UserWarning): a cache write failed (a full disk); the values are returned, not cached
     UnconfirmedDataWarning (a UserWarning): cached values read while the service could not confirm its data version
 
 Every message says what was wrong and what is allowed. No message, repr or attribute holds an
-API key: requests are described by their URL, and the key travels only in a header.
+API key: requests are described by their URL, and the key travels only in a header; a service's
+text (an error's message, code and param, the start of a body, a redirect's Location) is masked
+for the key in use before it goes into one (Secret.mask), whatever the service echoes.
 """
 
 from __future__ import annotations
@@ -60,7 +64,8 @@ class ValidationError(MetricsKitError, ValueError):
 
 
 class APIError(MetricsKitError):
-    """The service answered with an error status: its status, code and message, and the request."""
+    """The service answered with an error status (or a 200 whose body says the request failed, as
+    ``{"success": false, "error": "..."}``): its status, code and message, and the request."""
 
     def __init__(
         self, status: int, message: str, *, code: str | None = None, url: str | None = None, param: str | None = None
@@ -103,6 +108,16 @@ class ResponseFormatError(MetricsKitError):
     """An answer that cannot be read as a metric value; the message shows its start."""
 
 
+class MissingValueError(MetricsKitError, LookupError):
+    """``value()`` of a point the service answered it has no value for (a ``null`` value): nothing to
+    return, and no number is made up. ``reason`` is the service's, when it gave one. ``series()`` and
+    ``frame()`` leave such points empty and list them in ``attrs['missing']``, with a PartialDataWarning."""
+
+    def __init__(self, message: str, reason: str | None = None):
+        super().__init__(message)
+        self.reason = reason
+
+
 class FetchError(MetricsKitError):
     """Some points of a pull failed. ``failures`` maps each failed point to its exception."""
 
@@ -136,8 +151,9 @@ def for_status(status: int) -> type[APIError]:
 
 class PartialDataWarning(UserWarning):
     """Data that is not all there: some points of a pull failed and are missing (errors='coerce';
-    ``attrs['failed']`` lists them), or, as IncompletePeriodWarning, a value of a period that had
-    not ended when it was fetched."""
+    ``attrs['failed']`` lists them), the service has no value for some (``attrs['missing']``, with
+    its reasons), or, as IncompletePeriodWarning, a value of a period that had not ended when it was
+    fetched."""
 
 
 class IncompletePeriodWarning(PartialDataWarning):

@@ -10,10 +10,12 @@ default answers (``server.always(path, action)``; the server-wide default is a 2
 body). Every request is recorded (path, query, headers, client port) before it is answered.
 
 Actions: ``status(code, body=, headers=, delay=)`` answers (after ``delay`` seconds, to be slower
-than a read timeout); ``reset()`` closes the connection without answering, with SO_LINGER 0 so the
-client gets a real RST; ``truncated(body, missing=)`` announces a Content-Length longer than what it
-sends, then closes; ``trickle(body, every=)`` sends the answer one byte at a time (the body, or with
-``headers=True`` the whole answer), recording in ``server.trickled`` how many bytes went out. Every
+than a read timeout); ``echo(code, body, headers=)`` answers with ``{key}`` in its body and headers
+replaced by the x-api-key the request came with (a vendor that repeats the key it was sent);
+``reset()`` closes the connection without answering, with SO_LINGER 0 so the client gets a real RST;
+``truncated(body, missing=)`` announces a Content-Length longer than what it sends, then closes;
+``trickle(body, every=)`` sends the answer one byte at a time (the body, or with ``headers=True``
+the whole answer), recording in ``server.trickled`` how many bytes went out. Every
 wait is bounded and cut short when the server stops; on exit the server closes its listening socket
 and every open connection, and joins every thread.
 """
@@ -46,6 +48,7 @@ class Action:
     missing: int = 0
     every: float = 0.0  # trickle: seconds between bytes
     slow_headers: bool = False  # trickle: the status line and headers too
+    echo: bool = False  # status: "{key}" in the body and headers is the request's x-api-key
 
 
 def status(
@@ -59,6 +62,12 @@ def status(
     if isinstance(body, str):
         body = body.encode()
     return Action("status", code, body, dict(headers or {}), min(delay, MAX_DELAY))
+
+
+def echo(code: int, body: str, *, headers: Mapping[str, str] | None = None) -> Action:
+    """Answer ``code`` with ``body`` and ``headers``, each ``{key}`` in them replaced by the x-api-key
+    the request came with (formatted by ``str.replace``: the rest of the text is sent as it is)."""
+    return Action("status", code, body.encode(), dict(headers or {}), echo=True)
 
 
 def slow(delay: float, code: int = 200, body: bytes | str | dict | None = None) -> Action:
@@ -265,6 +274,14 @@ def _handler_for(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
             if action.delay and owner._stopping.wait(action.delay):
                 self.close_connection = True
                 return
+            if action.echo:  # the key this request came with, repeated where the action says
+                key = self.headers.get("x-api-key", "")
+                action = Action(
+                    "status",
+                    action.code,
+                    action.body.replace(b"{key}", key.encode()),
+                    {name: value.replace("{key}", key) for name, value in action.headers.items()},
+                )
             self.send_response(action.code)
             for name, value in action.headers.items():
                 self.send_header(name, value)

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.spec.version import __version__
-from metrics_kit.spec.wire import API_KEY
+from metrics_kit.spec.wire import API_KEY, API_KEY_MIN_LENGTH
 
 _VALID_KEY = API_KEY  # the wire's rule (spec/wire.py): visible ASCII, a header value that cannot be mangled
 _USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//|)[^/?#@]*@")
@@ -65,12 +65,14 @@ class Secret:
 
     :meth:`reveal` gives the key back; only the code that writes a request calls it, inline, so
     that not even a local variable of ours holds the plain key. :meth:`fingerprint` is what the
-    cache files values under: one-way, keyed by the key."""
+    cache files values under: one-way, keyed by the key. :meth:`mask` hides the key in a service's
+    text (a vendor's 401 that repeats it) before that text goes into a message."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_pattern", "_value")
 
     def __init__(self, value: str):
         self._value = value
+        self._pattern: re.Pattern[str] | None = None  # what mask() looks for, made on first use
 
     @classmethod
     def of(cls, value: str | Secret | None) -> Secret | None:
@@ -86,6 +88,21 @@ class Secret:
         """Whether the key can travel in a header unmangled (visible ASCII, no space or line break).
         Checked here, on the key itself, so that no frame of the caller holds it plain to check it."""
         return isinstance(self._value, str) and _VALID_KEY.fullmatch(self._value) is not None
+
+    def maskable(self) -> bool:
+        """Whether the key is long enough to be told apart from the rest of a text (API_KEY_MIN_LENGTH):
+        a shorter one ("demo", "2025") is also a project name, a date or a word of a message."""
+        return len(self._value) >= API_KEY_MIN_LENGTH
+
+    def mask(self, text: str) -> str:
+        """``text`` with the key replaced by ``***`` in every form a service may echo it in: as it is,
+        percent-encoded (either case of hex, ``quote`` or ``quote_plus``), JSON-escaped (``\\uXXXX``,
+        ``\\/``, ``\\"``), as HTML character references, or any mix of these, character by character.
+
+        For messages only, never for a value that is parsed: a short key may also be part of a date."""
+        if self._pattern is None:
+            self._pattern = re.compile("".join(_forms(character) for character in self._value))
+        return self._pattern.sub("***", text)
 
     def fingerprint(self, service: str) -> str:
         """The hex HMAC-SHA256 of the normalised ``service`` address, keyed by the key: the same
@@ -107,6 +124,32 @@ class Secret:
 
     def __reduce__(self) -> Any:
         raise TypeError("an API key (Secret) is not pickled or copied out of the process")
+
+
+# The escapes of a character that a JSON or HTML writer may use besides \uXXXX and &#N;.
+_ESCAPED = {
+    '"': ('\\"', "&quot;"),
+    "\\": ("\\\\",),
+    "/": ("\\/",),
+    "&": ("&amp;",),
+    "<": ("&lt;",),
+    ">": ("&gt;",),
+    "'": ("&apos;",),
+}
+
+
+def _forms(character: str) -> str:
+    """A pattern for one character of a key in any of the forms :meth:`Secret.mask` hides."""
+    code = ord(character)
+    forms = [  # the escapes before the character itself, so that "%25" is taken whole for a "%"
+        f"%(?i:{code:02x})",  # percent-encoded, upper or lower hex
+        f"\\\\u(?i:{code:04x})",  # a JSON \uXXXX escape
+        f"&#0*{code};",
+        f"&#[xX]0*(?i:{code:x});",
+        *(re.escape(escaped) for escaped in _ESCAPED.get(character, ())),
+        re.escape(character),
+    ]
+    return "(?:" + "|".join(forms) + ")"
 
 
 def normalise_url(base_url: str) -> str:

@@ -41,6 +41,7 @@ from metrics_kit.errors import (
     ConfigurationError,
     FetchError,
     IncompletePeriodWarning,
+    MissingValueError,
     PartialDataWarning,
     ResponseFormatError,
     UnconfirmedDataWarning,
@@ -375,6 +376,10 @@ class Client:
             for point, outcome, version, sent in within_deadline(self.settings.deadline, pulled):
                 if isinstance(outcome, Exception):
                     failures[point] = outcome
+                elif outcome.value is None:  # the service has no value for it: in attrs["missing"], never cached
+                    latest = version or ""
+                    results[point] = Result(None, outcome.unit, None, False, latest, outcome.reason or "")
+                    versions[point] = latest
                 else:
                     latest = version or ""
                     entry = self._entry(point, outcome, latest, sent)
@@ -398,6 +403,7 @@ class Client:
         if last is None:
             last = self.calendar.end(dt.date.fromisoformat(point.date), point.granularity)
         complete = complete_when_fetched(value.complete, last, fetched_at)
+        assert value.value is not None  # a missing value is never cached (_fetch_once)
         return Entry(value.value, value.unit, complete, value.period_start, value.period_end, fetched_at, version)
 
     def _warn_if_unconfirmed(self, results: dict[Point, Result]) -> None:
@@ -430,7 +436,8 @@ class Client:
     # -- public API ----------------------------------------------------------------------------
 
     def value(self, metric: str, project: str, granularity: str, date: DateLike) -> int | float:
-        """One value: ``metric`` for ``project`` over the period of ``granularity`` containing ``date``."""
+        """One value: ``metric`` for ``project`` over the period of ``granularity`` containing ``date``
+        (MissingValueError, with the service's reason, when the service says it has no value)."""
         m, project = self._metric(metric), ids.check_project(project)
         granularity = ids.check_granularity(granularity, synonyms=True)
         day = self.calendar.start(ids.to_date(date, "date"), granularity)
@@ -440,6 +447,13 @@ class Client:
         if failures:
             raise failures[point]
         result = results[point]
+        if result.value is None:
+            raise MissingValueError(
+                f"the service has no value for {m.name} for {project} over the {granularity} period starting "
+                f"{point.date}: {result.missing or 'it gave no reason'} (series() and frame() leave such points "
+                "empty, listed in attrs['missing'])",
+                result.missing or None,
+            )
         if not result.complete:
             warnings.warn(
                 f"{m.name} for {project} over the {granularity} period starting {point.date} is not complete: "
@@ -506,6 +520,14 @@ class Client:
             warnings.warn(
                 f"{len(failures)} of {len(points)} points failed and are missing (NaN); "
                 f"see .attrs['failed']. First: {next(iter(failures.values()))}",
+                PartialDataWarning,
+                stacklevel=_caller_level(),
+            )
+        if "missing" in frame.attrs:
+            missing = frame.attrs["missing"]
+            warnings.warn(
+                f"the service has no value for {len(missing)} of {len(points)} points (null): they are missing "
+                f"(NaN); see .attrs['missing'] for each with its reason. First: {frames.point_text(missing[0])}",
                 PartialDataWarning,
                 stacklevel=_caller_level(),
             )

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from metrics_kit.client.cache import ValueCache
+from metrics_kit.client.fetching import detached
 from metrics_kit.client.transports import Transport
 from metrics_kit.errors import TransportError, ValidationError
 from metrics_kit.spec import wire
@@ -53,6 +54,7 @@ class Discovery:
         # Whether the service itself answered the last time it was asked (False: the version is
         # the one last seen, or the cache file's, while the service did not answer).
         self._confirmed = False
+        self._mask: Callable[[str], str] = str  # hides the key in the service's words (the last answer's)
 
     def version(self, transport: Transport, cache: ValueCache | None) -> str | None:
         """The data version to read cached values under: a trusted one, else asked for; None when no
@@ -88,15 +90,19 @@ class Discovery:
             cache.record_version(version, now)
 
     def check(self, transport: Transport, metric: Metric, project: str, cache: ValueCache | None = None) -> None:
-        """Catch an unknown project, or a metric that does not apply to it, before the network."""
+        """Catch an unknown project, or a metric that does not apply to it, before the network. The
+        error is raised without the frames that held the service's list (its words, unmasked)."""
+        detached(self._check, transport, metric, project, cache)
+
+    def _check(self, transport: Transport, metric: Metric, project: str, cache: ValueCache | None) -> None:
         projects = self.projects(transport, cache)
         if projects is None:
             return
-        info = known(projects, project)
+        info = known(projects, project, self._mask)
         if not metric.applies_to(info["kinds"], info.get("regular_pools", False)):
             raise ValidationError(
                 f"{metric.name} does not apply to {project} (of kind "
-                f"{', '.join(info['kinds'])}); it applies to {metric.restriction}",
+                f"{self._mask(', '.join(info['kinds']))}); it applies to {metric.restriction}",
                 "metric",
             )
 
@@ -135,6 +141,7 @@ class Discovery:
             self._confirmed = False
             return
         version = reply.header(VERSION_HEADER)
+        self._mask = reply.mask
         projects: Projects | None = None
         if reply.status == 200:
             try:
@@ -146,17 +153,19 @@ class Discovery:
                 log.debug("project discovery unreadable: %s", error)
         version = version or ""
         now = self._clock()
-        if version != self._version and self._version is not None:
-            log.info("the service's data version changed from %s to %s", self._version, version)
+        if version != self._version and self._version is not None:  # the service's text, masked for the log
+            log.info("the service's data version changed from %s to %s", reply.mask(self._version), reply.mask(version))
         self._version, self._seen_at, self._projects, self._asked = version, now, projects, True
         self._confirmed = True
         if cache is not None:
             cache.record_version(version, now, json.dumps(projects))
 
 
-def known(projects: Mapping[str, dict[str, Any]], project: str) -> dict[str, Any]:
-    """What the service says of ``project``; a ValidationError listing its projects when it has none such."""
+def known(projects: Mapping[str, dict[str, Any]], project: str, mask: Callable[[str], str] = str) -> dict[str, Any]:
+    """What the service says of ``project``; a ValidationError listing its projects when it has none
+    such (the service's names through ``mask``: they are its text)."""
     info = projects.get(project)
     if info is None:
-        raise ValidationError(f"unknown project {project!r}; the service has {', '.join(sorted(projects))}", "project")
+        listed = mask(", ".join(sorted(projects)))
+        raise ValidationError(f"unknown project {project!r}; the service has {listed}", "project")
     return info

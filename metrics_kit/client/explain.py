@@ -12,15 +12,16 @@ about the value asked (the same checks as ``/metrics`` answers).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from metrics_kit.client.cache import complete_when_fetched
 from metrics_kit.client.checks import masked_url, shown_request
-from metrics_kit.client.fetching import masked, mismatches, other_period
+from metrics_kit.client.fetching import detached, error_of, mismatches, other_period, shown
 from metrics_kit.client.frames import Point
-from metrics_kit.errors import ConfigurationError, ResponseFormatError, ValidationError
+from metrics_kit.errors import APIError, ConfigurationError, ResponseFormatError, ValidationError
 from metrics_kit.spec import ids, wire
 from metrics_kit.spec.wire import ErrorCode
 
@@ -38,6 +39,8 @@ _FLOATS = ("amount", "amount_usd", "signed_amount")
 # The fields of an answer that are not attrs: the question (named as the client names it), the rows, the page.
 _NOT_ATTRS = {wire.METRIC_NAME, wire.PROJECT, wire.GRANULARITY, wire.DATE, "columns", "rows", *wire.EXPLAIN_PAGE}
 _ANSWERED = tuple(name for name in wire.EXPLAIN_FIELDS if name not in _NOT_ATTRS and name != "next_offset")
+_WORDS = ("aggregation", "source", "select", "formula")  # free text of the service, in attrs
+Pages = tuple[wire.ExplainPage, list[list[Any]], str, float, Callable[[str], str]]
 
 
 def check_max_rows(max_rows: object) -> int:
@@ -55,7 +58,7 @@ def explain(client: Client, metric: str, project: str, granularity: str, date: D
     client._check_applies(m, project)
     point = Point(m.name, project, granularity, day.isoformat())
     for _ in range(VERSION_CHANGES + 1):
-        found = _pages(client, point, max_rows)
+        found = detached(_pages, client, point, max_rows)
         if found is not None:
             break
     else:
@@ -63,11 +66,12 @@ def explain(client: Client, metric: str, project: str, granularity: str, date: D
             f"the data of {client._shown_url()} changed {VERSION_CHANGES + 1} times while the rows of {m.name} for "
             f"{project} were fetched page by page; ask again when it stays the same"
         )
-    first, rows, version, sent = found
+    first, rows, version, sent, hide = found
     frame = _frame(first.columns, rows)
     fields = first.fields
     last = dt.date.fromisoformat(str(fields["period_end"])[:10])
-    answered = {name: fields[name] for name in _ANSWERED}
+    # The service's words about the value (its formula, say) are text of the service: masked.
+    answered = {name: _hidden(fields[name], hide) if name in _WORDS else fields[name] for name in _ANSWERED}
     answered["complete"] = complete_when_fetched(fields.get("complete"), last, sent)
     client._discovery.saw(version, client._get_cache())
     transport = client.transport
@@ -84,9 +88,9 @@ def explain(client: Client, metric: str, project: str, granularity: str, date: D
     return frame
 
 
-def _pages(client: Client, point: Point, max_rows: int) -> tuple[wire.ExplainPage, list[list[Any]], str, float] | None:
-    """The first page, every row, the data version and when the first page was asked; None when the
-    data version changed between pages."""
+def _pages(client: Client, point: Point, max_rows: int) -> Pages | None:
+    """The first page, every row, the data version, when the first page was asked and what masks the
+    service's text; None when the data version changed between pages."""
     transport, calendar, metric = client.transport, client.calendar, client._metric(point.metric)
     params = dict(zip(wire.PARAMETERS, point, strict=True))
     limit = min(max_rows, wire.EXPLAIN_MAX_LIMIT)
@@ -94,14 +98,13 @@ def _pages(client: Client, point: Point, max_rows: int) -> tuple[wire.ExplainPag
     sent = client.settings.clock()
     while True:
         reply = transport.get(wire.EXPLAIN_PATH, {**params, wire.LIMIT: str(limit), wire.OFFSET: str(offset)})
-        url = shown_request(reply.url)
-        body = masked(reply.body, reply.url, url)
+        url, hide = shown_request(reply.url), shown(reply)  # the service's text in a message: masked
         if reply.status != 200:
-            raise _refused(client, reply.status, body, url, reply.header(wire.RETRY_AFTER_HEADER))
-        page = wire.explain_page(body, url)
+            raise _refused(client, error_of(reply, url, client.settings.clock))
+        page = wire.explain_page(reply.body, url, hide)
         answered_version = reply.header(wire.DATA_VERSION_HEADER) or ""
         if first is None:
-            _check_about(point, page, metric, calendar, url)
+            _check_about(point, page, metric, calendar, url, hide)
             if page.total_rows > max_rows:
                 raise ValidationError(
                     f"{point.metric} for {point.project} over the {point.granularity} period starting {point.date} "
@@ -125,15 +128,17 @@ def _pages(client: Client, point: Point, max_rows: int) -> tuple[wire.ExplainPag
         raise ResponseFormatError(
             f"{shown_request(reply.url)}: the pages held {len(rows):,} rows where the answer says {first.total_rows:,}"
         )
-    return first, rows, version, sent
+    return first, rows, version, sent, hide
 
 
-def _check_about(point: Point, page: wire.ExplainPage, metric: Any, calendar: Any, url: str) -> None:
+def _check_about(
+    point: Point, page: wire.ExplainPage, metric: Any, calendar: Any, url: str, hide: Callable[[str], str]
+) -> None:
     """Refuse an answer about another value than the one asked (as /metrics answers are)."""
     fields = page.fields
-    start = str(fields.get("period_start") or point.date)[:10]
-    if start != point.date:
-        raise other_period(point, start, url, calendar.week_start)
+    start = str(fields.get("period_start") or point.date)
+    if start[:10] != point.date:
+        raise other_period(point, start, url, calendar.week_start, hide)
     parsed = wire.Parsed(
         0,
         unit=fields.get("unit"),
@@ -142,16 +147,15 @@ def _check_about(point: Point, page: wire.ExplainPage, metric: Any, calendar: An
         metric_name=fields.get(wire.METRIC_NAME),
         project=fields.get(wire.PROJECT),
     )
-    wrong = mismatches(point, parsed, metric, calendar)
+    wrong = mismatches(point, parsed, metric, calendar, hide)
     if wrong:
         raise ResponseFormatError(f"the answer from {url} is not about what was asked: {'; '.join(wrong)}")
 
 
-def _refused(client: Client, status: int, body: bytes, url: str, retry_after: str | None) -> Exception:
+def _refused(client: Client, error: APIError) -> Exception:
     """The error for an answer other than 200: a service without /explain, or without the event
     data it needs, is told as such; any other error as the service gave it."""
-    error = wire.api_error(status, body, url, retry_after)
-    if status == 404 and error.code not in _ABOUT_THE_QUESTION:
+    if error.status == 404 and error.code not in _ABOUT_THE_QUESTION:
         return ConfigurationError(
             f"the service at {client._shown_url()} does not offer explain (GET {wire.EXPLAIN_PATH} answered 404): "
             "explain is an extension of the metrics_kit reference service (the embedded default, or "
@@ -163,6 +167,17 @@ def _refused(client: Client, status: int, body: bytes, url: str, retry_after: st
             f"the service at {client._shown_url()} cannot explain values: {error.message}",
         )
     return error
+
+
+def _hidden(words: Any, hide: Callable[[str], str]) -> Any:
+    """The service's words (text, or text in lists and dicts, as ``select``) through ``hide``."""
+    if isinstance(words, str):
+        return hide(words)
+    if isinstance(words, list):
+        return [_hidden(word, hide) for word in words]
+    if isinstance(words, dict):
+        return {key: _hidden(word, hide) for key, word in words.items()}
+    return words
 
 
 def _frame(columns: list[str], rows: list[list[Any]]) -> pd.DataFrame:

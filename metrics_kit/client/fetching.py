@@ -17,13 +17,13 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from metrics_kit.client.frames import Point
 from metrics_kit.client.settings import shown_request
 from metrics_kit.client.transports import Reply, Transport
-from metrics_kit.errors import APIError, ConfigurationError, ResponseFormatError, TransportError
+from metrics_kit.errors import APIError, ConfigurationError, MetricsKitError, ResponseFormatError, TransportError
 from metrics_kit.spec import wire
 from metrics_kit.spec.calendar import Calendar
 from metrics_kit.spec.catalogue import Metric
@@ -32,6 +32,7 @@ PROGRESS_THRESHOLD = 100  # points to fetch before a progress bar is worth showi
 BATCH = 256  # requests per hand-off to the transport (a hand-off to another thread costs more than an answer)
 PARAMS = wire.PARAMETERS  # a Point's fields, as the wire names them
 VERSION_HEADER = wire.DATA_VERSION_HEADER
+T = TypeVar("T")
 
 
 def run(
@@ -57,70 +58,123 @@ def run(
                 yield point, reply, None, sent
                 continue
             try:
-                yield point, read(point, reply, metrics[point.metric], calendar), reply.header(VERSION_HEADER), sent
+                yield (
+                    point,
+                    read(point, reply, metrics[point.metric], calendar, clock),
+                    reply.header(VERSION_HEADER),
+                    sent,
+                )
             except (APIError, ResponseFormatError) as error:
                 yield point, error, None, sent
 
 
-def read(point: Point, reply: Reply, metric: Metric, calendar: Calendar) -> wire.Parsed:
-    """The value in a reply, or the error it stands for (raised). Errors show the URL masked
-    (settings.shown_request): a base URL may hold a token-like path segment."""
+def read(
+    point: Point, reply: Reply, metric: Metric, calendar: Calendar, clock: Callable[[], float] = time.time
+) -> wire.Parsed:
+    """The value in a reply, or the error it stands for (raised).
+
+    Every text of the service in the error is masked (:func:`shown`); the body parsed is the one that
+    came. The error is raised from here, without the frames that read the body: a traceback's locals
+    (``%xmode Verbose``) would show the service's text as it came, key and all."""
+    return detached(_read, point, reply, metric, calendar, clock)
+
+
+def detached(read: Callable[..., T], *args: Any) -> T:
+    """``read(*args)``, whose error (a MetricsKitError) is raised from here without the frames it was
+    raised in, nor the exceptions it was raised while handling: their locals (``%xmode Verbose``,
+    ``pytest --showlocals``) hold a service's text as it came, before it was masked."""
+    try:
+        return read(*args)
+    except MetricsKitError as error:
+        failed = error.with_traceback(None)
+        failed.__context__ = failed.__cause__ = None
+    raise failed  # outside the except block: no link to the frames it was raised in
+
+
+def _read(point: Point, reply: Reply, metric: Metric, calendar: Calendar, clock: Callable[[], float]) -> wire.Parsed:
     url = shown_request(reply.url)
-    body = masked(reply.body, reply.url, url)
+    hide = shown(reply)
     if reply.status != 200:
-        raise wire.api_error(reply.status, body, url, reply.header(wire.RETRY_AFTER_HEADER))
-    parsed = wire.metric_value(body, is_count=metric.is_count, url=url)
-    answered = (parsed.period_start or point.date)[:10]
-    if answered != point.date:
-        raise other_period(point, answered, url, calendar.week_start)
-    wrong = mismatches(point, parsed, metric, calendar)
+        raise error_of(reply, url, clock)
+    parsed = wire.metric_value(reply.body, is_count=metric.is_count, url=url, mask=hide)
+    answered = parsed.period_start or point.date
+    if answered[:10] != point.date:
+        raise other_period(point, answered, url, calendar.week_start, hide)
+    wrong = mismatches(point, parsed, metric, calendar, hide)
     if wrong:
         raise ResponseFormatError(f"the answer from {url} is not about what was asked: {'; '.join(wrong)}")
     return parsed
 
 
-def masked(body: bytes, url: str, shown: str) -> bytes:
-    """``body`` with every path segment that ``shown`` masks in ``url`` masked too: a service's
-    message may echo the path it was asked (a 404's "no such path"), token and all."""
-    raw, hidden = urlsplit(url).path.split("/"), urlsplit(shown).path.split("/")
-    for segment, masked_as in zip(raw, hidden, strict=False):
-        if segment and segment != masked_as:
-            body = body.replace(segment.encode(), b"***")
-    return body
+def error_of(reply: Reply, url: str, clock: Callable[[], float] = time.time) -> APIError:
+    """The APIError an answer other than 200 stands for, every text of the service in it masked
+    (:func:`shown`): its message, code and param, a redirect's Location, a 401's WWW-Authenticate.
+    An HTTP-date Retry-After is counted from the answer's Date, else from ``clock`` (the wall clock)."""
+    return wire.api_error(
+        reply.status,
+        reply.body,
+        url,
+        reply.header(wire.RETRY_AFTER_HEADER),
+        header=reply.header,
+        mask=shown(reply),
+        now=clock() if reply.status == 429 else None,
+    )
 
 
-def mismatches(point: Point, parsed: wire.Parsed, metric: Metric, calendar: Calendar) -> list[str]:
-    """What an answer says it is about that differs from the question (its period's start aside)."""
+def shown(reply: Reply) -> Callable[[str], str]:
+    """What a text of ``reply`` goes through before it goes into a message: the transport's mask (the
+    key, in every form: ``Secret.mask``), and the path segments that ``shown_request`` masks in the
+    URL asked (a service's 404 may echo the path, a token in the base URL and all)."""
+    raw, hidden = urlsplit(reply.url).path.split("/"), urlsplit(shown_request(reply.url)).path.split("/")
+    segments = [segment for segment, as_shown in zip(raw, hidden, strict=False) if segment and segment != as_shown]
+    mask = reply.mask
+
+    def hide(text: str) -> str:
+        text = mask(text)
+        for segment in segments:
+            text = text.replace(segment, "***")
+        return text
+
+    return hide
+
+
+def mismatches(
+    point: Point, parsed: wire.Parsed, metric: Metric, calendar: Calendar, hide: Callable[[str], str]
+) -> list[str]:
+    """What an answer says it is about that differs from the question (its period's start aside); the
+    answer's words shown through ``hide`` (compared as they came)."""
     wrong = []
     if (
         parsed.metric_name is not None
         and parsed.metric_name != metric.name
         and parsed.metric_name not in metric.aliases
     ):
-        wrong.append(f"metric_name {parsed.metric_name!r}, asked {metric.name!r}")
+        wrong.append(f"metric_name {hide(parsed.metric_name)!r}, asked {metric.name!r}")
     if parsed.project is not None and parsed.project != point.project:
-        wrong.append(f"project {parsed.project!r}, asked {point.project!r}")
+        wrong.append(f"project {hide(parsed.project)!r}, asked {point.project!r}")
     if parsed.period_end is not None:
         last = calendar.end(dt.date.fromisoformat(point.date), point.granularity).isoformat()
         if parsed.period_end[:10] != last:
-            wrong.append(f"period_end {parsed.period_end!r}, the period asked ends {last}")
+            wrong.append(f"period_end {hide(parsed.period_end)!r}, the period asked ends {last}")
     if parsed.unit is not None and parsed.unit != metric.unit:
-        wrong.append(f"unit {parsed.unit!r}, the metric is in {metric.unit!r}")
+        wrong.append(f"unit {hide(parsed.unit)!r}, the metric is in {metric.unit!r}")
     return wrong
 
 
-def other_period(point: Point, answered: str, url: str, week_start: str) -> Exception:
-    """The error for an answer about another period than the one asked for."""
+def other_period(point: Point, answered: str, url: str, week_start: str, hide: Callable[[str], str]) -> Exception:
+    """The error for an answer about another period than the one asked for (``answered``: the
+    period_start it gave, shown whole through ``hide``: a cut could leave part of a key)."""
+    said = hide(answered)
     if point.granularity != "1_week":
-        return ResponseFormatError(f"the answer from {url} is for the period starting {answered}, not {point.date}")
+        return ResponseFormatError(f"the answer from {url} is for the period starting {said}, not {point.date}")
     try:
-        weekday = dt.date.fromisoformat(answered).strftime("%A").lower()
+        weekday = dt.date.fromisoformat(answered[:10]).strftime("%A").lower()
     except ValueError:
         weekday = "another day"
     hint = f"set week_start={weekday!r}" if weekday in ("monday", "sunday") else "no week_start fits it"
     return ConfigurationError(
         f"the service's weeks start on a {weekday}, not a {week_start}: asked for the week of "
-        f"{point.date}, it answered for the week of {answered} ({url}). Its weekly values would be "
+        f"{point.date}, it answered for the week of {said} ({url}). Its weekly values would be "
         f"labelled with the wrong weeks; {hint} (Client(week_start=...))",
         setting="week_start",
     )

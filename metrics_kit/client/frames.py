@@ -34,15 +34,21 @@ class Point(NamedTuple):
 
 
 class Result(NamedTuple):
-    value: int | float
+    value: int | float | None  # None: the service has no value for it (``missing`` says why)
     unit: str | None
     complete: bool | None  # whether its period had ended when it was fetched (None: unknown, not complete)
     from_cache: bool
     version: str | None = None  # the data version of its answer
+    missing: str | None = None  # value None: the service's reason ("" when it gave none)
 
 
 def failure(point: Point, error: BaseException) -> dict[str, str]:
     return {"metric": point.metric, "project": point.project, "date": point.date, "error": str(error)}
+
+
+def point_text(listed: Mapping[str, str]) -> str:
+    """A point of ``attrs['missing']`` in a line: metric, project, date and the service's reason."""
+    return f"{listed['metric']} {listed['project']} {listed['date']}: {listed['reason'] or 'no reason given'}"
 
 
 def long_frame(
@@ -61,7 +67,7 @@ def long_frame(
         result = results.get(point)
         start = dt.date.fromisoformat(point.date)
         default_unit = _metric(catalogue, point.metric).unit
-        if result is None:
+        if result is None or result.value is None:  # failed, or no value (neither complete nor not)
             value, unit, complete = None, default_unit, None
         else:
             complete = bool(result.complete)  # unknown is not complete
@@ -79,6 +85,11 @@ def long_frame(
     )
     if failures:
         frame.attrs["failed"] = [failure(p, e) for p, e in failures.items()]
+    missing = [(p, results[p].missing) for p in points if p in results and results[p].value is None]
+    if missing:  # the service said it has no value: never a NaN without its reason
+        frame.attrs["missing"] = [
+            {"metric": p.metric, "project": p.project, "date": p.date, "reason": reason or ""} for p, reason in missing
+        ]
     return frame
 
 
@@ -110,7 +121,7 @@ def series(long: pd.DataFrame, metric: Metric, project: str) -> pd.Series:
         fetched=long.attrs["fetched"],
         **{key: long.attrs[key] for key in SOURCE if key in long.attrs},
     )
-    for key in ("failed", "dropped"):
+    for key in ("failed", "missing", "dropped"):
         if key in long.attrs:
             out.attrs[key] = long.attrs[key]
     return out

@@ -8,15 +8,25 @@ in the package spells these names again.
 The specification does not fix the body of a metric value, so the reader accepts several shapes:
 the reference service's object, a bare number, ``{"value": x}``, ``{"data": {...}}`` and a
 one-element list of any of these. Anything else is a ResponseFormatError that shows the start of
-the body. A number is never guessed: null, NaN, booleans and strings are errors, not NaN.
+the body. A number is never guessed (see :func:`metric_value`): it is read exactly or refused.
+
+Every text of the service that the reader puts in a message (an error's message, code and param,
+the start of a body, a header) goes through the ``mask`` it is given first: the client's hides its
+key in every form (``Secret.mask``). What is parsed is the body as it came, never a masked copy, so
+masking never changes a value.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import email.utils
 import json
 import math
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any, NoReturn
 
@@ -43,9 +53,19 @@ EXPLAIN_MAX_OFFSET = 10**12  # far past any value's rows; bounds the text a serv
 API_KEY_HEADER = "x-api-key"  # the key travels here, and only here
 DATA_VERSION_HEADER = "x-data-version"  # every answer names the version of the data it comes from
 RETRY_AFTER_HEADER = "retry-after"
+# Headers of an error answer the client reports (each masked): where a redirect points, what a 401
+# asks for; and the answer's own clock, which an HTTP-date Retry-After is counted from.
+LOCATION_HEADER = "location"
+AUTHENTICATE_HEADER = "www-authenticate"
+DATE_HEADER = "date"
 
 # An API key: visible ASCII (a header value that cannot be mangled), nothing else.
 API_KEY = re.compile(r"[\x21-\x7e]+", re.ASCII)
+# The shortest key that can be masked reliably in a service's text: a shorter one ("demo", "2025")
+# is also a project name, a date or a word of a message, so it cannot be told from them. The
+# reference service (``serve``) refuses shorter keys; a client given one says once that it cannot
+# mask it reliably (and still masks it, in messages only).
+API_KEY_MIN_LENGTH = 12
 
 
 def is_api_key(value: object) -> bool:
@@ -206,16 +226,19 @@ class ExplainPage:
     next_offset: int | None
 
 
-def explain_page(body: bytes, url: str | None = None) -> ExplainPage:
-    """A ``GET /explain`` page from its 200 body; a ResponseFormatError for any other shape."""
+def explain_page(body: bytes, url: str | None = None, mask: Mask | None = None) -> ExplainPage:
+    """A ``GET /explain`` page from its 200 body; a ResponseFormatError for any other shape (its text
+    of the service through ``mask``)."""
+    mask = mask or _as_is
     try:
         document = _loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise ResponseFormatError(f"the answer{_at(url)} is not JSON; it starts {_start(body)}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ResponseFormatError(f"the answer{_at(url)} is not JSON; it starts {_start(body, mask)}") from None
     if not isinstance(document, dict) or any(name not in document for name in EXPLAIN_FIELDS):
         missing = [n for n in EXPLAIN_FIELDS if not isinstance(document, dict) or n not in document]
         raise ResponseFormatError(
-            f"the answer{_at(url)} is not an explain page (missing {', '.join(missing[:5])}); it starts {_start(body)}"
+            f"the answer{_at(url)} is not an explain page (missing {', '.join(missing[:5])}); "
+            f"it starts {_start(body, mask)}"
         )
     columns, rows = document["columns"], document["rows"]
     total, following = document["total_rows"], document["next_offset"]
@@ -235,7 +258,7 @@ def explain_page(body: bytes, url: str | None = None) -> ExplainPage:
         raise ResponseFormatError(
             f"the answer{_at(url)} has a value, period, columns, rows, total_rows or next_offset of the wrong "
             "shape; it starts "
-            f"{_start(body)}"
+            f"{_start(body, mask)}"
         )
     fields = {n: document[n] for n in EXPLAIN_FIELDS if n not in ("columns", "rows")}
     return ExplainPage(fields, columns, rows, total, following)
@@ -253,17 +276,40 @@ def error_body(code: str, message: str, param: str | None = None) -> bytes:
 # -- reading (the client) ---------------------------------------------------------------------------
 
 _SHOWN = 200
+Mask = Callable[[str], str]  # hides secrets in a service's text before it goes into a message
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+# The range of a count: what an int64 holds (the client's frames and cache keep counts as int64).
+COUNT_MIN, COUNT_MAX = -(2**63), 2**63 - 1
+# A float holds every whole number up to this exactly; above it a count written as a float may have
+# been rounded by whoever wrote it.
+EXACT_FLOAT = 2**53
+# A value sent as text: a decimal number (what vendors send to keep an amount's precision), nothing else.
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+# Where an answer says the request failed, and why.
+_FAILED_STATUS = frozenset({"error", "fail", "failed", "failure"})
+_REASONS = ("reason", "message", "detail", "note", "error_message", "msg")
+_FAILURE_FIELDS = frozenset({"success", "ok", "status", "error", "errors"})
+# Types, as tuples: a union written in a call (int | float) is made anew on every call.
+_NUMBERS = (int, float, Decimal)
+_BARE = (int, float, Decimal, str)  # a value alone: a number or decimal text (or null)
+_WORDS = (str, bool)  # the fields kept beside a value
 
 
 @dataclass(frozen=True)
 class Parsed:
-    value: int | float
+    value: int | float | None  # None: the service says it has no value (``reason`` says why, when it does)
     unit: str | None = None
     complete: bool | None = None
     period_start: str | None = None
     period_end: str | None = None
     metric_name: str | None = None  # what the answer says it is about, when it says
     project: str | None = None
+    reason: str | None = None  # why there is no value, as the service said (masked)
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -274,61 +320,187 @@ def _loads(body: bytes) -> Any:
     return json.loads(body, parse_constant=_reject_constant)
 
 
-def _start(body: bytes) -> str:
-    text = body[:_SHOWN].decode("utf-8", errors="replace")
-    return repr(text + ("..." if len(body) > _SHOWN else ""))
+class _Written(str):
+    """A JSON number written with a fraction or an exponent (``5.0``, ``1e3``), kept as its text: an
+    amount becomes the float nearest to it, a count must be a whole number that no float could
+    have rounded."""
 
 
-def metric_value(body: bytes, *, is_count: bool, url: str | None = None) -> Parsed:
-    """The metric value in a 200 body."""
+def _whole_text(text: str) -> int | Decimal:
+    # Python refuses to turn more than 4,300 digits into an int (a ValueError, read as "not JSON");
+    # such a number is outside every range anyway, and is refused for it.
+    return int(text) if len(text) <= 40 else Decimal(text)
+
+
+def _loads_value(body: bytes) -> Any:
     try:
-        document = _loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise ResponseFormatError(f"the answer{_at(url)} is not JSON; it starts {_start(body)}") from None
+        return json.loads(body, parse_constant=_reject_constant, parse_float=_Written)
+    except ValueError:  # not JSON, or a JSON integer too long for an int: asked again to tell which
+        return json.loads(body, parse_constant=_reject_constant, parse_float=_Written, parse_int=_whole_text)
+
+
+def _start(body: bytes, mask: Mask = _as_is) -> str:
+    """The start of a body for a message: the whole body masked, then cut (a cut before masking could
+    leave the first characters of a key)."""
+    text = mask(body.decode("utf-8", errors="replace"))
+    return _cut(text)
+
+
+def _cut(text: str) -> str:
+    """A masked text of the service, quoted, at most _SHOWN characters of it."""
+    return repr(text[:_SHOWN] + ("..." if len(text) > _SHOWN else ""))
+
+
+def metric_value(body: bytes, *, is_count: bool, url: str | None = None, mask: Mask = _as_is) -> Parsed:
+    """The metric value in a 200 body, read exactly.
+
+    A count must be a whole number an int64 holds; a JSON integer, or decimal text (``"123"``), is
+    read exactly; a number written with a fraction or exponent (``5.0``, ``1e3``) is taken only up
+    to 2**53, above which a float may have rounded it. An amount is the float nearest the number,
+    given as a number or as decimal text (``"123.45"``). A ``null`` value is the service saying it has
+    no value: Parsed.value None, with its ``reason`` when the body gives one. A body that says the
+    request failed (``"success": false``, ``"ok": false``, ``"status": "error"``, an ``error`` or
+    ``errors`` field) is an APIError with the service's reason, whatever value it also carries.
+    Anything else (NaN, a boolean, text that is not a decimal number, a count out of range) is a
+    ResponseFormatError: a number is never guessed."""
+    try:
+        document = _loads_value(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ResponseFormatError(f"the answer{_at(url)} is not JSON; it starts {_start(body, mask)}") from None
     found = _find(document, depth=0)
     if found is None:
         raise ResponseFormatError(
             f'the answer{_at(url)} holds no metric value in a known shape (a number, {{"value": x}}, '
-            f'{{"data": {{...}}}} or a one-element list); it starts {_start(body)}'
+            f'{{"data": {{...}}}} or a one-element list); it starts {_start(body, mask)}'
         )
-    number, fields = found
+    number, fields, failed = found
+    if failed is not None:
+        reason, code = failed
+        raise APIError(
+            200,
+            f"the answer says the request failed: {mask(reason or 'no reason given')}",
+            code=_shown_code(code, mask),
+            url=url,
+        )
+    reason = None
+    if number is None:  # no value: why, when the body says
+        reason = next((mask(fields[name]) for name in _REASONS if isinstance(fields.get(name), str)), None)
     return Parsed(
-        _number(number, is_count, body, url),
+        None if number is None else _number(number, is_count, body, url, mask),
         fields.get("unit"),
         _bool(fields.get("complete")),
         fields.get("period_start"),
         fields.get("period_end"),
         fields.get(METRIC_NAME),
         fields.get(PROJECT),
+        reason,
     )
 
 
-def _find(document: Any, depth: int) -> tuple[Any, dict[str, Any]] | None:
+_Found = tuple[Any, dict[str, Any], tuple[str | None, Any] | None]
+
+
+def _find(document: Any, depth: int) -> _Found | None:
+    """(the value, the fields beside it, (reason, code) when a dict on the way says it failed)."""
     if depth > 3:
         return None
-    if isinstance(document, (int, float)) and not isinstance(document, bool):
-        return document, {}
+    if document is None or (isinstance(document, _BARE) and not isinstance(document, bool)):
+        return document, {}, None  # a bare value: a number, decimal text, or null (no value)
     if isinstance(document, list):
         return _find(document[0], depth + 1) if len(document) == 1 else None
     if isinstance(document, dict):
+        failed = _failed(document) if not _FAILURE_FIELDS.isdisjoint(document) else None
+        if failed is not None:
+            return None, {}, failed
         if "value" in document:
-            fields = {k: v for k, v in document.items() if isinstance(v, (str, bool))}
-            return document["value"], fields
+            fields = {k: v for k, v in document.items() if isinstance(v, _WORDS)}
+            return document["value"], fields, None
         if "data" in document:
             return _find(document["data"], depth + 1)
     return None
 
 
-def _number(value: Any, is_count: bool, body: bytes, url: str | None) -> int | float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+def _failed(document: dict[str, Any]) -> tuple[str | None, Any] | None:
+    """(the reason, the code) when ``document`` says the request failed; None when it does not."""
+    status = document.get("status")
+    error, errors = document.get("error"), document.get("errors")
+    says = (
+        document.get("success") is False
+        or document.get("ok") is False
+        or (isinstance(status, str) and status.strip().lower() in _FAILED_STATUS)
+        or error not in (None, "", False, [], {})
+        or errors not in (None, "", False, [], {})
+    )
+    if not says:
+        return None
+    if isinstance(errors, list) and errors and error in (None, "", False):
+        error = errors[0]
+    code = document.get("code")
+    if isinstance(error, dict):
+        code = error.get("code", code)
+        error = next((error[n] for n in ("message", "detail", "reason", "msg") if isinstance(error.get(n), str)), None)
+    reason = error if isinstance(error, str) and error else None
+    if reason is None:
+        reason = next((document[n] for n in _REASONS if isinstance(document.get(n), str) and document[n]), None)
+    return reason, code
+
+
+def _number(value: Any, is_count: bool, body: bytes, url: str | None, mask: Mask) -> int | float:
+    if type(value) is int and COUNT_MIN <= value <= COUNT_MAX:  # the common case: a JSON integer
+        return value if is_count else float(value)
+    if isinstance(value, _Written):  # a JSON number with a fraction or an exponent
+        if not is_count:
+            return _amount(value, url)
+        return _count(Decimal(value), True, url)
+    if isinstance(value, str):
+        if not _DECIMAL_TEXT.fullmatch(value):
+            raise ResponseFormatError(
+                f"the answer{_at(url)} has a value that is neither a number nor decimal text "
+                f"({_cut(mask(value))}); it starts {_start(body, mask)}"
+            )
+        exact: int | Decimal = Decimal(value)
+    elif isinstance(value, bool) or not isinstance(value, _NUMBERS):
         raise ResponseFormatError(
-            f"the answer{_at(url)} has a value that is not a finite number ({value!r}); it starts {_start(body)}"
+            f"the answer{_at(url)} has a value that is not a finite number ({mask(repr(value))}); "
+            f"it starts {_start(body, mask)}"
         )
-    if is_count:
-        if isinstance(value, float) and not value.is_integer():
-            raise ResponseFormatError(f"the answer{_at(url)} gives a count that is not a whole number ({value!r})")
-        return int(value)
-    return float(value)
+    else:
+        exact = Decimal(value) if isinstance(value, float) else value  # a float: its exact value
+    if not is_count:
+        return _amount(exact, url)
+    return _count(exact, False, url)
+
+
+def _amount(exact: int | Decimal | str, url: str | None) -> float:
+    try:
+        number = float(exact)  # the float nearest the number (from an int, a Decimal or JSON text alike)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ResponseFormatError(f"the answer{_at(url)} has an amount too large for a float ({_short(exact)})")
+    return number
+
+
+def _count(exact: int | Decimal, written_as_float: bool, url: str | None) -> int:
+    if isinstance(exact, Decimal) and (not exact.is_finite() or exact != exact.to_integral_value()):
+        raise ResponseFormatError(f"the answer{_at(url)} gives a count that is not a whole number ({_short(exact)})")
+    if not COUNT_MIN <= exact <= COUNT_MAX:  # compared before int(): 1e999999 stays a Decimal
+        raise ResponseFormatError(
+            f"the answer{_at(url)} gives a count ({_short(exact)}) outside what the client holds exactly "
+            f"(a whole number from -2**63 to 2**63-1)"
+        )
+    if written_as_float and not -EXACT_FLOAT <= exact <= EXACT_FLOAT:
+        raise ResponseFormatError(
+            f"the answer{_at(url)} gives a count above 2**53 written as a float ({_short(exact)}): a float that "
+            "large may have been rounded, so the count cannot be held exactly; the service must send it as a "
+            "JSON integer or as decimal text"
+        )
+    return int(exact)
+
+
+def _short(number: int | float | Decimal | str) -> str:
+    text = str(number)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} characters)"
 
 
 def _bool(value: Any) -> bool | None:
@@ -339,13 +511,63 @@ def _at(url: str | None) -> str:
     return f" from {url}" if url else ""
 
 
-def api_error(status: int, body: bytes, url: str | None, retry_after: str | None = None) -> APIError:
-    """The APIError for an error answer, keeping the server's code and message when it gives them."""
+def retry_after_seconds(value: str | None, date: str | None = None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: a number of seconds, or an HTTP-date counted from
+    the answer's own ``Date`` (``date``) when it has one, else from ``now`` (the clock, seconds since
+    the epoch). None when there is none or it cannot be read; never below 0."""
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        until = _http_date(text)
+        if until is None:
+            return None
+        sent = _http_date(date) if date is not None else None
+        base = sent if sent is not None else (time.time() if now is None else now)
+        seconds = until - base
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _http_date(text: str) -> float | None:
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is always GMT
+        when = when.replace(tzinfo=dt.UTC)
+    return when.timestamp()
+
+
+Header = Callable[[str], str | None]
+
+
+def _no_header(name: str) -> None:
+    return None
+
+
+def api_error(
+    status: int,
+    body: bytes,
+    url: str | None,
+    retry_after: str | None = None,
+    *,
+    header: Header = _no_header,
+    mask: Mask = _as_is,
+    now: float | None = None,
+) -> APIError:
+    """The APIError for an error answer, keeping the server's code and message when it gives them.
+
+    ``header`` reads the answer's headers: a redirect's ``Location`` and a 401's ``WWW-Authenticate``
+    are reported (masked), and an HTTP-date ``Retry-After`` is counted from its ``Date`` (else from
+    ``now``). Every text of the service goes through ``mask``; a code this module lists is kept as it
+    is (it is no secret, and the client acts on it)."""
     code = param = None
     message = None
     try:
         document = _loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         document = None
     if isinstance(document, dict):
         error = document.get("error", document)
@@ -353,15 +575,41 @@ def api_error(status: int, body: bytes, url: str | None, retry_after: str | None
             code = error.get("code") if isinstance(error.get("code"), str) else None
             param = error.get("param") if isinstance(error.get("param"), str) else None
             text = error.get("message") or error.get("detail")
-            message = text if isinstance(text, str) else None
+            message = mask(text) if isinstance(text, str) else None
         elif isinstance(error, str):
-            message = error
+            message = mask(error)
+    code = _shown_code(code, mask)
+    param = mask(param) if param is not None else None
+    if 300 <= status < 400:
+        location = header(LOCATION_HEADER)
+        where = f" to {_shown_location(location, mask)}" if location else ""
+        message = (
+            f"the service answered with a redirect ({status}){where}, which is not followed: the API key would "
+            "go with the request to another place. If the service has moved, set base_url to its new address"
+            + (f" (it said: {message})" if message else "")
+        )
     if message is None:
-        message = f"HTTP {status}; the answer starts {_start(body)}" if body else f"HTTP {status}"
+        message = f"HTTP {status}; the answer starts {_start(body, mask)}" if body else f"HTTP {status}"
+    challenge = header(AUTHENTICATE_HEADER) if status in (401, 403) else None
+    if challenge:
+        message = f"{message} (WWW-Authenticate: {mask(challenge)[:_SHOWN]})"
     if status == 429:
-        try:
-            seconds = float(retry_after) if retry_after is not None else None
-        except ValueError:
-            seconds = None
+        date = header(DATE_HEADER)
+        seconds = retry_after_seconds(retry_after if retry_after is not None else header(RETRY_AFTER_HEADER), date, now)
         return RateLimitError(status, message, code=code, url=url, param=param, retry_after=seconds)
     return for_status(status)(status, message, code=code, url=url, param=param)
+
+
+def _shown_code(code: Any, mask: Mask) -> str | None:
+    """An error code for the exception: one this module lists as it is (the client acts on it, and it
+    is no secret), any other masked."""
+    if not isinstance(code, str) or not code:
+        return None
+    return code if ErrorCode(code).known else mask(code)
+
+
+def _shown_location(location: str, mask: Mask) -> str:
+    """Where a redirect points, for a message: its query and fragment left out (they may carry a
+    token of the service's), the rest masked."""
+    cut = re.split(r"[?#]", location, maxsplit=1)
+    return repr(mask(cut[0])[:_SHOWN] + ("?..." if len(cut) > 1 else ""))

@@ -189,3 +189,25 @@ def test_a_caption_that_is_not_text_shows_with_its_own_chart(caption):
     picker.value = "b"  # was: the new chart under the old caption, and an AttributeError from html.escape
     assert panel.error is None and panel.draws == 2
     assert panel.caption.value == ("" if caption is None else "42")
+
+
+def test_a_service_that_echoes_the_key_never_gets_it_into_the_panels_output():
+    from metrics_kit.client.transports import MockTransport, Response
+
+    key = "sk_live_51HxPanelEchoKey0123456789"
+
+    def vendor(request):
+        said = request.headers["x-api-key"]
+        return Response(401, json={"error": {"code": "invalid_api_key", "message": f"Invalid API key: {said}"}})
+
+    with mk.Client(transport=MockTransport(vendor, api_key=key), cache=False, progress=False) as echoing:
+
+        def draw(project):
+            series = echoing.series("swap_transaction_count", project, "2025-01-06", "2025-01-20", "1_week")
+            return charts.line_chart(series)
+
+        panel = controls.Panel(draw, project=controls.choice(["demoswap", "demoswap.clmm"], "demoswap", "exchange"))
+    bundle = panel._repr_mimebundle_()
+    shown = [panel.caption.value, panel.error_text(), bundle["text/plain"], bundle["text/html"]]
+    assert "Invalid API key: ***" in bundle["text/plain"], bundle["text/plain"]
+    assert all(key not in text for text in shown), shown

@@ -306,8 +306,8 @@ def test_base_url_flag_overrides_the_environment(server, env, tmp_path):
 
 def test_a_wrong_key_is_said_once_for_all_points(server, env, tmp_path):
     out = tmp_path / "never.csv"
-    done = fetch({**env, "METRICS_KIT_API_KEY": "not-the-key"}, *SWAPX, "--no-cache", "--out", str(out))
+    done = fetch({**env, "METRICS_KIT_API_KEY": "not-the-key-0123"}, *SWAPX, "--no-cache", "--out", str(out))
     assert done.returncode == 2 and not out.exists()
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("metrics-kit: error: 2 of 2 points failed, each with: "), done.stderr
-    assert "401" in done.stderr and "not-the-key" not in done.stderr
+    assert "401" in done.stderr and "not-the-key-0123" not in done.stderr

@@ -150,10 +150,14 @@ def test_amounts_are_floats(server, client):
 @pytest.mark.parametrize(
     "body",
     [
-        '{"value": null}',
         '{"value": NaN}',
         '{"value": true}',
-        '{"value": "5"}',
+        '{"value": "five"}',
+        '{"value": "NaN"}',
+        '{"value": "0x1F"}',
+        '{"value": "1_000"}',  # Python's float() would take it; decimal text does not
+        '{"value": " 5"}',
+        '{"value": "5.5"}',  # decimal text is read exactly, and a count is whole
         "[1, 2]",
         "[]",
         '{"value": 5.5}',
@@ -285,3 +289,90 @@ def test_metrics_kit_fetch_never_prints_credentials_of_the_base_url(tmp_path, ke
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "user name or password" in done.stderr
     assert SECRET not in done.stdout + done.stderr
+
+
+# -- odd vendors: what the client reads from a service -----------------------------------------------------
+
+
+def test_a_body_that_is_not_in_its_content_encoding_is_said_so(server, client):
+    server.always("/metrics", status(200, {"value": 5}, headers={"Content-Encoding": "gzip"}))
+    with pytest.raises(mk.TransportError) as caught:
+        client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+    text = str(caught.value)
+    assert "could not be decoded" in text and "Content-Encoding: gzip" in text and "not retried" in text, text
+    assert "_GaveUp" not in text and "check base_url" not in text
+    assert metric_attempts(server) == 1  # the same answer would come again
+
+
+@pytest.mark.parametrize("code", [301, 302, 307, 308])
+def test_a_redirect_is_not_followed_and_says_where_it_pointed(server, client, code):
+    server.script("/metrics", status(code, b"", headers={"Location": "https://moved.example/v2/metrics?sig=abc"}))
+    with pytest.raises(mk.APIError) as caught:
+        client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+    text = str(caught.value)
+    assert caught.value.status == code and f"redirect ({code}) to 'https://moved.example/v2/metrics?...'" in text
+    assert "not followed" in text and "set base_url" in text and "sig=abc" not in text, text
+    assert metric_attempts(server) == 1
+
+
+def test_an_http_date_retry_after_gives_the_seconds_to_wait(server, client):
+    import email.utils
+    import time
+
+    # An hour away (past retry_deadline, so not waited for), counted from the answer's own Date.
+    later = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    server.always("/metrics", status(429, headers={"Retry-After": later}))
+    with pytest.raises(mk.RateLimitError) as caught:
+        client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+    assert caught.value.retry_after is not None and 3590 <= caught.value.retry_after <= 3600
+    assert metric_attempts(server) == 1
+
+
+def test_an_answer_that_says_it_failed_is_an_error_with_its_reason(server, client):
+    server.script("/metrics", status(200, {"success": False, "value": 0, "error": "upstream timeout"}))
+    with pytest.raises(mk.APIError, match="the answer says the request failed: upstream timeout") as caught:
+        client.value(AMOUNT, "demoswap", "1_day", "2025-01-01")
+    assert caught.value.status == 200
+
+
+def test_decimal_text_is_read_exactly(server, client):
+    server.script("/metrics", status(200, {"value": "123.45"}), status(200, {"value": "9007199254740993"}))
+    amount = client.value(AMOUNT, "demoswap", "1_day", "2025-01-01")
+    count = client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+    assert amount == 123.45 and type(amount) is float
+    assert count == 2**53 + 1 and type(count) is int
+
+
+def test_a_null_value_is_missing_with_its_reason_and_never_cached(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path))
+    server.always("/metrics", status(200, {"value": 3}))
+    server.script("/metrics", status(200, "1"), status(200, {"value": None, "reason": "not indexed yet"}))
+    with mk.Client(server.base_url, KEY, progress=False, workers=1, retries=0) as client:
+        with pytest.warns(mk.PartialDataWarning, match=r"no value for 1 of 3 points .*not indexed yet"):
+            series = client.series(COUNT, "demoswap", "2025-01-01", "2025-01-03")
+        assert series.dtype == "Int64" and series.isna().tolist() == [False, True, False]
+        assert series.attrs["missing"] == [
+            {"metric": COUNT, "project": "demoswap", "date": "2025-01-02", "reason": "not indexed yet"}
+        ]
+        assert "failed" not in series.attrs  # a missing value is not a failure: errors="raise" did not raise
+        server.script("/metrics", status(200, {"value": None}))
+        with pytest.raises(mk.MissingValueError, match="no value for .* 2025-01-05: it gave no reason"):
+            client.value(COUNT, "demoswap", "1_day", "2025-01-05")
+        asked = metric_attempts(server)
+        again = client.series(COUNT, "demoswap", "2025-01-01", "2025-01-03")  # only the missing one is asked
+    assert metric_attempts(server) == asked + 1 and again.tolist() == [1, 3, 3]
+    assert again.attrs["from_cache"] == 2 and "missing" not in again.attrs
+
+
+def test_a_count_the_client_cannot_hold_is_refused_and_the_others_are_kept(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path))
+    too_big = '{"value": 9223372036854775808}'  # 2**63: what an int64 cannot hold
+    server.script("/metrics", status(200, "1"), status(200, too_big), status(200, "3"))
+    with mk.Client(server.base_url, KEY, progress=False, workers=1, retries=0) as client:
+        with pytest.raises(mk.FetchError) as caught:
+            client.series(COUNT, "demoswap", "2025-01-01", "2025-01-03")
+        (failure,) = caught.value.failures.values()
+        assert isinstance(failure, mk.ResponseFormatError) and "outside what the client holds exactly" in str(failure)
+        server.script("/metrics", status(200, "2"))
+        again = client.series(COUNT, "demoswap", "2025-01-01", "2025-01-03")
+    assert again.tolist() == [1, 2, 3] and again.attrs["from_cache"] == 2  # the values before it were kept

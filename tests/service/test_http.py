@@ -857,10 +857,14 @@ def test_catalogue_extension_lists_every_metric(server):
 # -- 429 --------------------------------------------------------------------------------------------------
 
 
+# The keys of the rate-limited service (serve refuses keys shorter than 12 characters).
+K1, K2, K3 = "limited-key-one-0123", "limited-key-two-4567", "limited-key-three-89"
+
+
 @pytest.fixture(scope="module")
 def limited(cache_dir):
     proc = ServerProcess(
-        DATA, "--rate-limit", "2", key="k1", cache_dir=cache_dir, env={"METRICS_KIT_API_KEYS": "k1, k2"}
+        DATA, "--rate-limit", "2", key=K1, cache_dir=cache_dir, env={"METRICS_KIT_API_KEYS": f"{K1}, {K2}"}
     )
     try:
         yield proc
@@ -870,7 +874,7 @@ def limited(cache_dir):
 
 def test_rate_limit_burst_then_retry_after(limited):
     started = time.monotonic()
-    replies = [get(limited, "/metrics", params=GOOD, key="k1") for _ in range(20)]
+    replies = [get(limited, "/metrics", params=GOOD, key=K1) for _ in range(20)]
     elapsed = time.monotonic() - started
     ok = [r for r in replies if r.status == 200]
     limited_replies = [r for r in replies if r.status == 429]
@@ -887,18 +891,18 @@ def test_rate_limit_burst_then_retry_after(limited):
         waits.append(int(retry_after))
     assert max(waits) <= 5
     time.sleep(waits[-1])
-    assert_value_shape(get(limited, "/metrics", params=GOOD, key="k1"))
+    assert_value_shape(get(limited, "/metrics", params=GOOD, key=K1))
 
 
 def test_rate_limit_is_per_key(limited):
-    time.sleep(1.5)  # let k1's bucket refill from any earlier test
-    k1 = [get(limited, "/projects", key="k1").status for _ in range(10)]
+    time.sleep(1.5)  # let K1's bucket refill from any earlier test
+    k1 = [get(limited, "/projects", key=K1).status for _ in range(10)]
     assert 429 in k1
-    # k2 was never used: its whole burst is available right after k1's.
-    k2 = get(limited, "/projects", key="k2")
+    # K2 was never used: its whole burst is available right after K1's.
+    k2 = get(limited, "/projects", key=K2)
     assert k2.status == 200, k2.body
     # An unknown key is refused as such, not rate limited.
-    assert_error(get(limited, "/projects", key="k3"), 401, "invalid_api_key")
+    assert_error(get(limited, "/projects", key=K3), 401, "invalid_api_key")
 
 
 def test_openapi_is_not_rate_limited(limited):
@@ -939,13 +943,13 @@ def test_the_key_never_appears_in_responses_or_output(server, limited):
     for reply in replies:
         _key_free(reply, TEST_KEY)
     assert TEST_KEY not in output(server)
-    burst = [get(limited, "/metrics", params=GOOD, key="k2") for _ in range(6)]
+    burst = [get(limited, "/metrics", params=GOOD, key=K2) for _ in range(6)]
     assert 429 in {r.status for r in burst}
     for reply in burst:
-        _key_free(reply, "k2")
-        assert "k1" not in reply.body.decode()
+        _key_free(reply, K2)
+        assert K1 not in reply.body.decode()
     text = output(limited)
-    assert not re.search(r"\bk[12]\b", text), text
+    assert K1 not in text and K2 not in text, text
 
 
 def _generated_key(text: str) -> str:
@@ -976,9 +980,9 @@ def test_without_keys_the_server_generates_one_and_prints_it_once(cache_dir, con
 
 def test_keys_are_comma_separated_and_trimmed(limited):
     time.sleep(1.5)
-    for key in ("k1", "k2"):
+    for key in (K1, K2):
         assert get(limited, "/catalogue", key=key).status == 200
-    for key in ("k1, k2", "k1,k2", "k1,", "k", "K1"):
+    for key in (f"{K1}, {K2}", f"{K1},{K2}", f"{K1},", K1[:-1], K1.upper()):
         assert get(limited, "/catalogue", key=key).status == 401
 
 

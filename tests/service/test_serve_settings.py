@@ -17,7 +17,10 @@ from metrics_kit.spec.catalogue import Catalogue
 DATA = Path(__file__).parents[1] / "http_data"
 
 
-def serve(*args: str, keys: str = "k1", cache_dir: Path) -> subprocess.CompletedProcess[str]:
+KEY = "serve-key-0123456789"  # serve refuses keys shorter than 12 characters
+
+
+def serve(*args: str, keys: str = KEY, cache_dir: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
     env.update(METRICS_KIT_API_KEYS=keys, METRICS_KIT_CACHE_DIR=str(cache_dir))
     command = [sys.executable, "-m", "metrics_kit", "serve", "--data", str(DATA), *args]
@@ -27,18 +30,20 @@ def serve(*args: str, keys: str = "k1", cache_dir: Path) -> subprocess.Completed
 @pytest.mark.parametrize(
     ("args", "keys", "expected"),
     [
-        (["--port", "70000"], "k1", "--port must be a whole number from 0 to 65535"),
-        (["--port", "-1"], "k1", "--port must be a whole number from 0 to 65535"),
-        (["--port", "http"], "k1", "--port must be a whole number from 0 to 65535"),
-        (["--host", "not a host"], "k1", "--host must be an IP address"),
-        (["--rate-limit", "0"], "k1", "--rate-limit must be a number of requests per second above 0"),
-        (["--rate-limit", "inf"], "k1", "--rate-limit must be a number of requests per second above 0"),
-        (["--latency-ms", "-5"], "k1", "--latency-ms must be a number of milliseconds from 0 to 60,000"),
-        (["--latency-ms", "nan"], "k1", "--latency-ms must be a number of milliseconds from 0 to 60,000"),
-        (["--head-timeout", "0"], "k1", "--head-timeout must be a number of seconds above 0 and at most 600"),
-        (["--chain-unit", "ETH"], "k1", "--chain-unit must be a lowercase identifier"),
-        (["--chain-unit", ""], "k1", "--chain-unit must be a lowercase identifier"),
-        ([], "good,caf\u00e9-secret", "API key 2 of 2 is not usable"),
+        (["--port", "70000"], KEY, "--port must be a whole number from 0 to 65535"),
+        (["--port", "-1"], KEY, "--port must be a whole number from 0 to 65535"),
+        (["--port", "http"], KEY, "--port must be a whole number from 0 to 65535"),
+        (["--host", "not a host"], KEY, "--host must be an IP address"),
+        (["--rate-limit", "0"], KEY, "--rate-limit must be a number of requests per second above 0"),
+        (["--rate-limit", "inf"], KEY, "--rate-limit must be a number of requests per second above 0"),
+        (["--latency-ms", "-5"], KEY, "--latency-ms must be a number of milliseconds from 0 to 60,000"),
+        (["--latency-ms", "nan"], KEY, "--latency-ms must be a number of milliseconds from 0 to 60,000"),
+        (["--head-timeout", "0"], KEY, "--head-timeout must be a number of seconds above 0 and at most 600"),
+        (["--chain-unit", "ETH"], KEY, "--chain-unit must be a lowercase identifier"),
+        (["--chain-unit", ""], KEY, "--chain-unit must be a lowercase identifier"),
+        ([], f"{KEY},caf\u00e9-secret", "API key 2 of 2 is not usable"),
+        ([], "demo", "METRICS_KIT_API_KEYS: API key 1 of 1 is shorter than 12 characters (the key is not shown)"),
+        ([], f"{KEY},2025,tiny", "API keys [2, 3] of 3 are shorter than 12 characters"),
     ],
 )
 def test_a_bad_serve_option_is_one_line_and_exit_2(tmp_path, args, keys, expected):
@@ -48,7 +53,8 @@ def test_a_bad_serve_option_is_one_line_and_exit_2(tmp_path, args, keys, expecte
     assert len(lines) == 1 and lines[0].startswith("metrics-kit: error: "), done.stderr
     assert expected in lines[0]
     assert "Traceback" not in done.stdout + done.stderr
-    assert "caf\u00e9-secret" not in done.stdout + done.stderr
+    assert "caf\u00e9-secret" not in done.stdout + done.stderr and KEY not in done.stdout + done.stderr
+    assert "demo" not in done.stderr and "2025" not in done.stderr
     # Refused before the data set was read: nothing was built into the cache folder.
     assert not any(tmp_path.iterdir()), list(tmp_path.iterdir())
 

@@ -33,6 +33,7 @@ EXPECTED = {
     "ServerError",
     "TransportError",
     "ResponseFormatError",
+    "MissingValueError",
     "FetchError",
     "PartialDataWarning",
     "IncompletePeriodWarning",

@@ -4,12 +4,14 @@ with it; the OpenAPI document says the same; and no other module spells its name
 from __future__ import annotations
 
 import ast
+import email.utils
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from metrics_kit.errors import NotFoundError, RateLimitError
+from metrics_kit.errors import APIError, NotFoundError, RateLimitError, ResponseFormatError
 from metrics_kit.server.http import openapi
 from metrics_kit.spec import wire
 from metrics_kit.spec.catalogue import default_catalogue
@@ -103,3 +105,118 @@ def test_no_module_spells_the_contract_again():
             if text.lower() in spelt:
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {text!r}")
     assert not found, "spelt again outside spec/wire.py:\n" + "\n".join(found)
+
+
+# -- what the client reads from a service: exactly, or a clear error ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "is_count", "expected"),
+    [
+        (b'{"value": "123.45"}', False, 123.45),  # decimal text, as crypto vendors send amounts
+        (b'"0.1"', False, 0.1),  # the float nearest the decimal
+        (b'{"value": "1e-3"}', False, 0.001),
+        (b'{"value": "-2.5"}', False, -2.5),
+        (b'{"value": "42"}', True, 42),
+        (b'{"value": "9007199254740993"}', True, 9007199254740993),  # above 2**53, exact
+        (b'{"value": "9223372036854775807"}', True, 2**63 - 1),
+        (b'{"value": "-9223372036854775808"}', True, -(2**63)),
+        (b'{"value": "1.5e3"}', True, 1500),
+        (b'{"value": 9007199254740993}', True, 9007199254740993),  # a JSON integer: exact
+        (b'{"value": 9223372036854775807}', True, 2**63 - 1),
+        (b'{"value": 9007199254740992.0}', True, 2**53),  # a float up to 2**53 holds a count exactly
+        (b'{"value": 12345678901234567890}', False, 12345678901234567890.0),
+    ],
+)
+def test_numbers_are_read_exactly(body, is_count, expected):
+    value = wire.metric_value(body, is_count=is_count).value
+    assert value == expected and type(value) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("body", "is_count", "said"),
+    [
+        (b'{"value": 9223372036854775808}', True, "outside what the client holds exactly"),
+        (b'{"value": -9223372036854775809}', True, "outside what the client holds exactly"),
+        (b'{"value": "99999999999999999999999"}', True, "outside what the client holds exactly"),
+        (b'{"value": ' + b"9" * 5000 + b"}", True, "outside what the client holds exactly"),
+        (b'{"value": "1e999999999"}', True, "outside what the client holds exactly"),
+        (b'{"value": 9007199254740993.0}', True, "above 2**53 written as a float"),
+        (b'{"value": 1e17}', True, "above 2**53 written as a float"),
+        (b'{"value": "1.5"}', True, "not a whole number"),
+        (b'{"value": 1e999}', False, "too large for a float"),
+        (b'{"value": "1e400"}', False, "too large for a float"),
+        (b'{"value": ' + b"9" * 5000 + b"}", False, "too large for a float"),
+        (b'{"value": "12,5"}', False, "neither a number nor decimal text"),
+        (b'{"value": "1_000"}', False, "neither a number nor decimal text"),
+        (b'{"value": "Infinity"}', False, "neither a number nor decimal text"),
+        (b'{"value": ""}', False, "neither a number nor decimal text"),
+        (b'{"value": true}', False, "not a finite number"),
+    ],
+)
+def test_a_number_the_client_cannot_hold_exactly_is_refused_clearly(body, is_count, said):
+    with pytest.raises(ResponseFormatError, match=re.escape(said)) as caught:
+        wire.metric_value(body, is_count=is_count, url="http://x/metrics")
+    assert len(str(caught.value)) < 400  # a 5,000-digit number is not repeated whole
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"value": null}', None),
+        (b"null", None),
+        (b"[null]", None),
+        (b'{"data": {"value": null, "reason": "no trades that day"}}', "no trades that day"),
+        (b'{"value": null, "message": "not indexed yet"}', "not indexed yet"),
+    ],
+)
+def test_a_null_value_is_a_missing_value_with_its_reason(body, reason):
+    parsed = wire.metric_value(body, is_count=True)
+    assert parsed.value is None and parsed.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("body", "said", "code"),
+    [
+        (b'{"success": false, "value": 0, "error": "upstream timeout"}', "upstream timeout", None),
+        (b'{"ok": false, "value": 5, "message": "stale"}', "stale", None),
+        (b'{"status": "error", "data": {"value": 1}, "reason": "maintenance"}', "maintenance", None),
+        (b'{"value": 0, "error": {"code": "quota", "message": "over quota"}}', "over quota", "quota"),
+        (b'{"data": {"value": 0}, "errors": [{"message": "resolver failed"}]}', "resolver failed", None),
+        (b'{"success": false, "value": 0}', "no reason given", None),
+    ],
+)
+def test_an_answer_that_says_it_failed_is_an_error_never_a_value(body, said, code):
+    with pytest.raises(APIError) as caught:
+        wire.metric_value(body, is_count=True, url="http://x/metrics")
+    assert caught.value.status == 200 and said in str(caught.value) and "failed" in str(caught.value)
+    assert caught.value.code == code
+
+
+def test_a_value_beside_an_empty_error_is_a_value():
+    assert wire.metric_value(b'{"value": 5, "error": null, "errors": [], "success": true}', is_count=True).value == 5
+
+
+def test_retry_after_in_both_forms():
+    assert wire.retry_after_seconds("7") == 7.0
+    date, later = "Wed, 21 Oct 2015 07:28:00 GMT", "Wed, 21 Oct 2015 07:29:30 GMT"
+    assert wire.retry_after_seconds(later, date=date) == 90.0  # counted from the answer's own Date
+    clock = email.utils.parsedate_to_datetime(date).timestamp()
+    assert wire.retry_after_seconds(later, now=clock + 30) == 60.0  # no Date: from the clock
+    assert wire.retry_after_seconds(date, now=clock + 30) == 0.0  # already past
+    assert wire.retry_after_seconds("soon") is None and wire.retry_after_seconds(None) is None
+    limited = wire.api_error(429, b"", None, later, header={"date": date, "retry-after": later}.get, now=clock + 1000)
+    assert isinstance(limited, RateLimitError) and limited.retry_after == 90.0
+
+
+def test_a_redirect_says_it_is_not_followed_and_where_it_pointed():
+    error = wire.api_error(
+        301,
+        b"",
+        "http://x/metrics",
+        header={"location": "https://moved.example/v2/metrics?token=abc#x"}.get,
+        mask=lambda text: text.replace("v2", "***"),
+    )
+    text = str(error)
+    assert "redirect (301) to 'https://moved.example/***/metrics?...'" in text and "not followed" in text
+    assert "abc" not in text and "set base_url" in text

@@ -123,9 +123,10 @@ class ASGITransport:
             try:
                 status, headers, body = await self._call(scope)
             except Exception as error:  # the application failed without answering, as a socket would
-                out.append(TransportError(f"GET {url}: the application raised {type(error).__name__}: {error}"))
+                said = self._key.mask(str(error))
+                out.append(TransportError(f"GET {url}: the application raised {type(error).__name__}: {said}"))
             else:
-                out.append(Reply(status, headers, body, url))
+                out.append(Reply(status, headers, body, url, self._key.mask))
         return out
 
     async def _call(self, scope: Scope) -> tuple[int, dict[str, str], bytes]:

@@ -18,15 +18,25 @@ Clock = Callable[[], float]  # seconds, monotonic for pacing and retries, epoch 
 Sleep = Callable[[float], None]
 
 
+def _as_is(text: str) -> str:
+    return text
+
+
 @dataclass(frozen=True)
 class Reply:
     """One HTTP answer, from whichever transport. ``url`` is the full URL with its query string; it
-    never holds the key. ``headers``: names in any case."""
+    never holds the key. ``headers``: names in any case.
+
+    ``mask`` hides the key the request was sent with in a text of the answer (``Secret.mask``): a
+    service's message may repeat it, so every text of the answer that goes into a message goes through
+    it first (metrics_kit.client.fetching). A transport that holds a key sets it. The body and the
+    headers are left out of the repr (a traceback's locals): they are the service's text, unmasked."""
 
     status: int
-    headers: Mapping[str, str]
-    body: bytes
+    headers: Mapping[str, str] = field(repr=False)
+    body: bytes = field(repr=False)
     url: str
+    mask: Callable[[str], str] = field(default=_as_is, repr=False, compare=False)
 
     def header(self, name: str) -> str | None:
         """A header's value, whatever the case of its name."""

@@ -97,7 +97,7 @@ from urllib3.util.retry import Retry
 from metrics_kit.client import checks as settings  # the checks settings.py shares with the transports
 from metrics_kit.client.transports._base import Clock, Deadline, Pacer, Reply, Sleep, current_deadline
 from metrics_kit.errors import ClientClosedError, ConfigurationError, TransportError, ValidationError
-from metrics_kit.spec.wire import API_KEY_HEADER, RETRY_AFTER_HEADER
+from metrics_kit.spec.wire import API_KEY_HEADER, API_KEY_MIN_LENGTH, RETRY_AFTER_HEADER
 
 log = logging.getLogger("metrics_kit.transport")
 
@@ -257,6 +257,16 @@ def _cause(response: Any, error: Exception | None) -> str:
     if response is not None:
         return f"status {response.status}"
     return type(error).__name__ if error is not None else "unknown"
+
+
+class _Undecodable(urllib3.exceptions.DecodeError):
+    """An answer whose body is not in the Content-Encoding it names (a gzip header on a plain body).
+    Not retried (``Retry(other=0)``): the same answer would come again."""
+
+    def __init__(self, encoding: str):
+        super().__init__("the body is not in the Content-Encoding its answer names")
+        # The header's value, for the message: a known encoding's name, else not repeated.
+        self.encoding = encoding.strip().lower() if re.fullmatch(r"[\w, -]{1,40}", encoding.strip()) else "?"
 
 
 class _AnswerTimeout(TimeoutError):
@@ -448,6 +458,14 @@ class HTTPTransport:
         sleep: Sleep = time.sleep,
     ):
         api_key = settings.check_api_key(api_key)  # a Secret from here on
+        if not api_key.maskable():
+            # Once per transport, in the log (a warning would stop a run that treats warnings as errors).
+            log.warning(
+                "the API key has fewer than %d characters: it cannot be masked reliably where a service's "
+                "message repeats it, and masking it may hide parts of messages where it also stands for a "
+                "project, a date or a word (values are never changed). Ask the service for a longer key",
+                API_KEY_MIN_LENGTH,
+            )
         base_url = settings.address(base_url)  # its repr masks what may be a key
         # Refuses credentials or a key in it (without echoing them) and a bad port; lower-cases the scheme.
         base_url = settings.address(settings.check_base_url(base_url, api_key))
@@ -568,7 +586,7 @@ class HTTPTransport:
             error = TransportError(self._describe(exc, settings.shown_request(url), self._clock() - started, deadline))
             error.url = settings.shown_request(url)  # type: ignore[attr-defined]
         else:
-            reply = Reply(status, response_headers, body, url)
+            reply = Reply(status, response_headers, body, url, self._key.mask)
             log.debug(
                 "GET %s -> %d in %.2f s", settings.shown_request(reply.url), reply.status, self._clock() - started
             )
@@ -649,6 +667,9 @@ class HTTPTransport:
             assert raw is not None
             try:
                 body = raw.read(decode_content=True)
+            except urllib3.exceptions.DecodeError:
+                # The body is not in the Content-Encoding the answer names: said so, not retried.
+                raise _Undecodable(raw.headers.get("content-encoding", "")) from None
             except (urllib3.exceptions.HTTPError, OSError):
                 if attempt.cut:  # the watchdog cut the body short
                     raise ReadTimeoutError(None, url, "the whole answer did not arrive in time") from _AnswerTimeout(  # type: ignore[arg-type]
@@ -668,7 +689,9 @@ class HTTPTransport:
     def _url(self, path: str, params: Mapping[str, str]) -> str:
         query = urlencode(params)
         url = f"{self.base_url}/{path.lstrip('/')}" + (f"?{query}" if query else "")
-        if self._key.reveal() in url:
+        # A key long enough to be told apart is never a coincidence in a URL: it was put there. A
+        # shorter one ("demo", "2025") may be a project or a date as well: never a reason to refuse.
+        if self._key.maskable() and self._key.reveal() in url:
             raise ValidationError(
                 "the API key must not be part of the path or the parameters: "
                 f"it is sent in the {API_KEY_HEADER} header",
@@ -729,8 +752,15 @@ class HTTPTransport:
             else:
                 what = "the connection broke"
             todo = "try again later; if it persists, the service or a proxy in between is failing"
+        elif isinstance(inner, _Undecodable):
+            what = (
+                f"the answer's body could not be decoded: it names Content-Encoding: {inner.encoding}, but its "
+                "body is not in that encoding"
+            )
+            when = f"; not retried, as the same answer would come again ({elapsed:.1f} s)"
+            todo = "the service, or a proxy in between, sends a wrong Content-Encoding; tell its operator"
         else:
-            what = f"the request failed ({type(exc).__name__})"
+            what = f"the request failed ({type(inner or exc).__name__})"
             todo = "check base_url and the network"
         return f"GET {url}: {what}{when}. What to do: {todo}."
 

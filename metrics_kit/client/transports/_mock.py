@@ -87,7 +87,7 @@ class MockTransport:
         request = Request(path, dict(params), {"accept": "application/json", API_KEY_HEADER: self._key.reveal()}, url)
         self.requests.append(request)
         response = self._handler(request)
-        return Reply(response.status, dict(response.headers), response.content(), url)
+        return Reply(response.status, dict(response.headers), response.content(), url, self._key.mask)
 
     def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
         return get_each(self, requests)

@@ -12,6 +12,7 @@ from urllib.parse import unquote
 
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.server.http import settings
+from metrics_kit.spec.wire import API_KEY_MIN_LENGTH
 
 KEYS_ENV = "METRICS_KIT_API_KEYS"
 # A query parameter whose name says it holds a credential: its value is never logged, whoever's it is.
@@ -55,8 +56,26 @@ class KeysMasked(logging.Filter):
 
 
 def api_keys(out=sys.stdout) -> list[str]:
-    """Keys from ``$METRICS_KIT_API_KEYS`` (comma-separated); else one new key, printed once."""
+    """Keys from ``$METRICS_KIT_API_KEYS`` (comma-separated); else one new key, printed once.
+
+    A key shorter than API_KEY_MIN_LENGTH is refused: it is also a project name, a date or a word
+    ("demo", "2025"), so no client could mask it where a message repeats it. Messages say which key,
+    never what it is."""
     configured = [k.strip() for k in os.environ.get(KEYS_ENV, "").split(",") if k.strip()]
+    if configured:
+        settings.keys(configured)  # their characters first
+    short = [number for number, key in enumerate(configured, 1) if len(key) < API_KEY_MIN_LENGTH]
+    if short:
+        total = len(configured)
+        del configured  # no local holds a key when the error passes (a verbose traceback shows locals)
+        which = f"key {short[0]} of {total} is" if len(short) == 1 else f"keys {short} of {total} are"
+        raise ConfigurationError(
+            f"{KEYS_ENV}: API {which} shorter than {API_KEY_MIN_LENGTH} characters "
+            f"(the key is not shown). A key must have at least {API_KEY_MIN_LENGTH} visible ASCII characters, "
+            "so that a client can mask it wherever a message repeats it; make one with "
+            "python -c 'import secrets; print(secrets.token_urlsafe(24))'",
+            setting="api_keys",
+        )
     if configured:
         return configured
     key = secrets.token_urlsafe(24)
