@@ -34,7 +34,7 @@ from metrics_kit.client.discovery import Discovery, Projects
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.frames import Point, Result
 from metrics_kit.client.settings import Secret, Settings, address, masked_url
-from metrics_kit.client.transports import HTTPTransport, Transport, default_transport, within_deadline
+from metrics_kit.client.transports import HTTPTransport, Transport, default_transport, pull_deadline
 from metrics_kit.errors import (
     CacheWarning,
     ClientClosedError,
@@ -369,21 +369,25 @@ class Client:
         show = self.settings.progress if progress is None else progress
         bar = fetching.progress_bar(len(missing), show)
         saver = _Saver(cache, self._discovery)
+
+        def take(point: Point, outcome: parse.Parsed | Exception, version: str | None, sent: float) -> None:
+            nonlocal latest
+            if isinstance(outcome, Exception):
+                failures[point] = outcome
+            else:
+                latest = version or ""
+                entry = self._entry(point, outcome, latest, sent)
+                saver.add(point, entry)
+                results[point] = Result(entry.value, entry.unit, entry.complete, False, latest)
+                versions[point] = latest
+            bar.update(1)
+
         try:
             metrics = {p.metric: self._metric(p.metric) for p in missing}
-            pulled = fetching.run(self.transport, missing, metrics, self.calendar, self.settings.clock)
-            for point, outcome, version, sent in within_deadline(self.settings.deadline, pulled):
-                if isinstance(outcome, Exception):
-                    failures[point] = outcome
-                else:
-                    latest = version or ""
-                    entry = self._entry(point, outcome, latest, sent)
-                    results[point] = Result(entry.value, entry.unit, entry.complete, False, latest)
-                    versions[point] = latest
-                    saver.add(point, entry)
-                bar.update(1)
+            with pull_deadline(self.settings.deadline):
+                fetching.run(self.transport, missing, metrics, self.calendar, take, self.settings.clock)
         finally:
-            # Also on an interrupt: what was fetched is kept, and a re-run fetches only the rest.
+            # Also on an interrupt: every answer received is written, and a re-run fetches only the rest.
             saver.flush()
             bar.close()
         return results, failures, versions, latest
@@ -626,11 +630,11 @@ def _closed_by(transport: object) -> bool:
 
 
 class _Saver:
-    """Writes fetched values to the cache as they arrive, in batches of SAVE_EVERY (the transport's own
-    batches, so an interrupt loses at most the one in flight), each under the data version of its
-    answer; recording a new version drops the older one's values from the cache. A batch the cache
-    cannot write (a full disk) is skipped, with one CacheWarning for the pull: the values are still
-    returned."""
+    """Writes fetched values to the cache as they arrive, in batches of SAVE_EVERY, each under the
+    data version of its answer; recording a new version drops the older one's values from the cache.
+    A value leaves the batch only once its write is done, so a write cut short by an interrupt is
+    made again by the last flush (the one in ``finally``). A batch the cache cannot write (a full
+    disk) is skipped, with one CacheWarning for the pull: the values are still returned."""
 
     def __init__(self, cache: ValueCache | None, discovery: Discovery):
         self._cache, self._discovery = cache, discovery
@@ -643,15 +647,15 @@ class _Saver:
             self.flush()
 
     def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        i = 0
-        while i < len(pending):  # one run of answers per version, in the order they came
-            version = pending[i][1].version
-            j = i
+        pending = self._pending
+        while pending:  # one run of answers per version, in the order they came
+            version = pending[0][1].version
+            j = 1
             while j < len(pending) and pending[j][1].version == version:
                 j += 1
             self._discovery.saw(version, self._cache)
-            written = self._cache is None or self._cache.put_many(pending[i:j])
+            written = self._cache is None or self._cache.put_many(pending[:j])
+            del pending[:j]
             if not written and not self._warned and self._cache is not None and self._cache.read_only is None:
                 self._warned = True  # a cache opened read only warned when it was opened
                 warnings.warn(
@@ -660,7 +664,6 @@ class _Saver:
                     CacheWarning,
                     stacklevel=_caller_level(),
                 )
-            i = j
 
 
 def _choice(argument: str, value: object, allowed: tuple[str, ...]) -> None:
