@@ -151,20 +151,38 @@ configure.__doc__ = (configure.__doc__ or "") + "\n\n" + (Client.__doc__ or "")
 
 def default_client() -> Client:
     """The default client, made again from the environment when the variables it was made under
-    changed since (the old one is closed)."""
+    changed since. The old one is closed then, even when no client can be made from the new
+    environment (a base URL set before its key, say): a reference held to it never answers again."""
     global _default, _made_from
     previous = None
-    with _lock:
-        now = _environment()
-        if _default is not None and _made_from is not None and now != _made_from:
-            previous, _default = _default, None
-        if _default is None:
-            _default = Client(**_arguments)
-            _made_from = now
-        client = _default
-    if previous is not None:
-        previous._close("because the environment it was made from changed, and the default client with it")
-    return client
+    try:
+        with _lock:
+            now = _environment()
+            if _default is not None and _made_from is not None and now != _made_from:
+                previous, _default = _default, None
+            if _default is None:
+                _default = _made_again(previous)
+                _made_from = now
+            return _default
+    finally:
+        if previous is not None:
+            previous._close("because the environment it was made from changed, and the default client with it")
+
+
+def _made_again(previous: Client | None) -> Client:
+    """A default client made from the environment; when it cannot be, the error says that the
+    environment changed and that the previous default client (if any) is closed."""
+    try:
+        return Client(**_arguments)
+    except ConfigurationError as error:
+        if previous is None:
+            raise
+        was = "the embedded demo" if previous.embedded else previous._shown_url()
+        raise ConfigurationError(
+            f"the environment changed since the default client was made, so that client (of {was}) is closed "
+            f"and answers nothing more; no default client can be made from the new environment: {error}",
+            setting=error.setting,
+        ) from None
 
 
 class _Options(TypedDict):
