@@ -488,8 +488,11 @@ class Client:
         # A metric named twice, or by its name and an alias, is one metric, fetched and shown once.
         metric_list = list({m.name: m for m in (self._metric(x) for x in _as_list(metrics, "metrics"))}.values())
         project_list = [ids.check_project(p) for p in _as_list(projects, "projects")]
-        self._check_size(len(metric_list) * len(project_list), start, end, granularity)
-        starts = self.periods(start, end, granularity)  # every argument checked before the network
+        # Every argument checked before the network. The point limit too, counting every pair; with
+        # skip_inapplicable, only the pairs that apply count, known after discovery (a range too long
+        # for even one pair is refused before it).
+        periods = self._count_periods(start, end, granularity)
+        self._check_size(1 if skip_inapplicable else len(metric_list) * len(project_list), periods)
         pairs = []
         for project in project_list:
             for metric in metric_list:
@@ -500,6 +503,9 @@ class Client:
                         raise  # an unknown project is a mistake to report, never to skip
                     continue
                 pairs.append((metric, project))
+        if skip_inapplicable:
+            self._check_size(len(pairs), periods, applicable=True)
+        starts = self.periods(start, end, granularity)
         points = [Point(m.name, p, granularity, s.isoformat()) for m, p in pairs for s in starts]
         results, failures = self.fetch(points, refresh=options["refresh"], progress=options["progress"])
         if failures and errors == "raise":
@@ -515,22 +521,28 @@ class Client:
             )
         return frames.drop_incomplete(frame) if incomplete == "drop" else frame
 
-    def _check_size(self, pairs: int, start: DateLike, end: DateLike, granularity: str) -> None:
-        """A ValidationError when ``pairs`` (metric, project) over the periods from ``start`` to
-        ``end`` are more than MAX_POINTS points, counted without listing the periods."""
+    def _count_periods(self, start: DateLike, end: DateLike, granularity: str) -> tuple[int, str]:
+        """How many periods run from ``start`` to ``end`` (and the range in words, for a message),
+        counted without listing them; the arguments are checked as ``periods()`` checks them."""
         first, last = ids.to_date(start, "start"), ids.to_date(end, "end")
         if first > last:
-            return  # periods() says what is wrong
+            raise ValidationError(f"start ({first}) is after end ({last})", "start")
         a, b = self.calendar.start(first, granularity), self.calendar.start(last, granularity)
         if granularity == "1_month":
             periods = (b.year - a.year) * 12 + b.month - a.month + 1
         else:
             periods = (b - a).days // (7 if granularity == "1_week" else 1) + 1
-        if pairs * periods > MAX_POINTS:
+        return periods, f"{granularity} periods from {first} to {last}"
+
+    def _check_size(self, pairs: int, periods: tuple[int, str], *, applicable: bool = False) -> None:
+        """A ValidationError when ``pairs`` (metric, project) over ``periods`` are more than MAX_POINTS points."""
+        count, described = periods
+        if pairs * count > MAX_POINTS:
+            which = "applicable metric and project pairs" if applicable else "metric and project pairs"
             raise ValidationError(
-                f"this call asks for {pairs * periods:,} points ({pairs} metric and project pairs x {periods:,} "
-                f"{granularity} periods from {first} to {last}); one call may ask for at most {MAX_POINTS:,}. "
-                "Narrow the range (start, end), choose a coarser granularity, or split the pull into several calls",
+                f"this call asks for {pairs * count:,} points ({pairs} {which} x {count:,} {described}); "
+                f"one call may ask for at most {MAX_POINTS:,}. Narrow the range (start, end), choose a coarser "
+                "granularity, or split the pull into several calls",
                 "start",
             )
 
