@@ -326,7 +326,8 @@ class Client:
 
         Every value of one result comes from one data version: when an answer names another version
         than the others (the service's data changed during the pull), the values of the older one
-        are fetched again, up to VERSION_CHANGES times."""
+        are fetched again, up to VERSION_CHANGES times. So are cached values whose version the
+        answers of the pull do not confirm, when the service names its version only in its answers."""
         refresh = self.settings.refresh if refresh is None else refresh
         results, failures, versions, latest = self._fetch_once(list(dict.fromkeys(points)), refresh, progress)
         for attempt in range(VERSION_CHANGES + 1):
@@ -362,6 +363,11 @@ class Client:
                 for key, entry in cache.get_many(points, version=latest).items():
                     results[Point(*key)] = Result(entry.value, entry.unit, entry.complete, True, latest)
                     versions[Point(*key)] = latest
+            if len(results) == len(points) and points and self._discovery.needs_confirming():
+                # The service names its version only in its answers, and none has named this one within
+                # version_ttl: one value is asked again, so that its answer confirms the version of the
+                # others before they are used (a version it does not name makes them stale, see fetch).
+                del results[points[0]], versions[points[0]]
         missing = [p for p in points if p not in results]
         failures: dict[Point, Exception] = {}
         if not missing:
