@@ -89,6 +89,7 @@ FILE_NAME = "values.sqlite3"
 SCHEMA_VERSION = "3"
 CHUNK = 500  # dates per query: well under SQLite's 32,766 bound parameters
 BUSY_TIMEOUT = 10.0  # seconds another process may hold the write lock before we give up
+INT64 = (-(2**63), 2**63 - 1)  # the integers SQLite stores exactly (as INTEGER); counts are read back as int
 
 Key = tuple[str, str, str, str]  # (metric_name canonical, project, granularity, request date ISO)
 
@@ -106,7 +107,7 @@ CREATE TABLE IF NOT EXISTS entries (
     project TEXT NOT NULL,
     granularity TEXT NOT NULL,
     date TEXT NOT NULL,          -- request date, ISO
-    value NOT NULL,              -- no declared type: INTEGER stays INTEGER, REAL stays REAL
+    value NOT NULL,              -- no declared type: a count stays INTEGER (exact), an amount REAL
     unit TEXT,
     complete INTEGER NOT NULL,   -- 1: the period had ended when the value was fetched, else 0
     period_start TEXT,
@@ -281,6 +282,11 @@ class ValueCache:
                 continue  # SQLite would store NaN as NULL; a missing value is not worth caching
             if isinstance(value, bool):
                 value = int(value)
+            if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
+                # SQLite holds an INTEGER in 64 bits: this one is left out (fetched again next time),
+                # and the rest of the batch is written.
+                log.warning("a value of %s for %s is beyond a 64-bit integer: not cached", metric, day)
+                continue
             complete = int(self._complete((metric, project, granularity, day), entry))
             rows.append(
                 (
