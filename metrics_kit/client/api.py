@@ -3,7 +3,8 @@
 The default client is made on first use from the environment (``METRICS_KIT_BASE_URL``,
 ``METRICS_KIT_API_KEY``, ``METRICS_KIT_CACHE_DIR``), else it is the embedded reference service, and
 it follows that environment: when any of those variables changes, the next call makes a new default
-client from them (closing the old one). ``configure(...)`` replaces it with one built from your
+client from them (closing the old one, even when none can be made from them: the error says what is
+missing). ``configure(...)`` replaces it with one built from your
 arguments (closing the old one too; a base URL or transport given there is kept whatever the
 environment says). A closed client raises ClientClosedError if used through a reference held to it:
 it never answers from the new service, nor from any other. Use ``Client`` directly to hold several.
