@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 from vendor import Vendor, value_of
@@ -97,16 +98,14 @@ ASGI_PULL = textwrap.dedent(
 )
 
 
-def _child(script: str, *args: str, cache) -> subprocess.Popen:
+def _child(script: str, *args: str, cache: Path) -> subprocess.Popen:
+    """A child process running ``script``; its stderr goes to a file beside the cache folder."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
     env["METRICS_KIT_CACHE_DIR"] = str(cache)
-    return subprocess.Popen(
-        [sys.executable, "-c", script, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    with open(cache.parent / "stderr.txt", "w") as stderr:
+        return subprocess.Popen(
+            [sys.executable, "-c", script, *args], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env
+        )
 
 
 class Lines:
@@ -126,15 +125,21 @@ class Lines:
     def next(self, timeout: float = 60) -> str:
         return self._lines.get(timeout=timeout)
 
+    def join(self) -> None:
+        self._reader.join(timeout=10)
 
-def _stop(child: subprocess.Popen) -> str:
+
+def _stop(child: subprocess.Popen, lines: Lines, cache: Path) -> str:
     """Wait for the child (killing it, by its PID, if it outlives the bound); its stderr."""
     try:
-        _, stderr = child.communicate(timeout=60)
+        child.wait(timeout=60)
     except subprocess.TimeoutExpired:
         child.kill()
-        _, stderr = child.communicate(timeout=10)
-    return stderr
+        child.wait(timeout=10)
+    lines.join()  # the child has exited: its stdout reaches its end
+    assert child.stdout is not None
+    child.stdout.close()
+    return (cache.parent / "stderr.txt").read_text()
 
 
 @pytest.mark.parametrize(
@@ -160,7 +165,7 @@ def test_an_interrupted_http_pull_keeps_every_answer_received_and_the_rerun_fetc
             said = lines.next()
         finally:
             vendor.release()
-            stderr = _stop(child)
+            stderr = _stop(child, lines, cache)
         assert said == "interrupted", stderr
         assert child.returncode == 0, stderr
         monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(cache))
@@ -173,14 +178,15 @@ def test_an_interrupted_http_pull_keeps_every_answer_received_and_the_rerun_fetc
 
 
 def test_an_interrupted_asgi_pull_keeps_every_answer_received_and_the_rerun_fetches_the_rest(tmp_path):
-    child = _child(ASGI_PULL, METRIC, PROJECT, DATES[0], DATES[-1], DATES[RECEIVED], cache=tmp_path / "cache")
+    cache = tmp_path / "cache"
+    child = _child(ASGI_PULL, METRIC, PROJECT, DATES[0], DATES[-1], DATES[RECEIVED], cache=cache)
     lines = Lines(child)
     try:
         assert lines.next() == "held"  # the application holds the 100th request; 99 answers have come
         child.send_signal(signal.SIGINT)
         said = lines.next()
     finally:
-        stderr = _stop(child)
+        stderr = _stop(child, lines, cache)
     assert said, stderr
     outcome = json.loads(said)
     assert outcome["said"] == "interrupted", stderr
