@@ -544,7 +544,7 @@ class Client:
         """A ValidationError when ``pairs`` (metric, project) over ``periods`` are more than MAX_POINTS points."""
         count, described = periods
         if pairs * count > MAX_POINTS:
-            which = "applicable metric and project pairs" if applicable else "metric and project pairs"
+            which = ("applicable " if applicable else "") + ("metric and project pair" + ("" if pairs == 1 else "s"))
             raise ValidationError(
                 f"this call asks for {pairs * count:,} points ({pairs} {which} x {count:,} {described}); "
                 f"one call may ask for at most {MAX_POINTS:,}. Narrow the range (start, end), choose a coarser "
