@@ -167,5 +167,5 @@ class CacheWarning(UserWarning):
 
 class UnconfirmedDataWarning(UserWarning):
     """Values read from the cache under a data version that the service could not confirm (it did not
-    answer): they are the data set's as last seen, which may have changed since. ``attrs`` of the
-    result say ``data_version_confirmed: False``."""
+    answer, or no answer of the pull named the version): they are the data set's as last seen, which
+    may have changed since. ``attrs`` of the result say ``data_version_confirmed: False``."""

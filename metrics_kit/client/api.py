@@ -3,7 +3,8 @@
 The default client is made on first use from the environment (``METRICS_KIT_BASE_URL``,
 ``METRICS_KIT_API_KEY``, ``METRICS_KIT_CACHE_DIR``), else it is the embedded reference service, and
 it follows that environment: when any of those variables changes, the next call makes a new default
-client from them (closing the old one). ``configure(...)`` replaces it with one built from your
+client from them (closing the old one, even when none can be made from them: the error says what is
+missing). ``configure(...)`` replaces it with one built from your
 arguments (closing the old one too; a base URL or transport given there is kept whatever the
 environment says). A closed client raises ClientClosedError if used through a reference held to it:
 it never answers from the new service, nor from any other. Use ``Client`` directly to hold several.
@@ -151,20 +152,38 @@ configure.__doc__ = (configure.__doc__ or "") + "\n\n" + (Client.__doc__ or "")
 
 def default_client() -> Client:
     """The default client, made again from the environment when the variables it was made under
-    changed since (the old one is closed)."""
+    changed since. The old one is closed then, even when no client can be made from the new
+    environment (a base URL set before its key, say): a reference held to it never answers again."""
     global _default, _made_from
     previous = None
-    with _lock:
-        now = _environment()
-        if _default is not None and _made_from is not None and now != _made_from:
-            previous, _default = _default, None
-        if _default is None:
-            _default = Client(**_arguments)
-            _made_from = now
-        client = _default
-    if previous is not None:
-        previous._close("because the environment it was made from changed, and the default client with it")
-    return client
+    try:
+        with _lock:
+            now = _environment()
+            if _default is not None and _made_from is not None and now != _made_from:
+                previous, _default = _default, None
+            if _default is None:
+                _default = _made_again(previous)
+                _made_from = now
+            return _default
+    finally:
+        if previous is not None:
+            previous._close("because the environment it was made from changed, and the default client with it")
+
+
+def _made_again(previous: Client | None) -> Client:
+    """A default client made from the environment; when it cannot be, the error says that the
+    environment changed and that the previous default client (if any) is closed."""
+    try:
+        return Client(**_arguments)
+    except ConfigurationError as error:
+        if previous is None:
+            raise
+        was = "the embedded demo" if previous.embedded else previous._shown_url()
+        raise ConfigurationError(
+            f"the environment changed since the default client was made, so that client (of {was}) is closed "
+            f"and answers nothing more; no default client can be made from the new environment: {error}",
+            setting=error.setting,
+        ) from None
 
 
 class _Options(TypedDict):

@@ -9,10 +9,12 @@ What is cached
 
 Complete or not, and how long
     Whether a value is complete is decided once, when it is fetched, and stored with it: complete
-    only if its period had ended when it was fetched (the service's ``complete`` flag where it sends
-    one; else the period's end, the day after its last day at 00:00 UTC, against the fetch time).
-    A value fetched while its period was running stays incomplete however late it is read: it holds
-    the number of that moment. A complete value is kept until the cache is cleared; an incomplete
+    only if its period had ended when it was fetched (the period's end, the day after its last day
+    at 00:00 UTC, against the fetch time) and the service, where it sends a ``complete`` flag, says
+    so. A value fetched while its period was running stays incomplete however late it is read: it
+    holds the number of that moment. Each row also keeps the version of that rule it was decided
+    under (``COMPLETENESS_RULE``): a value filed complete under an older one is not read (it is
+    fetched again, once). A complete value is kept until the cache is cleared; an incomplete
     one is read back only while it is younger than the *reading* cache's ``incomplete_ttl``
     (600 seconds by default): the policy is the reader's, never the writer's. Incomplete values
     older than the writer's ``incomplete_ttl`` are purged at the start of each write.
@@ -30,8 +32,8 @@ Where
     One SQLite file, ``cache_dir() / "values.sqlite3"`` (``$METRICS_KIT_CACHE_DIR``, else the
     user's cache folder), in WAL mode, shared safely by the threads of a process (one connection
     behind a lock) and by several processes (SQLite's file locks, with a busy timeout; opening, and
-    creating, the file is retried while another process holds it). A file of the previous schema
-    version (2) is migrated, its values kept; a file that is not a database, is damaged, or has
+    creating, the file is retried while another process holds it). A file of a previous schema
+    version (2 or 3) is migrated, its values kept; a file that is not a database, is damaged, or has
     another schema version is deleted and rebuilt, with a warning in the log: a cache is only ever
     a copy.
 
@@ -85,10 +87,17 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FILE_NAME = "values.sqlite3"
-# 2: the data version of each row, and the services table; 3: completeness decided when fetched
-SCHEMA_VERSION = "3"
+# 2: the data version of each row, and the services table; 3: completeness decided when fetched;
+# 4: the completeness rule each row's flag was decided under
+SCHEMA_VERSION = "4"
+# The version of the rule that decides whether a value is complete (complete_when_fetched, with the
+# flags services send). 1: the service's flag as it came (the reference service flagged a day, week
+# or month complete while it ran, when its data reached that far); 2: complete only if the period had
+# ended when the value was fetched, and the service says so. A complete row of an older rule is not read.
+COMPLETENESS_RULE = 2
 CHUNK = 500  # dates per query: well under SQLite's 32,766 bound parameters
 BUSY_TIMEOUT = 10.0  # seconds another process may hold the write lock before we give up
+INT64 = (-(2**63), 2**63 - 1)  # the integers SQLite stores exactly (as INTEGER); counts are read back as int
 
 Key = tuple[str, str, str, str]  # (metric_name canonical, project, granularity, request date ISO)
 
@@ -106,13 +115,14 @@ CREATE TABLE IF NOT EXISTS entries (
     project TEXT NOT NULL,
     granularity TEXT NOT NULL,
     date TEXT NOT NULL,          -- request date, ISO
-    value NOT NULL,              -- no declared type: INTEGER stays INTEGER, REAL stays REAL
+    value NOT NULL,              -- no declared type: a count stays INTEGER (exact), an amount REAL
     unit TEXT,
     complete INTEGER NOT NULL,   -- 1: the period had ended when the value was fetched, else 0
     period_start TEXT,
     period_end TEXT,
     fetched_at REAL NOT NULL,
     version TEXT NOT NULL,       -- the data version of the answer ('' when the service names none)
+    rule INTEGER NOT NULL,       -- the completeness rule the flag was decided under (COMPLETENESS_RULE)
     PRIMARY KEY (ns, metric, project, granularity, date)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS services (
@@ -141,6 +151,8 @@ DROP TABLE entries;
 ALTER TABLE entries_3 RENAME TO entries;
 CREATE INDEX IF NOT EXISTS entries_incomplete ON entries (fetched_at) WHERE complete = 0;
 """
+# Schema 3 -> 4: every row was decided under the first completeness rule.
+_MIGRATE_3 = "ALTER TABLE entries ADD COLUMN rule INTEGER NOT NULL DEFAULT 1"
 
 T = TypeVar("T")
 
@@ -182,14 +194,13 @@ def namespace(base_url: str, api_key: str | None) -> str:
 
 
 def complete_when_fetched(complete: bool | None, last_day: dt.date | None, fetched_at: float) -> bool:
-    """The one completeness rule: the service's flag where it sent one; else whether the period
-    (whose last day is ``last_day``) had ended at ``fetched_at``. A period that cannot be placed
-    is not complete."""
-    if complete is not None:
-        return bool(complete)
-    if last_day is None:
+    """The one completeness rule (version COMPLETENESS_RULE): complete only if the period (whose
+    last day is ``last_day``) had ended at ``fetched_at``, and the service's flag, where it sent one,
+    says so. A period that had not ended is not complete whatever a service says (its data may run
+    up to now), and one that cannot be placed is not complete."""
+    if last_day is None or complete is False:
         return False
-    ended = dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time(), dt.UTC).timestamp()
+    ended = dt.datetime.combine(last_day, dt.time(), dt.UTC).timestamp() + 86400  # (9999-12-31 has no next day)
     return ended <= fetched_at
 
 
@@ -281,6 +292,11 @@ class ValueCache:
                 continue  # SQLite would store NaN as NULL; a missing value is not worth caching
             if isinstance(value, bool):
                 value = int(value)
+            if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
+                # SQLite holds an INTEGER in 64 bits: this one is left out (fetched again next time),
+                # and the rest of the batch is written.
+                log.warning("a value of %s for %s is beyond a 64-bit integer: not cached", metric, day)
+                continue
             complete = int(self._complete((metric, project, granularity, day), entry))
             rows.append(
                 (
@@ -296,6 +312,7 @@ class ValueCache:
                     entry.period_end,
                     entry.fetched_at,
                     entry.version,
+                    COMPLETENESS_RULE,
                 )
             )
         if not rows:
@@ -366,8 +383,9 @@ class ValueCache:
         now = self._clock()
         entries = self._run(
             lambda conn: conn.execute(
-                "SELECT count(*) FROM entries WHERE ns = ? AND (complete = 1 OR fetched_at > ?)",
-                (self._ns, now - self.incomplete_ttl),
+                "SELECT count(*) FROM entries WHERE ns = ?"
+                " AND (complete = 1 AND rule = ? OR complete = 0 AND fetched_at > ?)",
+                (self._ns, COMPLETENESS_RULE, now - self.incomplete_ttl),
             ).fetchone()[0],
             default=0,
         )
@@ -391,7 +409,8 @@ class ValueCache:
     # -- completeness ---------------------------------------------------------------------------
 
     def _complete(self, key: Key, entry: Entry) -> bool:
-        """Whether the entry's period had ended when it was fetched (see complete_when_fetched)."""
+        """Whether the entry is complete: its own flag where it has one (decided by the client with
+        complete_when_fetched), else whether its period had ended when it was fetched."""
         if entry.complete is not None:
             return bool(entry.complete)
         try:
@@ -571,11 +590,16 @@ class ValueCache:
             if "meta" in tables:
                 row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
                 version = row[0] if row else None
-            if tables and version == "2" and "entries" in tables:
-                for statement in _MIGRATE_2.split(";"):
+            if tables and version in ("2", "3") and "entries" in tables:
+                for statement in [*(_MIGRATE_2.split(";") if version == "2" else ()), _MIGRATE_3]:
                     if statement.strip():
                         conn.execute(statement)
-                log.warning("the metric value cache %s was migrated to schema %s, its values kept", self.path, "3")
+                log.warning(
+                    "the metric value cache %s was migrated to schema %s, its values kept (those filed complete "
+                    "under an older completeness rule are fetched again once)",
+                    self.path,
+                    SCHEMA_VERSION,
+                )
             elif tables and (version != SCHEMA_VERSION or "entries" not in tables):
                 raise sqlite3.DatabaseError(f"schema version {version!r}, expected {SCHEMA_VERSION!r}")
             if not tables:
@@ -639,7 +663,7 @@ class ValueCache:
 _SELECT = (
     "SELECT date, value, unit, complete, period_start, period_end, fetched_at FROM entries"
     " WHERE ns = ? AND metric = ? AND project = ? AND granularity = ? AND version = ?"
-    " AND (complete = 1 OR fetched_at > ?) AND "
+    f" AND (complete = 1 AND rule = {COMPLETENESS_RULE} OR complete = 0 AND fetched_at > ?) AND "
 )
 
 
@@ -666,7 +690,7 @@ def _queries(
         yield _SELECT + "date IN (" + ",".join("?" * len(chunk)) + ")", (*head, fresh_after, *chunk)
 
 
-_INSERT = "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT = "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def _code(error: sqlite3.Error) -> int | None:

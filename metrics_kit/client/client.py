@@ -34,7 +34,7 @@ from metrics_kit.client.discovery import Discovery, Projects
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.frames import Point, Result
 from metrics_kit.client.settings import Secret, Settings, address, masked_url
-from metrics_kit.client.transports import HTTPTransport, Transport, default_transport, within_deadline
+from metrics_kit.client.transports import HTTPTransport, Transport, default_transport, pull_deadline
 from metrics_kit.errors import (
     CacheWarning,
     ClientClosedError,
@@ -327,7 +327,8 @@ class Client:
 
         Every value of one result comes from one data version: when an answer names another version
         than the others (the service's data changed during the pull), the values of the older one
-        are fetched again, up to VERSION_CHANGES times."""
+        are fetched again, up to VERSION_CHANGES times. So are cached values whose version the
+        answers of the pull do not confirm, when the service names its version only in its answers."""
         refresh = self.settings.refresh if refresh is None else refresh
         results, failures, versions, latest = self._fetch_once(list(dict.fromkeys(points)), refresh, progress)
         for attempt in range(VERSION_CHANGES + 1):
@@ -363,6 +364,11 @@ class Client:
                 for key, entry in cache.get_many(points, version=latest).items():
                     results[Point(*key)] = Result(entry.value, entry.unit, entry.complete, True, latest)
                     versions[Point(*key)] = latest
+            if len(results) == len(points) and points and self._discovery.needs_confirming():
+                # The service names its version only in its answers, and none has named this one within
+                # version_ttl: one value is asked again, so that its answer confirms the version of the
+                # others before they are used (a version it does not name makes them stale, see fetch).
+                del results[points[0]], versions[points[0]]
         missing = [p for p in points if p not in results]
         failures: dict[Point, Exception] = {}
         if not missing:
@@ -370,25 +376,29 @@ class Client:
         show = self.settings.progress if progress is None else progress
         bar = fetching.progress_bar(len(missing), show)
         saver = _Saver(cache, self._discovery)
+
+        def take(point: Point, outcome: parse.Parsed | Exception, version: str | None, sent: float) -> None:
+            nonlocal latest
+            if isinstance(outcome, Exception):
+                failures[point] = outcome
+            elif outcome.value is None:  # the service has no value for it: in attrs["missing"], never cached
+                latest = version or ""
+                results[point] = Result(None, outcome.unit, None, False, latest, outcome.reason or "")
+                versions[point] = latest
+            else:
+                latest = version or ""
+                entry = self._entry(point, outcome, latest, sent)
+                saver.add(point, entry)
+                results[point] = Result(entry.value, entry.unit, entry.complete, False, latest)
+                versions[point] = latest
+            bar.update(1)
+
         try:
             metrics = {p.metric: self._metric(p.metric) for p in missing}
-            pulled = fetching.run(self.transport, missing, metrics, self.calendar, self.settings.clock)
-            for point, outcome, version, sent in within_deadline(self.settings.deadline, pulled):
-                if isinstance(outcome, Exception):
-                    failures[point] = outcome
-                elif outcome.value is None:  # the service has no value for it: in attrs["missing"], never cached
-                    latest = version or ""
-                    results[point] = Result(None, outcome.unit, None, False, latest, outcome.reason or "")
-                    versions[point] = latest
-                else:
-                    latest = version or ""
-                    entry = self._entry(point, outcome, latest, sent)
-                    results[point] = Result(entry.value, entry.unit, entry.complete, False, latest)
-                    versions[point] = latest
-                    saver.add(point, entry)
-                bar.update(1)
+            with pull_deadline(self.settings.deadline):
+                fetching.run(self.transport, missing, metrics, self.calendar, take, self.settings.clock)
         finally:
-            # Also on an interrupt: what was fetched is kept, and a re-run fetches only the rest.
+            # Also on an interrupt: every answer received is written, and a re-run fetches only the rest.
             saver.flush()
             bar.close()
         return results, failures, versions, latest
@@ -498,8 +508,11 @@ class Client:
         # A metric named twice, or by its name and an alias, is one metric, fetched and shown once.
         metric_list = list({m.name: m for m in (self._metric(x) for x in _as_list(metrics, "metrics"))}.values())
         project_list = [ids.check_project(p) for p in _as_list(projects, "projects")]
-        self._check_size(len(metric_list) * len(project_list), start, end, granularity)
-        starts = self.periods(start, end, granularity)  # every argument checked before the network
+        # Every argument checked before the network. The point limit too, counting every pair; with
+        # skip_inapplicable, only the pairs that apply count, known after discovery (a range too long
+        # for even one pair is refused before it).
+        periods = self._count_periods(start, end, granularity)
+        self._check_size(1 if skip_inapplicable else len(metric_list) * len(project_list), periods)
         pairs = []
         for project in project_list:
             for metric in metric_list:
@@ -510,6 +523,9 @@ class Client:
                         raise  # an unknown project is a mistake to report, never to skip
                     continue
                 pairs.append((metric, project))
+        if skip_inapplicable:
+            self._check_size(len(pairs), periods, applicable=True)
+        starts = self.periods(start, end, granularity)
         points = [Point(m.name, p, granularity, s.isoformat()) for m, p in pairs for s in starts]
         results, failures = self.fetch(points, refresh=options["refresh"], progress=options["progress"])
         if failures and errors == "raise":
@@ -533,22 +549,28 @@ class Client:
             )
         return frames.drop_incomplete(frame) if incomplete == "drop" else frame
 
-    def _check_size(self, pairs: int, start: DateLike, end: DateLike, granularity: str) -> None:
-        """A ValidationError when ``pairs`` (metric, project) over the periods from ``start`` to
-        ``end`` are more than MAX_POINTS points, counted without listing the periods."""
+    def _count_periods(self, start: DateLike, end: DateLike, granularity: str) -> tuple[int, str]:
+        """How many periods run from ``start`` to ``end`` (and the range in words, for a message),
+        counted without listing them; the arguments are checked as ``periods()`` checks them."""
         first, last = ids.to_date(start, "start"), ids.to_date(end, "end")
         if first > last:
-            return  # periods() says what is wrong
+            raise ValidationError(f"start ({first}) is after end ({last})", "start")
         a, b = self.calendar.start(first, granularity), self.calendar.start(last, granularity)
         if granularity == "1_month":
             periods = (b.year - a.year) * 12 + b.month - a.month + 1
         else:
             periods = (b - a).days // (7 if granularity == "1_week" else 1) + 1
-        if pairs * periods > MAX_POINTS:
+        return periods, f"{granularity} periods from {first} to {last}"
+
+    def _check_size(self, pairs: int, periods: tuple[int, str], *, applicable: bool = False) -> None:
+        """A ValidationError when ``pairs`` (metric, project) over ``periods`` are more than MAX_POINTS points."""
+        count, described = periods
+        if pairs * count > MAX_POINTS:
+            which = ("applicable " if applicable else "") + ("metric and project pair" + ("" if pairs == 1 else "s"))
             raise ValidationError(
-                f"this call asks for {pairs * periods:,} points ({pairs} metric and project pairs x {periods:,} "
-                f"{granularity} periods from {first} to {last}); one call may ask for at most {MAX_POINTS:,}. "
-                "Narrow the range (start, end), choose a coarser granularity, or split the pull into several calls",
+                f"this call asks for {pairs * count:,} points ({pairs} {which} x {count:,} {described}); "
+                f"one call may ask for at most {MAX_POINTS:,}. Narrow the range (start, end), choose a coarser "
+                "granularity, or split the pull into several calls",
                 "start",
             )
 
@@ -648,11 +670,11 @@ def _closed_by(transport: object) -> bool:
 
 
 class _Saver:
-    """Writes fetched values to the cache as they arrive, in batches of SAVE_EVERY (the transport's own
-    batches, so an interrupt loses at most the one in flight), each under the data version of its
-    answer; recording a new version drops the older one's values from the cache. A batch the cache
-    cannot write (a full disk) is skipped, with one CacheWarning for the pull: the values are still
-    returned."""
+    """Writes fetched values to the cache as they arrive, in batches of SAVE_EVERY, each under the
+    data version of its answer; recording a new version drops the older one's values from the cache.
+    A value leaves the batch only once its write is done, so a write cut short by an interrupt is
+    made again by the last flush (the one in ``finally``). A batch the cache cannot write (a full
+    disk) is skipped, with one CacheWarning for the pull: the values are still returned."""
 
     def __init__(self, cache: ValueCache | None, discovery: Discovery):
         self._cache, self._discovery = cache, discovery
@@ -665,15 +687,15 @@ class _Saver:
             self.flush()
 
     def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        i = 0
-        while i < len(pending):  # one run of answers per version, in the order they came
-            version = pending[i][1].version
-            j = i
+        pending = self._pending
+        while pending:  # one run of answers per version, in the order they came
+            version = pending[0][1].version
+            j = 1
             while j < len(pending) and pending[j][1].version == version:
                 j += 1
             self._discovery.saw(version, self._cache)
-            written = self._cache is None or self._cache.put_many(pending[i:j])
+            written = self._cache is None or self._cache.put_many(pending[:j])
+            del pending[:j]
             if not written and not self._warned and self._cache is not None and self._cache.read_only is None:
                 self._warned = True  # a cache opened read only warned when it was opened
                 warnings.warn(
@@ -682,7 +704,6 @@ class _Saver:
                     CacheWarning,
                     stacklevel=_caller_level(),
                 )
-            i = j
 
 
 def _choice(argument: str, value: object, allowed: tuple[str, ...]) -> None:

@@ -10,6 +10,12 @@ data at the same address). The version, when it was seen and the projects are ke
 too, read only when the service cannot be reached (untrusted). A service that names no version has
 the version ``""``.
 
+A service whose ``/projects`` names no version (it offers none: a 404, or refuses it: a 401 or 403,
+without the header) names it, if at all, in its ``/metrics`` answers only: then the version is
+learnt from them. Until an answer has confirmed it within ``version_ttl``, the version the client
+last saw (or the cache file's) is only a candidate (:meth:`Discovery.needs_confirming`): the client
+reads cached values under it only once an answer of the pull names it (see ``Client.fetch``).
+
 Discovery is not required by the specification, so nothing depends on it: with it, an unknown
 project or a metric that does not apply to a project is a ValidationError before any ``/metrics``
 request; without it, the service's answers say so.
@@ -39,9 +45,10 @@ VERSION_HEADER = wire.DATA_VERSION_HEADER
 class Discovery:
     """The trusted data version and the projects under it, asked of the service only when not trusted.
 
-    An answer to ``GET /projects`` (a list, or "not offered") stands for the version it came with;
-    no answer (a transport error, a 429 or a 5xx) is asked again next time, and meanwhile the last
-    known version, trusted or not, is used."""
+    An answer to ``GET /projects`` (a list, or "not offered") stands for the version it came with,
+    and for ``version_ttl``; one that names no version leaves the version to the ``/metrics``
+    answers. No answer (a transport error, a 429 or a 5xx) is asked again next time, and meanwhile
+    the last known version, trusted or not, is used."""
 
     def __init__(self, clock: Callable[[], float], version_ttl: float) -> None:
         self._lock = threading.Lock()
@@ -50,11 +57,14 @@ class Discovery:
         self._version: str | None = None
         self._seen_at = -math.inf
         self._asked = False  # whether _projects is the service's answer under _version
+        self._asked_at = -math.inf  # when /projects last answered
         self._projects: Projects | None = None
         # Whether the service itself answered the last time it was asked (False: the version is
         # the one last seen, or the cache file's, while the service did not answer).
         self._confirmed = False
         self._mask: Callable[[str], str] = str  # hides the key in the service's words (the last answer's)
+        # Whether /projects names no version, which the /metrics answers then name.
+        self._from_answers = False
 
     def version(self, transport: Transport, cache: ValueCache | None) -> str | None:
         """The data version to read cached values under: a trusted one, else asked for; None when no
@@ -62,6 +72,13 @@ class Discovery:
         with self._lock:
             self._refresh(transport, cache, need_projects=False)
             return self._version
+
+    def needs_confirming(self) -> bool:
+        """Whether the version must be named by an answer of the pull before cached values are read
+        under it: the service names it only in its /metrics answers, and none named it within
+        ``version_ttl`` (a service whose answers name no version has the version "", which never changes)."""
+        with self._lock:
+            return self._from_answers and bool(self._version) and not self._trusted()
 
     def projects(self, transport: Transport, cache: ValueCache | None = None) -> Projects | None:
         """{project: {kinds, regular_pools, coverage, metrics}}, or None when not offered (or unreachable)."""
@@ -71,7 +88,8 @@ class Discovery:
 
     def confirmed(self, version: str) -> bool:
         """Whether ``version`` is the one the service answered from the last time this client asked
-        (False: the version last seen, or the cache file's, while the service did not answer)."""
+        (False: the version last seen, or the cache file's, while the service did not answer or
+        named no version)."""
         with self._lock:
             return self._version == version and self._confirmed
 
@@ -80,9 +98,10 @@ class Discovery:
         forgets the projects of the old one, and (in the cache) its values."""
         with self._lock:
             now = self._clock()
-            if version != self._version:
-                if self._version is not None:
-                    log.info("the service's data version changed from %s to %s", self._version, version)
+            if version != self._version and self._version is not None:
+                log.info(  # the service's text, masked for the log
+                    "the service's data version changed from %s to %s", self._mask(self._version), self._mask(version)
+                )
                 self._projects, self._asked = None, False
             self._version, self._seen_at = version, max(now, self._seen_at)
             self._confirmed = True
@@ -111,13 +130,24 @@ class Discovery:
     def _trusted(self) -> bool:
         return self._version is not None and self._clock() - self._seen_at <= self._ttl
 
+    def _must_ask(self, need_projects: bool) -> bool:
+        if self._from_answers and self._clock() - self._asked_at <= self._ttl:
+            # /projects said, less than version_ttl ago, that it names no version (and offers no
+            # projects): asking again would tell nothing new; the answers of the pull will.
+            return need_projects and not self._asked
+        return not (self._trusted() and (self._asked or not need_projects))
+
     def _refresh(self, transport: Transport, cache: ValueCache | None, *, need_projects: bool) -> None:
         # Only a version this client has seen itself is trusted: another process's (in the cache
         # file) may be of a server since restarted on other data at the same address.
-        if not (self._trusted() and (self._asked or not need_projects)):
+        if self._must_ask(need_projects):
             self._ask(transport, cache)
             if self._version is None and cache is not None:
                 self._load(cache)  # no answer: the last version the cache knows, to read it, untrusted
+            if self._from_answers:
+                # A version the service named is confirmed only by an answer seen within version_ttl;
+                # "" (its answers named none) is one that never changes.
+                self._confirmed = self._version == "" or self._trusted()
 
     def _load(self, cache: ValueCache) -> None:
         """Take what the cache file knows (this or another process wrote it), without trusting it:
@@ -126,8 +156,9 @@ class Discovery:
         if stored is None:
             return
         self._version, self._seen_at, self._confirmed = stored.version, -math.inf, False
-        self._asked = stored.projects is not None
-        self._projects = json.loads(stored.projects) if stored.projects is not None else None
+        if not self._from_answers:  # else /projects has just said it offers none
+            self._asked = stored.projects is not None
+            self._projects = json.loads(stored.projects) if stored.projects is not None else None
 
     def _ask(self, transport: Transport, cache: ValueCache | None) -> None:
         try:
@@ -140,8 +171,16 @@ class Discovery:
             log.debug("project discovery answered %s; asking again later", reply.status)
             self._confirmed = False
             return
+        now = self._clock()
         version = reply.header(VERSION_HEADER)
         self._mask = reply.mask
+        if reply.status != 200 and version is None:
+            # No /projects, or refused, and no version with it: the service names its version, if
+            # at all, in its /metrics answers. The version last seen stays, to be confirmed by them.
+            log.debug("project discovery answered %s without a data version", reply.status)
+            self._projects, self._asked, self._asked_at = None, True, now
+            self._from_answers = True
+            return
         projects: Projects | None = None
         if reply.status == 200:
             try:
@@ -152,11 +191,10 @@ class Discovery:
             except (ValueError, KeyError, TypeError, AttributeError) as error:
                 log.debug("project discovery unreadable: %s", error)
         version = version or ""
-        now = self._clock()
         if version != self._version and self._version is not None:  # the service's text, masked for the log
             log.info("the service's data version changed from %s to %s", reply.mask(self._version), reply.mask(version))
         self._version, self._seen_at, self._projects, self._asked = version, now, projects, True
-        self._confirmed = True
+        self._asked_at, self._from_answers, self._confirmed = now, False, True
         if cache is not None:
             cache.record_version(version, now, json.dumps(projects))
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from metrics_kit.client.frames import Point
 from metrics_kit.client.settings import shown_request
-from metrics_kit.client.transports import Reply, Transport
+from metrics_kit.client.transports import Reply, Transport, answers_of
 from metrics_kit.errors import APIError, ConfigurationError, MetricsKitError, ResponseFormatError, TransportError
 from metrics_kit.spec import wire
 from metrics_kit.spec.calendar import Calendar
@@ -35,37 +35,58 @@ VERSION_HEADER = wire.DATA_VERSION_HEADER
 T = TypeVar("T")
 
 
+Take = Callable[[Point, wire.Parsed | Exception, str | None, float], None]  # see run
+
+
 def run(
     transport: Transport,
     points: list[Point],
     metrics: Mapping[str, Metric],
     calendar: Calendar,
+    take: Take,
     clock: Callable[[], float] = time.time,
-) -> Iterator[tuple[Point, wire.Parsed | Exception, str | None, float]]:
-    """Each point with its parsed answer (or the exception that stands for its failure), the data
-    version the answer names (None when it names none) and when its request was sent.
+) -> None:
+    """Hands each point to ``take`` with its parsed answer (or the exception that stands for its
+    failure), the data version the answer names (None when it names none) and when its request was
+    sent, as the answers come.
 
     The send time is read on ``clock`` before the batch goes out, so it is the earliest send time of
     the batch: the service counted the value at that moment or later, never earlier. The completeness
     rule compares a period's end with it, so an answer that arrives after midnight for a value
-    counted before is never taken for complete (when in doubt, incomplete)."""
+    counted before is never taken for complete (when in doubt, incomplete).
+
+    Interrupted (a KeyboardInterrupt, wherever it lands while a batch is out), the answers of the
+    batch that had come and were not yet taken are taken before the interrupt goes on, and the
+    requests not yet sent are not sent: an interrupted pull keeps every answer it received."""
     for i in range(0, len(points), BATCH):
         chunk = points[i : i + BATCH]
         sent = clock()
-        replies = transport.get_many([(wire.METRICS_PATH, dict(zip(PARAMS, p, strict=True))) for p in chunk])
-        for point, reply in zip(chunk, replies, strict=True):
-            if isinstance(reply, TransportError):
-                yield point, reply, None, sent
-                continue
-            try:
-                yield (
-                    point,
-                    read(point, reply, metrics[point.metric], calendar, clock),
-                    reply.header(VERSION_HEADER),
-                    sent,
-                )
-            except (APIError, ResponseFormatError) as error:
-                yield point, error, None, sent
+        answers = answers_of(transport, [(wire.METRICS_PATH, dict(zip(PARAMS, p, strict=True))) for p in chunk])
+        try:
+            for index, reply in answers:
+                point = chunk[index]
+                take(point, *_outcome(point, reply, metrics, calendar, clock), sent)
+        except BaseException:
+            for index, reply in answers.received():
+                point = chunk[index]
+                take(point, *_outcome(point, reply, metrics, calendar, clock), sent)
+            raise
+
+
+def _outcome(
+    point: Point,
+    reply: Reply | TransportError,
+    metrics: Mapping[str, Metric],
+    calendar: Calendar,
+    clock: Callable[[], float],
+) -> tuple[wire.Parsed | Exception, str | None]:
+    """The parsed value of an answer and its data version, or the exception that stands for it."""
+    if isinstance(reply, TransportError):
+        return reply, None
+    try:
+        return read(point, reply, metrics[point.metric], calendar, clock), reply.header(VERSION_HEADER)
+    except (APIError, ResponseFormatError) as error:
+        return error, None
 
 
 def read(

@@ -12,6 +12,7 @@ was fetched, never worked out again when it is read.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -58,25 +59,37 @@ def long_frame(
     catalogue: Catalogue,
     source: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Tidy rows, one a point: period_start, project, metric, value (NaN where it failed), unit, complete.
+    """Tidy rows, one a point: period_start, project, metric, value (missing where it failed), unit, complete.
 
-    ``complete`` is what was decided when the value was fetched (kept with it in the cache), never
-    worked out again at read time; ``source`` (service, synthetic, data_version) goes to ``attrs``."""
-    rows = []
+    ``value`` holds every number exactly: int64 when every metric is a count (Int64, with <NA> where
+    a point failed), float64 when every one is an amount (NaN), and object when they mix (Python
+    ints for counts, floats for amounts; <NA> and NaN): a count never goes through a float, which
+    holds whole numbers exactly only up to 2**53. ``complete`` is what was decided when the value
+    was fetched (kept with it in the cache), never worked out again at read time; ``source``
+    (service, synthetic, data_version) goes to ``attrs``."""
+    rows, values, counts = [], [], set()
     for point in points:
         result = results.get(point)
         start = dt.date.fromisoformat(point.date)
-        default_unit = _metric(catalogue, point.metric).unit
-        if result is None or result.value is None:  # failed, or no value (neither complete nor not)
-            value, unit, complete = None, default_unit, None
+        metric = _metric(catalogue, point.metric)
+        counts.add(metric.is_count)
+        if result is None or result.value is None:
+            value: Any = pd.NA if metric.is_count else math.nan
+            unit, complete = metric.unit, None
         else:
             complete = bool(result.complete)  # unknown is not complete
-            value, unit = result.value, result.unit or default_unit
-        rows.append((pd.Timestamp(start), point.project, point.metric, value, unit, complete))
+            value, unit = result.value, result.unit or metric.unit
+        values.append(value)
+        rows.append((pd.Timestamp(start), point.project, point.metric, None, unit, complete))
     frame = pd.DataFrame(rows, columns=LONG_COLUMNS)
     # pandas' own resolution for dates (date_range, to_datetime), which Parquet also keeps
     frame["period_start"] = frame["period_start"].astype(DATES)
-    frame["value"] = frame["value"].astype("float64") if len(frame) else frame["value"]
+    if counts == {True}:
+        frame["value"] = exact_counts(values)
+    elif counts == {False}:
+        frame["value"] = pd.Series(values, dtype="float64")
+    elif counts:
+        frame["value"] = pd.Series(values, dtype=object)
     frame.attrs.update(source or {})
     frame.attrs.update(
         granularity=points[0].granularity if points else None,
@@ -91,6 +104,13 @@ def long_frame(
             {"metric": p.metric, "project": p.project, "date": p.date, "reason": reason or ""} for p, reason in missing
         ]
     return frame
+
+
+def exact_counts(values: Sequence[Any] | pd.Series) -> pd.Series:
+    """Whole numbers (Python ints, or missing) as int64, or Int64 with <NA> where any is missing:
+    never through a float."""
+    counts = pd.Series(pd.array(list(values), dtype="Int64"))
+    return counts if counts.isna().any() else counts.astype("int64")
 
 
 def drop_incomplete(long: pd.DataFrame) -> pd.DataFrame:
@@ -110,7 +130,7 @@ def drop_incomplete(long: pd.DataFrame) -> pd.DataFrame:
 def series(long: pd.DataFrame, metric: Metric, project: str) -> pd.Series:
     """One metric of one project on a DatetimeIndex of period starts, typed by the metric."""
     index = pd.DatetimeIndex(long["period_start"], name="period_start")
-    out = typed(pd.Series(long["value"].to_numpy(), index=index, name=metric.name), metric)
+    out = typed(pd.Series(long["value"].array, index=index, name=metric.name), metric)
     out.attrs.update(
         metric=metric.name,
         project=project,
@@ -128,22 +148,23 @@ def series(long: pd.DataFrame, metric: Metric, project: str) -> pd.Series:
 
 
 def wide(long: pd.DataFrame, catalogue: Catalogue, several_projects: bool) -> pd.DataFrame:
-    """One column per metric (per (project, metric) with ``several_projects``), typed per metric."""
-    columns = ["project", "metric"] if several_projects else ["metric"]
+    """One column per metric (per (project, metric) with ``several_projects``), typed per metric: a
+    period a column has no point for is missing (<NA> in a column of counts, NaN of amounts)."""
+    keys = ["project", "metric"] if several_projects else ["metric"]
     out = pd.DataFrame()
     if len(long):
-        order = list(dict.fromkeys(map(tuple, long[columns].to_numpy())))
-        out = long.pivot_table(
-            index="period_start", columns=columns, values="value", aggfunc="first", dropna=False, sort=False
-        )
-        out = out.reindex(
-            columns=pd.MultiIndex.from_tuples(order, names=columns)
+        index = pd.DatetimeIndex(sorted(long["period_start"].unique()), name="period_start", dtype=DATES)
+        columns = {}
+        for key, rows in long.groupby(keys, sort=False):
+            values = pd.Series(rows["value"].array, index=pd.DatetimeIndex(rows["period_start"]), dtype=object)
+            values = values[~values.index.duplicated()].reindex(index)
+            columns[key] = typed(values, _metric(catalogue, key[-1]))
+        out = pd.DataFrame(columns, index=index)
+        out.columns = (
+            pd.MultiIndex.from_tuples(list(columns), names=keys)
             if several_projects
-            else pd.Index([o[0] for o in order], name="metric")
+            else pd.Index([key[0] for key in columns], name="metric")
         )
-        out = out.reindex(pd.DatetimeIndex(sorted(long["period_start"].unique()), name="period_start", dtype=DATES))
-        for column in out.columns:
-            out[column] = typed(out[column], _metric(catalogue, column[-1] if several_projects else column))
     out.attrs.update(long.attrs)
     out.attrs["units"] = {m: _metric(catalogue, m).unit for m in long["metric"].unique()}
     out.attrs["incomplete"] = incomplete(long)
@@ -157,10 +178,13 @@ def incomplete(long: pd.DataFrame) -> list[str]:
 
 
 def typed(values: pd.Series, metric: Metric) -> pd.Series:
-    """Counts as int64 (Int64 with <NA> where points failed), amounts as float64."""
+    """Counts as int64 (Int64 with <NA> where points failed), exactly; amounts as float64."""
     if not metric.is_count:
         return values.astype("float64")
-    return values.astype("Int64" if values.isna().any() else "int64")
+    if values.dtype == "int64":
+        return values
+    counts = values.astype("Int64")
+    return counts if counts.isna().any() else counts.astype("int64")
 
 
 def metrics_table(catalogue: Catalogue) -> pd.DataFrame:

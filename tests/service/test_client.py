@@ -248,7 +248,10 @@ def test_long_frame_columns_and_dtypes(client):
     )
     assert long.columns.tolist() == ["period_start", "project", "metric", "value", "unit", "complete"]
     assert pd.api.types.is_datetime64_dtype(long["period_start"])
-    assert long["value"].dtype == np.float64  # counts and amounts share the column
+    # Counts and amounts share the column, each exact: Python ints and floats (was float64, which
+    # rounds a count above 2**53).
+    assert long["value"].dtype == object
+    assert [type(v) for v in long["value"]] == [int, int, float, float]
     assert long["complete"].dtype == bool
     assert pd.api.types.is_string_dtype(long["project"]) and pd.api.types.is_string_dtype(long["metric"])
     rows = {(r.period_start, r.metric): (r.value, r.unit, r.complete) for r in long.itertuples()}

@@ -89,6 +89,26 @@ def test_after_the_environment_changes_the_next_call_answers_from_the_new_servic
     own.close()
 
 
+def test_a_half_set_environment_closes_the_old_default_and_says_what_is_missing(servers, fresh_default, monkeypatch):
+    a, _ = servers
+    held = mk.default_client()  # the embedded demo, as a notebook's first cell makes it
+    monkeypatch.setenv("METRICS_KIT_BASE_URL", a.base_url)  # the base URL set, the key not yet
+    with pytest.raises(ConfigurationError, match="METRICS_KIT_API_KEY") as caught:
+        mk.value(*QUESTION)
+    assert held.is_closed  # was: still open, answering the demo data
+    assert "closed" in str(caught.value) and caught.value.setting == "api_key"
+    with pytest.raises(ClientClosedError):
+        held.value(*QUESTION)
+    monkeypatch.setenv("METRICS_KIT_API_KEY", KEY_A)
+    assert mk.value(*QUESTION) == 1  # the environment complete: the new service answers
+    on_a = mk.default_client()
+    monkeypatch.delenv("METRICS_KIT_API_KEY")  # half-set again, from a service this time
+    with pytest.raises(ConfigurationError, match="METRICS_KIT_API_KEY"):
+        mk.series(*QUESTION[:2], "2025-01-02", "2025-01-02")
+    with pytest.raises(ClientClosedError):
+        on_a.value(*QUESTION)
+
+
 def test_clients_closed_and_configured_again_never_answer_from_another_service(servers, fresh_default):
     a, b = servers
     mk.configure(a.base_url, KEY_A)

@@ -251,12 +251,61 @@ def test_a_schema_2_cache_is_migrated_with_its_values(tmp_path, caplog):
     keys = [("m", "p", "1_day", day) for day in ("2024-06-13", "2024-06-14", "2024-06-15")]
     with caplog.at_level(logging.WARNING), ValueCache("https://x.test", "k", path=path) as cache:
         got = cache.get_many(keys, version="v1", now=fetched + 1)
-    assert {k[3]: (e.value, e.complete) for k, e in got.items()} == {
-        "2024-06-13": (1, True),  # had ended when fetched
-        "2024-06-14": (3, True),  # the service said so
-        "2024-06-15": (2, False),  # fetched while it ran
-    }
+    # Each row given its completeness by the clock where the service had not said (2024-06-13 had
+    # ended when fetched, 2024-06-15 had not); the rows filed complete are of the first completeness
+    # rule, and are fetched again once (see the schema 3 test below).
+    assert {k[3]: (e.value, e.complete) for k, e in got.items()} == {"2024-06-15": (2, False)}
+    rows = sqlite3.connect(path).execute("SELECT date, complete, rule FROM entries ORDER BY date").fetchall()
+    assert rows == [("2024-06-13", 1, 1), ("2024-06-14", 1, 1), ("2024-06-15", 0, 1)]  # every value kept
     assert "migrated" in caplog.text
+
+
+def test_values_filed_complete_under_the_old_completeness_rule_are_fetched_again_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path))
+    now = dt.datetime(2025, 1, 15, 12, tzinfo=dt.UTC).timestamp()
+    service = daily_service(JANUARY)  # flags every period complete, as the old reference service did its last day
+
+    def versioned(request):
+        answer = service(request)
+        return type(answer)(answer.status, answer.json, answer.body, {"X-Data-Version": "v1"})
+
+    transport = MockTransport(versioned, service="rule")
+    # A cache file as the code before the completeness rule's version wrote it (schema 3): the 14th
+    # filed complete with the number of its noon, the 13th long after it ended, the 15th incomplete.
+    conn = sqlite3.connect(tmp_path / "values.sqlite3")
+    conn.executescript(SCHEMA_3)
+    ns = transport.cache_identity.rpartition("#")[2]
+    row = "INSERT INTO entries VALUES (?, ?, 'demoswap', '1_day', ?, ?, 'count', ?, ?, ?, ?, 'v1')"
+    for day, value, complete, fetched_at in (
+        ("2025-01-13", 13, 1, now - 60),
+        ("2025-01-14", 999, 1, now - 86400),  # fetched at noon on the 14th, filed complete
+        ("2025-01-15", 15, 0, now - 60),
+    ):
+        conn.execute(row, (ns, COUNT, day, value, complete, day, day, fetched_at))
+    conn.execute("INSERT INTO services VALUES (?, 'v1', ?, 'null')", (ns, now - 60))
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '3')")
+    conn.commit()
+    conn.close()
+    clock = FakeClock(now)
+    with Client(transport=transport, clock=clock, progress=False) as client:
+        first = client.series(COUNT, "demoswap", "2025-01-13", "2025-01-15")
+        assert first.tolist() == [13, 14, 15]  # was [13, 999, 15]: the old rule's complete values were read
+        assert (first.attrs["fetched"], first.attrs["from_cache"]) == (2, 1)
+        asked = len(transport.requests)
+        again = client.series(COUNT, "demoswap", "2025-01-13", "2025-01-15")
+        assert again.tolist() == [13, 14, 15] and again.attrs["from_cache"] == 3  # once: now under the new rule
+        assert len(transport.requests) == asked
+
+
+def test_a_period_that_had_not_ended_is_not_complete_whatever_the_service_says():
+    clock = FakeClock(dt.datetime(2025, 1, 15, 22, tzinfo=dt.UTC).timestamp())
+    transport = MockTransport(daily_service(JANUARY, complete=True))  # the 15th flagged complete at 22:00
+    with Client(transport=transport, clock=clock, cache=False) as client:
+        with pytest.warns(IncompletePeriodWarning, match="2025-01-15 is not complete"):
+            assert client.value(COUNT, "demoswap", "1_day", "2025-01-15") == 15
+        weeks = client.series(COUNT, "demoswap", "2025-01-06", "2025-01-15", "1_week")
+        assert weeks.attrs["incomplete"] == ["2025-01-13"]  # was []: the running week taken for complete
+        assert client.series(COUNT, "demoswap", "2025-01-14", "2025-01-15", incomplete="drop").tolist() == [14]
 
 
 # The cache's schema 2, as released: completeness could be NULL, expiry fixed by the writer.
@@ -272,6 +321,22 @@ CREATE TABLE services (
     ns TEXT PRIMARY KEY, version TEXT NOT NULL, seen_at REAL NOT NULL, projects TEXT
 ) WITHOUT ROWID;
 CREATE INDEX entries_expiry ON entries (expires_at) WHERE expires_at IS NOT NULL;
+"""
+
+
+# The cache's schema 3, as released before the completeness rule's version was kept with each row.
+SCHEMA_3 = """
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE entries (
+    ns TEXT NOT NULL, metric TEXT NOT NULL, project TEXT NOT NULL, granularity TEXT NOT NULL,
+    date TEXT NOT NULL, value NOT NULL, unit TEXT, complete INTEGER NOT NULL, period_start TEXT,
+    period_end TEXT, fetched_at REAL NOT NULL, version TEXT NOT NULL,
+    PRIMARY KEY (ns, metric, project, granularity, date)
+) WITHOUT ROWID;
+CREATE TABLE services (
+    ns TEXT PRIMARY KEY, version TEXT NOT NULL, seen_at REAL NOT NULL, projects TEXT
+) WITHOUT ROWID;
+CREATE INDEX entries_incomplete ON entries (fetched_at) WHERE complete = 0;
 """
 
 

@@ -83,3 +83,60 @@ def test_two_keys_of_one_service_never_share_cached_values():
     finally:
         one.close()
         other.close()
+
+
+class OwnTransport:
+    """A transport of a user's, with the protocol's methods only (no ``answers``)."""
+
+    base_url = "own://service"
+    cache_identity = "own://service#0"
+
+    def __init__(self, handler):
+        self._mock = MockTransport(handler)
+        self.batches: list[int] = []
+
+    def get(self, path, params):
+        return self._mock.get(path, params)
+
+    def get_many(self, requests):
+        self.batches.append(len(requests))
+        return [self._mock.get(path, params) for path, params in requests]
+
+    def close(self):
+        self._mock.close()
+
+
+def test_a_transport_without_answers_is_asked_with_get_many(tmp_path, monkeypatch):
+    import datetime as dt
+
+    from metrics_kit import Client
+
+    monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path))
+    daily = {dt.date(2025, 1, 1) + dt.timedelta(days=i): i for i in range(300)}
+    own = OwnTransport(daily_service(daily))
+    with Client(transport=own, clock=FakeClock(), progress=False) as client:
+        series = client.series("swap_transaction_count", "demoswap", "2025-01-01", "2025-10-27")
+    assert series.tolist() == list(range(300))
+    assert own.batches == [256, 44]
+
+
+def test_answers_taken_after_an_interrupt_are_those_not_yet_taken():
+    from metrics_kit.client.transports import Answers, Response, answers_of
+
+    def one(request):
+        return Response(200, json=1)
+
+    replies = MockTransport(one).get_many([("/metrics", {})] * 3)
+    answers = Answers(replies)
+    taken = []
+    with pytest.raises(KeyboardInterrupt):
+        for index, _ in answers:
+            taken.append(index)
+            if index == 1:
+                raise KeyboardInterrupt
+    # The one being taken when the interrupt came is given again: taking twice is harmless, losing is not.
+    assert taken == [0, 1] and [i for i, _ in answers.received()] == [1, 2]
+    mock = MockTransport(one)
+    lazy = answers_of(mock, [("/metrics", {})] * 3)
+    assert mock.requests == []  # nothing is sent before the answers are asked for
+    assert [i for i, _ in lazy] == [0, 1, 2] and lazy.received() == []

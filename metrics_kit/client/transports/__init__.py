@@ -8,16 +8,20 @@
 the default transport registered here with :func:`set_default_transport` (the package root
 registers the embedded reference service; the client layer never imports the server).
 :func:`pull_deadline` bounds every request made inside it by one deadline (HTTPTransport honours it).
+Each of them also gives the answers of a batch as they come (``answers(requests)``, an :class:`Answers`),
+so that an interrupted pull keeps every answer that had come.
 """
 
 from metrics_kit.client.transports._asgi import ASGITransport
 from metrics_kit.client.transports._base import (
+    Answers,
     Clock,
     Deadline,
     Pacer,
     Reply,
     Sleep,
     Transport,
+    answers_of,
     current_deadline,
     default_transport,
     pull_deadline,
@@ -29,6 +33,7 @@ from metrics_kit.client.transports._mock import MockTransport, Request, Response
 
 __all__ = [
     "ASGITransport",
+    "Answers",
     "Clock",
     "Deadline",
     "HTTPTransport",
@@ -39,6 +44,7 @@ __all__ = [
     "Response",
     "Sleep",
     "Transport",
+    "answers_of",
     "current_deadline",
     "default_transport",
     "pull_deadline",

@@ -12,13 +12,14 @@ embedded default hands it the reference service's (see metrics_kit/embedded.py).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
 from metrics_kit.client.checks import Secret, cache_identity, check_api_key
-from metrics_kit.client.transports._base import Pacer, Reply, object_name
+from metrics_kit.client.transports._base import Answers, OneByOne, Pacer, Reply, object_name, result_of
 from metrics_kit.errors import ClientClosedError, TransportError
 from metrics_kit.spec.wire import API_KEY_HEADER
 
@@ -78,26 +79,31 @@ class ASGITransport:
         return reply
 
     def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
+        """Answers to several requests, in the order asked (see :meth:`answers`)."""
+        return [answer for _, answer in self.answers(requests)]
+
+    def answers(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> Answers:
         """Answers to several requests in one hand-off to the application's thread (a hand-off costs
-        more than an answer). Paced requests go one hand-off each."""
+        more than an answer), taken when the last has come; interrupted, the pull takes those that
+        had come, and the application is asked no more. Paced requests go one hand-off each."""
         if self._closed:
             raise ClientClosedError(f"this ASGITransport ({self.base_url}) was closed; make a new one to send requests")
         if self._pacer.rate:
-            out: list[Reply | TransportError] = []
-            for request in requests:
-                self._pacer.wait()
-                out.extend(self._hand_off([request]))
-            return out
+            return OneByOne(requests, self._paced)
         return self._hand_off(requests)
 
-    def _hand_off(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
+    def _paced(self, request: tuple[str, Mapping[str, str]]) -> Reply | TransportError:
+        self._pacer.wait()
+        return self._hand_off([request]).all()[0]
+
+    def _hand_off(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> _HandedOff:
         scopes, urls = [], []
         for path, params in requests:
             scope, url = self._scope(path, params)
             scopes.append(scope)
             urls.append(url)
-        answers = asyncio.run_coroutine_threadsafe(self._call_many(scopes, urls), self._loop).result(ANSWER_WAIT)
-        return answers
+        loop = self._loop
+        return _HandedOff(lambda handed: asyncio.run_coroutine_threadsafe(self._call_many(scopes, urls, handed), loop))
 
     def _scope(self, path: str, params: Mapping[str, str]) -> tuple[Scope, str]:
         query = urlencode(params)
@@ -117,17 +123,17 @@ class ASGITransport:
         }
         return scope, f"{self.base_url}{path}?{query}"
 
-    async def _call_many(self, scopes: list[Scope], urls: list[str]) -> list[Reply | TransportError]:
-        out: list[Reply | TransportError] = []
+    async def _call_many(self, scopes: list[Scope], urls: list[str], handed: _HandedOff) -> None:
         for scope, url in zip(scopes, urls, strict=True):
+            if handed.stopped:  # the pull was interrupted: ask no more
+                return
             try:
                 status, headers, body = await self._call(scope)
             except Exception as error:  # the application failed without answering, as a socket would
                 said = self._key.mask(str(error))
-                out.append(TransportError(f"GET {url}: the application raised {type(error).__name__}: {said}"))
+                handed.add(TransportError(f"GET {url}: the application raised {type(error).__name__}: {said}"))
             else:
-                out.append(Reply(status, headers, body, url, self._key.mask))
-        return out
+                handed.add(Reply(status, headers, body, url, self._key.mask))
 
     async def _call(self, scope: Scope) -> tuple[int, dict[str, str], bytes]:
         sent: dict[str, Any] = {"body": []}
@@ -154,6 +160,30 @@ class ASGITransport:
             self._thread.join(5)
         if not self._loop.is_running():
             self._loop.close()
+
+
+class _HandedOff(Answers):
+    """The answers of one hand-off, added by the application's thread as each comes; taken once the
+    last has come (one wake-up of this thread for the batch). The hand-off is made when they are
+    first asked for, so that an interrupt that comes while it is made finds them to take."""
+
+    def __init__(self, hand_off: Callable[[_HandedOff], concurrent.futures.Future[None]]) -> None:
+        super().__init__()
+        self._hand_off = hand_off
+        self.stopped = False
+        self.add = self._answers.append  # a list's append is atomic: no lock between the two threads
+
+    def all(self) -> list[Reply | TransportError]:
+        result_of(self._hand_off(self), ANSWER_WAIT)
+        return self._answers
+
+    def __iter__(self) -> Iterator[tuple[int, Reply | TransportError]]:
+        result_of(self._hand_off(self), ANSWER_WAIT)
+        return super().__iter__()
+
+    def received(self) -> list[tuple[int, Reply | TransportError]]:
+        self.stopped = True
+        return super().received()
 
 
 def _identity(base_url: str, app: object, key: Secret) -> str:

@@ -1,12 +1,14 @@
-"""What every transport shares: the Reply it returns, the Transport protocol, the clock, the pacer."""
+"""What every transport shares: the Reply it returns, the Transport protocol, the Answers of a batch,
+the clock, the pacer."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import secrets
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -55,6 +57,11 @@ class Transport(Protocol):
     and the key (a one-way fingerprint of it, never the key), so that two services, two keys or two
     test handlers never share a cached value (``settings.cache_identity`` makes one). A closed
     transport refuses to send (ClientClosedError).
+
+    A transport may also offer ``answers(requests) -> Answers``: the same answers, taken as they
+    come, so that a pull that is interrupted keeps every answer that had come (see :class:`Answers`).
+    The transports of this package do; for one without it, the client takes ``get_many``'s list
+    (:func:`answers_of`), and an interrupt while that list is being made loses its answers.
     """
 
     @property
@@ -68,6 +75,98 @@ class Transport(Protocol):
     def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]: ...
 
     def close(self) -> None: ...
+
+
+Request = tuple[str, Mapping[str, str]]  # a path and its query parameters
+Answer = Reply | TransportError
+
+
+class Answers:
+    """The answers to a batch of requests, taken as they come.
+
+    Iterating gives ``(index, answer)`` pairs: the request's place in the batch and its Reply, or the
+    TransportError of that request; every request once, waiting for each. ``received()`` gives,
+    without waiting for any other, the answers that have come and were not yet taken (the one being
+    taken when it is called may be given again), and stops the batch: a request not yet sent is
+    never sent. A pull that is interrupted (KeyboardInterrupt) calls it, so that it keeps every
+    answer that had come. Nothing is sent before the iteration starts: an interrupt that comes while
+    the requests are sent then finds the Answers in the caller's hands.
+
+    This class holds answers that have all come (what ``get_many`` returns); the transports that
+    send several requests at once return a subclass whose answers come while they are taken.
+    """
+
+    def __init__(self, answers: Iterable[Answer] = ()) -> None:
+        self._answers: list[Any] = list(answers)
+        self._taken = 0  # the answers before this one were taken
+
+    def __iter__(self) -> Iterator[tuple[int, Answer]]:
+        for index, answer in enumerate(self._answers):
+            yield index, answer
+            self._taken = index + 1
+
+    def received(self) -> list[tuple[int, Answer]]:
+        return list(enumerate(self._answers))[self._taken :]
+
+
+class OneByOne(Answers):
+    """Answers made one at a time, each when it is taken, by ``get_one`` (which returns the
+    TransportError of a request rather than raising it): every answer that came was taken."""
+
+    def __init__(self, requests: Sequence[Request], get_one: Callable[[Request], Answer]) -> None:
+        super().__init__()
+        self._requests, self._get_one = requests, get_one
+        self._stopped = False
+
+    def __iter__(self) -> Iterator[tuple[int, Answer]]:
+        for index, request in enumerate(self._requests):
+            if self._stopped:
+                return
+            yield index, self._get_one(request)
+
+    def received(self) -> list[tuple[int, Answer]]:
+        self._stopped = True
+        return []
+
+
+# How often a thread waiting for an answer wakes up. A signal (Ctrl-C) may be taken by another
+# thread of the process, and Python runs its handler in the main thread only when that thread runs:
+# a wait that never woke would hold a KeyboardInterrupt until the answer came.
+WAKE = 0.2
+
+
+def result_of(future: concurrent.futures.Future[T], within: float | None = None) -> T:
+    """``future.result(within)``, waking every WAKE seconds so that an interrupt is never held."""
+    until = None if within is None else time.monotonic() + within
+    while True:
+        wait = WAKE if until is None else min(WAKE, max(0.0, until - time.monotonic()))
+        try:
+            return future.result(wait)
+        except TimeoutError:
+            if future.done() or (until is not None and time.monotonic() >= until):
+                raise  # the future's own TimeoutError, or the bound reached
+
+
+def answers_of(transport: Transport, requests: Sequence[Request]) -> Answers:
+    """The answers to ``requests``: the transport's own ``answers`` where it has one, else its
+    ``get_many`` list (which comes whole)."""
+    answers = getattr(transport, "answers", None)
+    if answers is not None:
+        found: Answers = answers(requests)
+        return found
+    return Answers(transport.get_many(requests))
+
+
+def one_at_a_time(get: Callable[[str, Mapping[str, str]], Reply]) -> Callable[[Request], Answer]:
+    """``get`` as a function of one request that returns its TransportError rather than raising it."""
+
+    def get_one(request: Request) -> Answer:
+        try:
+            return get(*request)
+        except TransportError as error:
+            return error
+
+    return get_one
 
 
 @dataclass
@@ -210,13 +309,7 @@ def object_name(thing: object) -> str:
 
 def get_each(transport: Transport, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
     """``get_many`` for a transport that answers one request at a time."""
-    out: list[Reply | TransportError] = []
-    for path, params in requests:
-        try:
-            out.append(transport.get(path, params))
-        except TransportError as error:
-            out.append(error)
-    return out
+    return list(map(one_at_a_time(transport.get), requests))
 
 
 # The transport of a client given no base URL. The client layer never imports the server, so the

@@ -71,7 +71,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 from urllib.parse import urlencode
 
@@ -95,7 +95,17 @@ from urllib3.exceptions import (
 from urllib3.util.retry import Retry
 
 from metrics_kit.client import checks as settings  # the checks settings.py shares with the transports
-from metrics_kit.client.transports._base import Clock, Deadline, Pacer, Reply, Sleep, current_deadline
+from metrics_kit.client.transports._base import (
+    Answers,
+    Clock,
+    Deadline,
+    OneByOne,
+    Pacer,
+    Reply,
+    Sleep,
+    current_deadline,
+    result_of,
+)
 from metrics_kit.errors import ClientClosedError, ConfigurationError, TransportError, ValidationError
 from metrics_kit.spec.wire import API_KEY_HEADER, API_KEY_MIN_LENGTH, RETRY_AFTER_HEADER
 
@@ -772,15 +782,20 @@ class HTTPTransport:
 
     def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
         """Answers to several requests, ``pool_size`` in flight at once, in the order asked."""
+        return [answer for _, answer in self.answers(requests)]
+
+    def answers(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> Answers:
+        """Answers to several requests, ``pool_size`` in flight at once, taken in the order asked as
+        they come. Interrupted, the pull takes those that came in the meantime, in any order, and the
+        requests not yet started are not sent (:class:`~metrics_kit.client.transports.Answers`)."""
+        deadline = current_deadline()  # the worker threads do not share this thread's context
         if self.pool_size == 1 or len(requests) <= 1:
-            deadline = current_deadline()
-            return [self._get_or_error(request, deadline) for request in requests]
+            return OneByOne(requests, lambda request: self._get_or_error(request, deadline))
         with self._threads_lock:
             if self._threads is None:
                 self._threads = ThreadPoolExecutor(self.pool_size, thread_name_prefix="metrics-kit")
             threads = self._threads
-        deadline = current_deadline()  # the worker threads do not share this thread's context
-        return list(threads.map(lambda request: self._get_or_error(request, deadline), requests))
+        return _Pooled(requests, lambda request: threads.submit(self._get_or_error, request, deadline))
 
     def _get_or_error(
         self, request: tuple[str, Mapping[str, str]], deadline: Deadline | None
@@ -813,6 +828,36 @@ class HTTPTransport:
             f"HTTPTransport(base_url={settings.shown_request(self.base_url)!r}, retries={self.retries}, "
             f"timeout={self.timeout}, rate_limit={self.rate_limit!r})"
         )
+
+
+class _Pooled(Answers):
+    """The answers of requests sent by a pool of threads: ``_answers`` holds their futures. The
+    requests are handed to the pool when the answers are first asked for, so that an interrupt that
+    comes while they are handed finds the futures to take."""
+
+    def __init__(
+        self, requests: Sequence[tuple[str, Mapping[str, str]]], submit: Callable[[Any], Future[Reply | TransportError]]
+    ) -> None:
+        super().__init__()
+        self._requests, self._submit = requests, submit
+
+    def __iter__(self) -> Iterator[tuple[int, Reply | TransportError]]:
+        futures = self._answers
+        for request in self._requests:
+            futures.append(self._submit(request))
+        for index, future in enumerate(futures):
+            yield index, result_of(future)
+            self._taken = index + 1
+
+    def received(self) -> list[tuple[int, Reply | TransportError]]:
+        waiting = self._answers[self._taken :]
+        for future in waiting:
+            future.cancel()  # only a request not yet started is cancelled: it is never sent
+        return [
+            (self._taken + i, future.result())
+            for i, future in enumerate(waiting)
+            if future.done() and not future.cancelled() and future.exception() is None
+        ]
 
 
 def _chain(error: BaseException | None) -> Iterator[BaseException]:

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from metrics_kit.client.checks import Secret, cache_identity
-from metrics_kit.client.transports._base import Reply, get_each, object_name
+from metrics_kit.client.transports._base import Answers, OneByOne, Reply, get_each, object_name, one_at_a_time
 from metrics_kit.errors import ClientClosedError, TransportError
 from metrics_kit.spec.wire import API_KEY_HEADER
 
@@ -91,6 +91,10 @@ class MockTransport:
 
     def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]:
         return get_each(self, requests)
+
+    def answers(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> Answers:
+        """The answers one at a time, each asked of the handler when it is taken."""
+        return OneByOne(requests, one_at_a_time(self.get))
 
     def close(self) -> None:
         self.closed = True
