@@ -957,7 +957,7 @@ def test_parquet_statistics_settle_clean_id_columns(tmp_path):
     pq.write_table(pa.table(rows), folder / "transactions.parquet")
     source = store.find_sources(folder)["transactions"]
     con = store.connect()
-    assert store._settled(con, source, store._relation(con, source).types) == {"tx_id", "signer", "project", "action"}
+    assert store._settled(con, store._relation(con, source)) == {"tx_id", "signer", "project", "action"}
     assert store.load(folder).backend.table("transactions").count().execute() == 2
 
 
