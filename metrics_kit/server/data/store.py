@@ -218,6 +218,8 @@ def _column_types(con, source: Source, scan: str) -> dict[str, str]:
 def _file_columns(con, source: Source, files: tuple[Path, ...]) -> dict[Path, dict[str, str]]:
     """Each file's own top-level columns and their types (CSV: all text), from the Parquet footers
     (which DuckDB then keeps for the scan) and the CSV header rows."""
+    if not files:
+        return {}
     if source.fmt == "csv":
         out: dict[Path, dict[str, str]] = {}
         for path in files:
