@@ -850,7 +850,8 @@ def test_a_part_without_a_column_is_refused_naming_the_part(tmp_path, fmt):
     parts.mkdir()
     if fmt == "csv":
         (parts / "part-0.csv").write_text(TRANSACTIONS)
-        (parts / "part-1.csv").write_text("block_time,tx_id,signer,project,action\n2024-03-13T09:00:00Z,t9,a,swp,swap\n")
+        without = "block_time,tx_id,signer,project,action\n2024-03-13T09:00:00Z,t9,a,swp,swap\n"
+        (parts / "part-1.csv").write_text(without)
     else:
         _tx_part(parts / "part-0.parquet", [_row()], block_time=US)
         _tx_part(parts / "part-1.parquet", [_row(pool_type=..., tx_id="t9")], block_time=US)
