@@ -4,11 +4,12 @@ Each hypothesis example is a random data set (every event table; repeated tx_ids
 across days and across pool types; rent that nets per account; timestamps on the first and last
 instants of days and in UTC offsets that move rows across days), over 17 days that cross a year, a
 month and three ISO week boundaries. Every table is split at random into files of a table folder
-(some of them in subfolders), and the files arrive in a random order, a few at a time; some steps replace a file already there
-with other rows, or remove one. After every step the incremental build (``build_folder``, which
-starts from the state the previous step saved) must equal a full build of the folder as it is
-then (``build`` over ``store.load``, which knows nothing of earlier steps): the same series, the
-same coverage, counts equal, amounts equal to 1e-9 (DuckDB adds floats in a thread-dependent order).
+(some of them in subfolders), and the files arrive in a random order, a few at a time; some steps
+replace a file already there with other rows, or remove one. After every step the incremental
+build (``build_folder``, which starts from the state the previous step saved) must equal a full
+build of the folder as it is then (``build`` over ``store.load``, which knows nothing of earlier
+steps): the same series, the same coverage, counts equal, amounts equal to 1e-9 (DuckDB adds
+floats in a thread-dependent order).
 """
 
 from __future__ import annotations

@@ -144,6 +144,15 @@ def fingerprint(location: str, listing: list[tuple[str, int, int]]) -> str:
     return digest.hexdigest()[:32]
 
 
+@dataclass
+class _Part:
+    path: str
+    name: str
+    columns: dict[str, Any]  # its own columns: name -> pyspark DataType
+    schema: Any  # the same, as a pyspark StructType
+    supplied: dict[str, str | None]  # the table's columns its folders give
+
+
 def _projects(backend: Spark, source: _Source) -> dict[str, store.Project]:
     """The projects table, a few rows: copied here and validated as a local folder's is."""
     parts = source.parts()
@@ -168,12 +177,13 @@ def _all_read(source: _Source, read: Iterable[str]) -> None:
         )
 
 
-def _utf8(backend: Spark, source: _Source, header: list[str]) -> None:
+def _utf8(backend: Spark, source: _Source, parts: list[_Part]) -> None:
     """Refuse CSV files that are not UTF-8, as DuckDB does, naming the file and the column."""
-    found = backend.not_utf8([path for path, _name in source.parts()])
+    found = backend.not_utf8([part.path for part in parts])
     if found is None:
         return
     uri, line = found
+    header = next((list(p.columns) for p in parts if _plain(p.path) == _from_uri(uri)), [])
     text = line.decode("utf-8", errors="surrogateescape")
     where = ""
     for fields in csv.reader([text]):
@@ -195,15 +205,6 @@ def _escaped(text: str) -> bool:
 def _empty(table: str) -> ibis.Table:
     schema = ibis.schema({c: _IBIS_TYPE[k] for c, k in COLUMNS[table].items()})
     return ibis.memtable(pd.DataFrame({c: pd.Series([], dtype=object) for c in schema.names}), schema=schema)
-
-
-@dataclass
-class _Part:
-    path: str
-    name: str
-    columns: dict[str, Any]  # its own columns: name -> pyspark DataType
-    schema: Any  # the same, as a pyspark StructType
-    supplied: dict[str, str | None]  # the table's columns its folders give
 
 
 def _parts(backend: Spark, source: _Source) -> list[_Part]:
@@ -256,11 +257,11 @@ def _integer_time(kind: str, found: Any) -> bool:
     return kind == "time" and found.simpleString() == "bigint"
 
 
-def _nanosecond(backend: Spark, source: _Source, parts: list[_Part]) -> set[str]:
-    """The parts whose 64-bit integer time columns hold nanosecond timestamps; a plain integer
-    column is refused as DuckDB refuses it."""
+def _nanosecond(backend: Spark, source: _Source, parts: list[_Part]) -> set[tuple[str, str]]:
+    """(part's path, column) of each 64-bit integer time column that holds nanosecond timestamps;
+    a plain integer column is refused as DuckDB refuses it."""
     times = [c for c, kind in COLUMNS[source.table].items() if kind == "time"]
-    nanos: set[str] = set()
+    nanos: set[tuple[str, str]] = set()
     for column in times:
         integers = [p for p in parts if column in p.columns and _integer_time("time", p.columns[column])]
         if not integers:
@@ -269,18 +270,18 @@ def _nanosecond(backend: Spark, source: _Source, parts: list[_Part]) -> set[str]
         for part in integers:
             if part.path not in found:
                 raise DataFormatError(f"{part.name}, column {column!r}: has type BIGINT; expected a timestamp")
-        nanos |= {f"{column}\0{path}" for path in found}
+        nanos |= {(path, column) for path in found}
     return nanos
 
 
-def _groups(source: _Source, parts: list[_Part], nanos: set[str]) -> tuple[list[PartGroup], dict[str, str]]:
+def _groups(source: _Source, parts: list[_Part], nanos: set[tuple[str, str]]) -> tuple[list[PartGroup], dict[str, str]]:
     """The parts in groups that Spark reads together (the same columns and types, the same values
     from their folders), and each column's one type across the groups."""
     wanted = COLUMNS[source.table]
     groups: dict[tuple, PartGroup] = {}
     found: dict[str, set[str]] = {c: set() for c in wanted}
     for part in parts:
-        late = frozenset(c for c in wanted if f"{c}\0{part.path}" in nanos)
+        late = frozenset(c for c in wanted if (part.path, c) in nanos)
         key = (part.schema.json(), tuple(sorted(part.supplied.items(), key=str)), late)
         group = groups.get(key)
         if group is None:
@@ -324,7 +325,7 @@ def _check(backend: Spark, source: _Source, projects: list[str]) -> ibis.Table:
         raise DataFormatError(f"{source.label}: cannot be read as {source.fmt.upper()}: {_first_line(exc)}") from None
     _all_read(source, map(_from_uri, read))
     if source.fmt == "csv":
-        _utf8(backend, source, list(parts[0].columns))
+        _utf8(backend, source, parts)
     if problem is not None:
         column, what = problem
         raise DataFormatError(f"{source.label}, column {column!r}: {what}")
