@@ -11,11 +11,16 @@ through a local[2] session in the build's own process.
 from __future__ import annotations
 
 import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import duckdb
 import pytest
-from spark_support import assert_same_values, cli, mixed_exports, run_cli
+from spark_support import SPARK_ENV, assert_same_values, cli, mixed_exports, run_cli
 from support import split_by_day
 
 from metrics_kit.server.build import Aggregates
@@ -293,3 +298,42 @@ def test_what_both_engines_refuse_they_refuse_alike_naming_file_and_column(conne
     on_spark = _refused(_build(events.as_uri(), connect.url, tmp_path / "spark.parquet"))
     assert on_duckdb.startswith(f"metrics-kit: error: {said}"), on_duckdb
     assert on_spark.splitlines()[-1] == on_duckdb.splitlines()[0], (on_spark, on_duckdb)
+
+
+def test_ctrl_c_during_a_build_on_spark_connect_is_one_line_and_exit_130(connect, tmp_path):
+    """Ctrl-C while the build computes on a Spark Connect server: its operations interrupted, the
+    session released, `metrics-kit: interrupted` and exit 130, no file (tests/spark/test_interrupt.py
+    interrupts a session of the build's own JVM)."""
+    events = _exports(tmp_path / "events")
+    out = tmp_path / "agg.parquet"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "metrics_kit", "build", "--data", events.as_uri(), "--engine", "spark"]
+        + ["--spark-master", connect.url, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **SPARK_ENV, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
+    try:
+        # Interrupted once validation is done: the build then computes (no fixed pause).
+        assert child.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(child.stdout, selectors.EVENT_READ)
+        deadline, said = time.monotonic() + 300, []
+        while not any(line.startswith("Validated") for line in said) and time.monotonic() < deadline:
+            if selector.select(timeout=deadline - time.monotonic()):
+                line = child.stdout.readline()
+                if not line:
+                    break
+                said.append(line)
+        assert any(line.startswith("Validated") for line in said), said
+        os.killpg(child.pid, signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=300)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(30)
+    assert child.returncode == 130, stderr
+    assert stderr == "metrics-kit: interrupted\n", stderr
+    assert "Built" not in stdout and not out.exists()
