@@ -22,7 +22,7 @@ import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from urllib.parse import unquote
 
 from metrics_kit.errors import DataFormatError
@@ -53,7 +53,9 @@ def hive_levels(part: str) -> dict[str, str | None]:
     '/'), name to value, unescaped as Spark escapes them (``%3A`` is ':'); Spark's missing value is
     None. A name given at two levels is an error."""
     levels: dict[str, str | None] = {}
-    for folder in PurePosixPath(part).parts[:-1]:
+    if "=" not in part:
+        return levels
+    for folder in part.split("/")[:-1]:
         name, equals, value = folder.partition("=")
         if not equals or not name:
             continue  # a plain folder: it supplies nothing

@@ -269,7 +269,7 @@ def _top_level(elements: list[tuple]) -> dict[str, str]:
 def _parts(con, source: Source) -> _Parts:
     """The parts that hold rows, each checked against the table's columns: every column there, in
     the file or from its folders but not both, and of a type the format reads; else the part named."""
-    files = tuple(path for path in source.files if path.stat().st_size > 0)
+    files = tuple(path for path in source.files if os.path.getsize(path) > 0)
     wanted = COLUMNS[source.table]
     found = _file_columns(con, source, files)
     supplied: dict[Path, dict[str, str | None]] = {}
