@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
+import re
 import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +62,32 @@ def plain(value: ir.StringValue) -> ir.Value:
 
 
 _SPARK_TYPE = {"str": "STRING", "float": "DOUBLE", "bool": "BOOLEAN", "time": "TIMESTAMP"}
+# Spark reads a path as a glob pattern when it holds one of these: a file named with one is read by
+# its name with the character escaped.
+_GLOB = re.compile(r"([\\\[\]{}*?])")
+# Each part's columns are read by a Spark job of their own: a few at a time.
+_SCHEMA_THREADS = 8
+# Spark's reading of raw exports, so that it takes what DuckDB takes: Parquet nanosecond timestamps
+# (which Spark 4 refuses as a type) as 64-bit integers, converted here; a timestamp without a time
+# zone as a timestamp like any other (UTC: the session's zone), not as a type of its own that does
+# not mix with the others across parts; and the vectorized reader, with which the nanosecond probe
+# (``Spark.nanosecond``) tells those integers from plain ones.
+EXPORT_SETTINGS = {
+    "spark.sql.legacy.parquet.nanosAsLong": "true",
+    "spark.sql.parquet.inferTimestampNTZ.enabled": "false",
+    "spark.sql.parquet.enableVectorizedReader": "true",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class PartGroup:
+    """Parts of one table that Spark reads together: the same columns of the same types (``schema``,
+    a pyspark StructType, as Spark found it in each), and the same values supplied by their folders."""
+
+    paths: tuple[str, ...]  # as the listing gives them
+    schema: Any
+    supplied: dict[str, str | None]  # column -> value, from Hive-style folder levels
+    nanos: frozenset[str]  # 64-bit integer columns that hold nanosecond timestamps
 
 
 @dataclasses.dataclass
@@ -167,50 +196,124 @@ class Spark:
         # names escaped): each one it has that the listing lacks is an empty file (0 bytes).
         known = {path for path, _size, _mtime in listed}
         for uri in self.session.read.option("recursiveFileLookup", "true").text(root).inputFiles():
-            parts = urllib.parse.urlparse(uri)
-            path = f"{parts.scheme}:{'//' + parts.netloc if parts.netloc else ''}{urllib.parse.unquote(parts.path)}"
+            path = _listed(uri)
             if path not in known:
                 listed.append((path, 0, 0))
         return listed
 
-    def contents(self, location: str, fmt: str) -> dict[str, bytes]:
-        """The bytes of a few small files (the projects table), by path as the listing gives it:
-        ``location`` a file or a folder, read whole (its ``*.fmt`` files at any depth)."""
-        files = self._files(self.session.read.format("binaryFile"), fmt).load(location).select("path", "content")
+    def folders_named(self, root: str, name: str) -> list[str] | None:
+        """The files in the folders ``root/name`` and ``root/*/name``, which Spark's listing leaves
+        out when ``name`` starts with '_' (``_delta_log``); None when there is no such folder."""
+        pattern = f"{_pattern(root)}/{{{name},*/{name}}}"
+        try:
+            # Given twice: of a single path that does not exist, Spark first looks for a streaming
+            # sink's metadata in it and logs not finding it with a stack trace.
+            found = self.session.read.format("binaryFile").load([pattern, pattern]).select("path").collect()
+        except Exception as exc:
+            if "PATH_NOT_FOUND" in str(exc):
+                return None
+            raise
+        return sorted({row["path"] for row in found})
+
+    def contents(self, paths: Sequence[str]) -> dict[str, bytes]:
+        """The bytes of a few small files (the projects table), by path as the listing gives it."""
+        files = self.session.read.format("binaryFile").load(list(map(_pattern, paths))).select("path", "content")
         return {r["path"]: bytes(r["content"]) for r in files.collect()}
 
-    @staticmethod
-    def _files(reader: Any, fmt: str) -> Any:
-        # A folder or a file is read by its own name, never by the listing's paths: those are URIs
-        # (a '#' or '%' in a file's name is escaped), and a URI given back as a path names another
-        # file, or a fragment of one.
-        return reader.option("recursiveFileLookup", "true").option("pathGlobFilter", f"*.{fmt}")
-
-    def raw(self, name: str, fmt: str, location: str) -> tuple[ir.Table, list[str]]:
-        """The files at ``location`` (a file, or a folder's ``*.fmt`` files at any depth) as one
-        table ``name`` of their columns as found (CSV: every column as text), with each row's file
-        (``_file``); and the paths of the files read, as the listing gives them."""
-        reader = self._files(self.session.read, fmt)
+    def _reader(self, fmt: str) -> Any:
+        # Named files, never partition discovery: the folders' Hive-style levels are read by
+        # ``exports`` as they are on DuckDB.
+        reader = self.session.read.option("recursiveFileLookup", "true")
         if fmt == "parquet":
-            frame = reader.option("mergeSchema", "true").parquet(location)
-        else:
-            # The format's dialect (docs/data-format.md): a header row, comma, double quotes; every
-            # value as text, so that a bad one is reported rather than guessed; a malformed line fails.
-            frame = reader.options(
-                header=True, inferSchema=False, sep=",", quote='"', escape='"', encoding="UTF-8", mode="FAILFAST"
-            ).csv(location)
-        read = frame.inputFiles()
-        frame = frame.select("*", frame["_metadata.file_path"].alias("_file"))
-        frame.createOrReplaceTempView(name)
+            return reader.format("parquet")
+        # The format's dialect (docs/data-format.md): a header row, comma, double quotes; every
+        # value as text, so that a bad one is reported rather than guessed; a malformed line fails.
+        return reader.format("csv").options(
+            header=True, inferSchema=False, sep=",", quote='"', escape='"', encoding="UTF-8", mode="FAILFAST"
+        )
+
+    def schemas(self, fmt: str, paths: Sequence[str]) -> list[Any]:
+        """Each file's own columns (a pyspark StructType: Parquet's types as Spark reads them, a CSV
+        header's names as text), or the exception that reading it raised. A file at a time: read
+        together, Spark merges the files' columns and cannot say which file has which (a job each,
+        a few at a time)."""
+
+        def one(path: str) -> Any:
+            try:
+                return self._reader(fmt).load(_pattern(path)).schema
+            except Exception as exc:
+                return exc
+
+        if len(paths) == 1:
+            return [one(paths[0])]
+        with ThreadPoolExecutor(min(_SCHEMA_THREADS, len(paths)), thread_name_prefix="metrics-kit schema") as pool:
+            return list(pool.map(one, paths))
+
+    def nanosecond(self, paths: Sequence[str], column: str) -> set[str]:
+        """Which of ``paths`` (Parquet files in which Spark reads ``column`` as a 64-bit integer)
+        hold nanosecond timestamps in it, rather than integers: Spark reads both as integers
+        (``EXPORT_SETTINGS``), but its vectorized reader reads only a plain integer column as a
+        decimal. The files it could read so are the plain ones; a file with no rows is counted
+        with the timestamps (it has no value to read either way). Paths as the listing gives them."""
+        frame = (
+            self.session.read.schema(f"`{column}` DECIMAL(20,0)")
+            .option("ignoreCorruptFiles", "true")
+            .option("recursiveFileLookup", "true")
+            .parquet(*map(_pattern, paths))
+        )
+        counted = frame.groupBy(frame["_metadata.file_path"].alias("file")).agg({column: "count"})
+        with self._quiet():  # each timestamp file is logged as corrupt, with a stack trace
+            plain = {_listed(row["file"]) for row in counted.collect()}
+        return {path for path in paths if path not in plain}
+
+    @contextlib.contextmanager
+    def _quiet(self) -> Iterator[None]:
+        """Spark's log below errors left out while it runs, in a session of this process (a Spark
+        Connect server logs on its own machine)."""
+        if self.remote is not None:
+            yield
+            return
+        context = self.session.sparkContext
+        context.setLogLevel("ERROR")
+        try:
+            yield
+        finally:
+            context.setLogLevel(context.getConf().get("spark.log.level", "WARN"))
+
+    def raw(
+        self, name: str, fmt: str, groups: Sequence[PartGroup], types: dict[str, str]
+    ) -> tuple[ir.Table, list[str]]:
+        """The parts of ``groups`` as one table ``name``: each column of ``types`` (column -> Spark
+        type) as that type, nanosecond integers as timestamps (truncated to microseconds, as
+        DuckDB's normalisation does), values supplied by folders as columns, and each row's file
+        (``_file``); and the files read, as URIs."""
+        from pyspark.sql import functions as F
+
+        frames = []
+        for group in groups:
+            frame = self._reader(fmt).schema(group.schema).load(list(map(_pattern, group.paths)))
+            columns = []
+            for column, target in types.items():
+                if column in group.supplied:
+                    value = F.lit(group.supplied[column]).cast("string")
+                elif column in group.nanos:
+                    value = F.expr(f"timestamp_micros((`{column}` - pmod(`{column}`, 1000)) div 1000)")
+                else:
+                    value = F.col(f"`{column}`")
+                columns.append(value.cast(target).alias(column))
+            frames.append(frame.select(*columns, frame["_metadata.file_path"].alias("_file")))
+        table = functools.reduce(lambda a, b: a.unionByName(b), frames)
+        read = table.inputFiles()
+        table.createOrReplaceTempView(name)
         return self.con.table(name), list(read)
 
-    def not_utf8(self, location: str) -> tuple[str, bytes] | None:
-        """(file as a URI, the line's bytes) of a line of the CSV files at ``location`` that is not
-        UTF-8, or None. The CSV reader decodes each line replacing a bad byte with U+FFFD, which is
-        also a legal character of UTF-8 text: it cannot tell the two apart. The text source keeps
-        each line's bytes as they are, and a line re-encoded as UTF-8 differs from its bytes exactly
+    def not_utf8(self, paths: Sequence[str]) -> tuple[str, bytes] | None:
+        """(file as a URI, the line's bytes) of a line of the CSV files ``paths`` that is not UTF-8,
+        or None. The CSV reader decodes each line replacing a bad byte with U+FFFD, which is also a
+        legal character of UTF-8 text: it cannot tell the two apart. The text source keeps each
+        line's bytes as they are, and a line re-encoded as UTF-8 differs from its bytes exactly
         when they are not UTF-8 (the bad bytes come back as U+FFFD's three)."""
-        lines = self._files(self.session.read, "csv").text(location)
+        lines = self.session.read.text(list(map(_pattern, paths)))
         bad = lines.where("CAST(value AS BINARY) <> encode(value, 'UTF-8')")
         found = bad.selectExpr("_metadata.file_path AS file", "CAST(value AS BINARY) AS line").limit(1).collect()
         return (found[0]["file"], bytes(found[0]["line"])) if found else None
@@ -233,6 +336,20 @@ class Spark:
             "the data where the cluster reads it (s3a://bucket/events, hdfs://...) and give that URL as "
             "data= (docs/spark.md)"
         )
+
+
+def _pattern(path: str) -> str:
+    """A path as the listing gives it, as a reader takes it: Spark reads a path as a glob pattern,
+    in which a file's own '[', '*', ... are escaped. Neither a URI nor escaped further: a '#' or a
+    '%' in it is part of a name."""
+    return _GLOB.sub(r"\\\1", path)
+
+
+def _listed(uri: str) -> str:
+    """A file as the listing names it (``file:/a/b #2.csv``), from its URI as a reader gives it
+    (``_metadata.file_path``, ``inputFiles()``: ``file:///a/b%20%232.csv``)."""
+    parts = urllib.parse.urlparse(uri)
+    return f"{parts.scheme}:{'//' + parts.netloc if parts.netloc else ''}{urllib.parse.unquote(parts.path)}"
 
 
 # A Spark job whose stages have tasks waiting and none running for this long has no executor to

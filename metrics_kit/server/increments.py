@@ -30,7 +30,7 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -278,7 +278,7 @@ def files_meeting(
         if source is not None:
             entries = after["tables"][table]["files"]
             chosen = tuple(path for path in source.files if meets(entries[_name(directory, path)]["days"]))
-            out[table] = Source(table, chosen, source.fmt, source.folder)
+            out[table] = replace(source, files=chosen)
     return out
 
 

@@ -6,6 +6,9 @@ Where the session is: ``--spark-master`` if given; else ``SPARK_REMOTE`` (a Spar
 pyspark reads it); else spark-submit's master, else ``local[*]``. A Spark Connect URL
 (``sc://HOST[:PORT][/;param=value;...]``) is checked before anything is started, and its
 ``token`` is never shown: every message and log line carries the URL masked (:func:`masked`).
+
+Ctrl-C during a build (:func:`_interrupts`) stops Spark's jobs and the session, and leaves the
+build as a ``KeyboardInterrupt``, with nothing of Spark's said about it.
 """
 
 from __future__ import annotations
@@ -14,8 +17,13 @@ import contextlib
 import os
 import re
 import shutil
+import signal
+import sys
+import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from metrics_kit.errors import ConfigurationError
@@ -179,6 +187,78 @@ def where(master: str | None) -> tuple[str | None, str]:
     return None, "spark_master="
 
 
+# Where this process waits for Spark: py4j's socket to a session's JVM, gRPC's channel to a Spark
+# Connect server. A KeyboardInterrupt raised in there would leave the socket with an answer
+# unread, which the next call (the session's stop) would take for its own.
+def _client_folders() -> tuple[str, ...]:
+    folders = []
+    for name in ("py4j", "grpc"):
+        module = sys.modules.get(name)
+        if module is not None and module.__file__:
+            folders.append(str(Path(module.__file__).parent) + os.sep)
+    return tuple(folders)
+
+
+def _waiting_for_spark(frame: FrameType | None, folders: tuple[str, ...]) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(folders):
+            return True
+        frame = frame.f_back
+    return False
+
+
+@contextlib.contextmanager
+def _interrupts(session: Any, remote: bool, before: Any) -> Iterator[None]:
+    """Ctrl-C during the build, as one ``KeyboardInterrupt``. When it comes while this process
+    waits for Spark, the wait is not broken: another thread quiets Spark's log, stops its jobs and
+    the session, and the call waited for returns with an error, which leaves as the interrupt.
+    Anywhere else (DuckDB's validation, pandas) it is the handler that was there before, as
+    without Spark. pyspark's own handler is not used: it calls the JVM from inside the waiting
+    call (a reentrant call on the same socket) and lets the build go on."""
+    interrupted = threading.Event()
+    folders = _client_folders()
+    stopper: list[threading.Thread] = []
+
+    def stop() -> None:
+        with contextlib.suppress(Exception):  # the session may be stopping already
+            if remote:
+                session.interruptAll()
+            else:
+                session.sparkContext.setLogLevel("OFF")
+                session.sparkContext.cancelAllJobs()
+        with contextlib.suppress(Exception):
+            session.stop()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if interrupted.is_set() or before == signal.SIG_IGN:
+            return  # a second Ctrl-C, while the first is acted on; or a process that ignores them
+        if not _waiting_for_spark(frame, folders):
+            if callable(before):
+                before(signum, frame)
+            raise KeyboardInterrupt
+        interrupted.set()
+        stopper.append(threading.Thread(target=stop, name="metrics-kit spark stop", daemon=True))
+        stopper[0].start()
+
+    installed = threading.current_thread() is threading.main_thread()
+    if installed:
+        signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    except BaseException:
+        if interrupted.is_set():
+            raise KeyboardInterrupt from None
+        raise
+    else:
+        if interrupted.is_set():  # the build ended as the interrupt came: it was still asked to stop
+            raise KeyboardInterrupt
+    finally:
+        if installed:
+            signal.signal(signal.SIGINT, before if before is not None else signal.default_int_handler)
+        for thread in stopper:
+            thread.join()
+
+
 @contextlib.contextmanager
 def backend(master: str | None = None) -> Iterator[Spark]:
     """An Ibis PySpark backend on a new (or spark-submit's) session, stopped on leaving."""
@@ -195,6 +275,10 @@ def backend(master: str | None = None) -> Iterator[Spark]:
         raise ConfigurationError(f"engine='spark' needs pyspark; {INSTALL_HINT}") from None
     import ibis
 
+    # The handler in place before pyspark's session replaces it with its own (see _interrupts).
+    before: Callable[..., Any] | int | None = None
+    if threading.current_thread() is threading.main_thread():
+        before = signal.getsignal(signal.SIGINT)
     remote = None
     if remote_url is not None:
         # Spark Connect: the cluster runs the JVM, this process only a gRPC client.
@@ -206,7 +290,7 @@ def backend(master: str | None = None) -> Iterator[Spark]:
             os.environ.pop(REMOTE_ENV)
         session = _local_session(master)
     try:
-        with warnings.catch_warnings():
+        with _interrupts(session, remote is not None, before), warnings.catch_warnings():
             # Ibis's in-memory tables ask for verifySchema, which a Connect session ignores, with a warning.
             warnings.filterwarnings("ignore", message="'verifySchema' is ignored", category=UserWarning)
             # Ibis also sets the session's time zone to UTC: periods are UTC days, weeks and months.

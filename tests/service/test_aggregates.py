@@ -181,6 +181,74 @@ def test_a_day_added_to_a_table_folder_is_built_incrementally(tmp_path):
     assert incremental.find("unstaking_transaction_count", "farm", "1_day", day)[0] == 2
 
 
+def _nested(data: Path, day: str = "2024-12-31") -> Path:
+    """The golden data with the transactions as a table folder: ``day``'s rows in a Hive-style
+    subfolder (``day=...``), as Spark and most export jobs write them, the others beside it."""
+    lines = (data / "transactions.csv").read_text().splitlines()
+    (data / "transactions.csv").unlink()
+    (data / "transactions" / f"day={day}").mkdir(parents=True)
+    (data / "transactions" / "part-0.csv").write_text("\n".join(x for x in lines if not x.startswith(day)) + "\n")
+    nested = [lines[0], *(line for line in lines if line.startswith(day))]
+    (data / "transactions" / f"day={day}" / "part-1.csv").write_text("\n".join(nested) + "\n")
+    return data / "transactions"
+
+
+def test_a_table_folder_with_a_hive_style_subfolder_is_served_whole(data, tmp_path):
+    """The rows of a part in ``transactions/day=2024-12-31/`` count: served as from the same rows
+    in one file (w3 is swapx's one regular-pool swap that day)."""
+    flat = aggregates.load_or_build(data, default_catalogue(), log=lambda m: None)
+    _nested(data)
+    day = "2024-12-31"
+    asked = [
+        ("regular_pool_swap_transaction_count", "swapx", "1_day"),
+        ("swap_transaction_count", "swapx", "1_week"),
+        ("staking_transaction_count", "farm", "1_month"),
+    ]
+    with ServerProcess(data, cache_dir=tmp_path / "serve-cache") as server:
+        served = [server.value(metric, project, granularity, day) for metric, project, granularity in asked]
+    expected = [
+        flat.find(metric, project, granularity, dt.date(2024, 12, 31))[0] for metric, project, granularity in asked
+    ]
+    assert served == expected and served[0] == 1, (served, expected)
+
+
+def test_a_part_without_pool_type_is_refused_naming_it(data):
+    """A part of the transactions without the pool_type column is refused, as a single file
+    without it is, rather than read with every pool_type empty (its regular-pool swaps would
+    stop counting: regular_pool_swap_transaction_count 0 where it is 1)."""
+    parts = _nested(data)
+    nested = parts / "day=2024-12-31" / "part-1.csv"
+    rows = [line.rsplit(",", 1)[0] for line in nested.read_text().splitlines()]
+    nested.write_text("\n".join(rows) + "\n")
+    done = _cli("build", "--data", str(data), "--out", str(data.parent / "agg.parquet"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(
+        "metrics-kit: error: transactions/day=2024-12-31/part-1.csv: missing column 'pool_type'; "
+        "the transactions table has columns block_time, tx_id, signer, project, action, pool_type"
+    ), done.stderr
+    assert not (data.parent / "agg.parquet").exists()
+
+
+def test_a_part_added_in_a_subfolder_is_built_incrementally(tmp_path):
+    """A day's part added in a Hive-style subfolder of a table folder: found, built incrementally
+    (its day, week and month), equal to a full build."""
+    data = tmp_path / "data"
+    shutil.copytree(GOLDEN, data)
+    nested = _nested(data, day="2025-01-02") / "day=2025-01-02" / "part-1.csv"
+    text = nested.read_text()
+    nested.unlink()
+    first = _cli("build", "--data", str(data))
+    assert first.returncode == 0 and "full build" in first.stdout, first.stdout + first.stderr
+    nested.write_text(text)
+    second = _cli("build", "--data", str(data))
+    assert "1 file added, 0 changed, 0 removed; recomputed 1 day, 1 week, 1 month" in second.stdout, second.stdout
+    incremental = aggregates.load_or_build(data, default_catalogue(), log=lambda m: None)
+    full = aggregates.load_or_build(data, default_catalogue(), rebuild=True, log=lambda m: None)
+    assert incremental.meta["build"] == "incremental" and incremental.values == full.values
+    # s6 twice on 2025-01-02, in the added part: one staking transaction that day.
+    assert incremental.find("staking_transaction_count", "farm", "1_day", dt.date(2025, 1, 2))[0] == 1
+
+
 def test_the_old_names_of_the_build_entry_points_still_work_and_say_the_new_ones(data):
     from metrics_kit.errors import ConfigurationError
     from metrics_kit.server.data import store

@@ -3,12 +3,13 @@
 Each hypothesis example is a random data set (every event table; repeated tx_ids within a day,
 across days and across pool types; rent that nets per account; timestamps on the first and last
 instants of days and in UTC offsets that move rows across days), over 17 days that cross a year, a
-month and three ISO week boundaries. Every table is split at random into files of a table folder,
-and the files arrive in a random order, a few at a time; some steps replace a file already there
-with other rows, or remove one. After every step the incremental build (``build_folder``, which
-starts from the state the previous step saved) must equal a full build of the folder as it is
-then (``build`` over ``store.load``, which knows nothing of earlier steps): the same series, the
-same coverage, counts equal, amounts equal to 1e-9 (DuckDB adds floats in a thread-dependent order).
+month and three ISO week boundaries. Every table is split at random into files of a table folder
+(some of them in subfolders), and the files arrive in a random order, a few at a time; some steps
+replace a file already there with other rows, or remove one. After every step the incremental
+build (``build_folder``, which starts from the state the previous step saved) must equal a full
+build of the folder as it is then (``build`` over ``store.load``, which knows nothing of earlier
+steps): the same series, the same coverage, counts equal, amounts equal to 1e-9 (DuckDB adds
+floats in a thread-dependent order).
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ def histories(draw):
         for part in range(parts):
             chosen = [row for row, p in zip(table_rows, split, strict=True) if p == part]
             if chosen:
-                files.append((table, f"part-{part}.csv", chosen))
+                # Beside the others, or in a subfolder (a Hive-style level, or plain ones): all read.
+                below = draw(st.sampled_from(["", "", "batch=1/", "2025/01/"]))
+                files.append((table, f"{below}part-{part}.csv", chosen))
     order = draw(st.permutations(files))
     cuts = sorted(draw(st.lists(st.integers(1, len(order)), max_size=3, unique=True)) + [len(order)])
     steps: list[tuple] = []
@@ -108,7 +111,7 @@ def histories(draw):
 
 
 def _write(path: Path, table: str, body: list[list]) -> None:
-    path.parent.mkdir(exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(HEADERS[table])

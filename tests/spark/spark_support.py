@@ -77,6 +77,66 @@ def assert_same_values(duckdb: Aggregates, spark: Aggregates, same_files: bool =
     return compared
 
 
+GOLDEN = Path(__file__).parent.parent / "golden" / "data"
+
+
+def mixed_exports(folder: Path) -> Path:
+    """The golden data as exports from several jobs, in every shape a table folder may take, with
+    the golden data's values: the transactions as Parquet parts at several depths (a Hive-style
+    ``day=`` level, a ``pool_type=regular`` level supplying the column its part lacks), whose
+    ``block_time`` is a nanosecond timestamp with a zone (pandas' default) and without, naive
+    microseconds, milliseconds with a zone and ISO text; the fees as CSV parts, one of 0 bytes and
+    one with a header only; and the bookkeeping files export jobs leave (``_SUCCESS``,
+    ``_temporary/``, hidden files)."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True)
+    for table in ("projects", "token_flows", "chain_rewards"):
+        (folder / f"{table}.csv").write_text((GOLDEN / f"{table}.csv").read_text())
+    rows = pd.read_csv(GOLDEN / "transactions.csv", dtype=str, keep_default_na=False)
+    times = pd.to_datetime(rows["block_time"], utc=True, format="ISO8601")
+    parts = folder / "transactions"
+
+    def part(name: str, chosen: pd.Series, block_time, drop: tuple[str, ...] = ()) -> None:
+        frame = rows[chosen].drop(columns=list(drop))
+        table = pa.Table.from_pandas(frame.drop(columns=["block_time"]), preserve_index=False)
+        if "pool_type" in frame:
+            pool = pa.array([v or None for v in frame["pool_type"]], pa.string())
+            table = table.set_column(table.schema.get_field_index("pool_type"), "pool_type", pool)
+        (parts / name).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table.add_column(0, "block_time", block_time(times[chosen])), parts / name)
+
+    quarter = pd.Series(range(len(rows))) * 4 // len(rows)
+    regular = rows["pool_type"] == "regular"
+    # Nanoseconds with a zone (pandas' default), 999 ns past each golden instant: the 23:59:59.999999
+    # rows then end 1 ns before midnight, and stay on their day only if truncated to microseconds.
+    nanos = pa.timestamp("ns", "UTC")
+    part("part-0.parquet", quarter == 0, lambda t: pa.array(t.astype("datetime64[ns, UTC]") + pd.Timedelta(999), nanos))
+    naive_us = pa.timestamp("us")
+    part("day=2025-01-01/part-1.parquet", quarter == 1, lambda t: pa.array(t.dt.tz_localize(None), naive_us))
+    part(
+        "pool_type=regular/part-2.parquet",
+        (quarter == 2) & regular,
+        lambda t: pa.array(t.dt.floor("ms"), pa.timestamp("ms", "UTC")),
+        drop=("pool_type",),
+    )
+    naive_ns = pa.timestamp("ns")
+    part("part-2b.parquet", (quarter == 2) & ~regular, lambda t: pa.array(t.dt.tz_localize(None), naive_ns))
+    part("batch/2/part-3.parquet", quarter == 3, lambda t: pa.array(rows["block_time"][t.index]))  # ISO text
+    (parts / "_SUCCESS").write_text("")
+    (parts / "_temporary" / "0").mkdir(parents=True)
+    (parts / "_temporary" / "0" / "part-4.parquet").write_text("half written")
+    (parts / ".part-5.parquet").write_text("hidden")
+    fees = (GOLDEN / "fees.csv").read_text().splitlines()
+    (folder / "fees" / "month=2025-01").mkdir(parents=True)
+    (folder / "fees" / "part-0.csv").write_text("\n".join(fees) + "\n")
+    (folder / "fees" / "part-1.csv").write_text("")  # 0 bytes: an empty part
+    (folder / "fees" / "month=2025-01" / "part-2.csv").write_text(fees[0] + "\n")  # a header, no rows
+    return folder
+
+
 def spark_home() -> Path:
     """pyspark's own Spark: its bin/ scripts and jars/."""
     import pyspark

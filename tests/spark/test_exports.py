@@ -11,11 +11,16 @@ through a local[2] session in the build's own process.
 from __future__ import annotations
 
 import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import duckdb
 import pytest
-from spark_support import assert_same_values, cli, run_cli
+from spark_support import SPARK_ENV, assert_same_values, cli, mixed_exports, run_cli
 from support import split_by_day
 
 from metrics_kit.server.build import Aggregates
@@ -130,7 +135,7 @@ def test_a_missing_column_is_named(connect, tmp_path):
     fees = events / "fees.parquet"
     duckdb.connect().execute(f"COPY (SELECT * EXCLUDE (recipient) FROM '{fees}') TO '{fees}' (FORMAT parquet)")
     error = _refused(_build(events.as_uri(), connect.url, tmp_path / "agg.parquet"))
-    assert "fees.parquet, column 'recipient': missing column 'recipient'" in error, error
+    assert "fees.parquet: missing column 'recipient'; the fees table has columns" in error, error
 
 
 def test_the_data_version_of_a_url_follows_its_listing(connect, tmp_path):
@@ -235,3 +240,100 @@ def test_a_url_without_engine_spark_is_refused_naming_the_url(tmp_path):
     with the engine that reads it (no Spark started)."""
     error = _refused(run_cli("build", "--data", GOLDEN.as_uri()))
     assert f"--data {GOLDEN.as_uri()}: only --engine spark reads a URL" in error, error
+
+
+def test_mixed_exports_at_a_url_build_on_spark_connect_equal_to_duckdb(on_duckdb, connect, tmp_path):
+    """Nested Hive-style parts, nanosecond Parquet, parts whose timestamp types differ, 0-byte and
+    header-only CSV parts, bookkeeping files: read through Spark Connect as a folder is read."""
+    events = mixed_exports(tmp_path / "events")
+    out = tmp_path / "connect.parquet"
+    done = _build(events.as_uri(), connect.url, out)
+    assert done.returncode == 0, done.stderr
+    assert assert_same_values(on_duckdb, Aggregates.read(out), same_files=False) > 2_000
+
+
+def _part(path: Path, block_time: str = "CAST(block_time AS TIMESTAMPTZ)", drop: str = "") -> None:
+    """``path``: the golden transactions as a Parquet part, ``block_time`` as the SQL given, without
+    the column ``drop``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns = ", ".join(c for c in ("tx_id", "signer", "project", "action", "pool_type") if c != drop)
+    source = GOLDEN / "transactions.csv"
+    duckdb.connect().execute(
+        f"COPY (SELECT {block_time} AS block_time, {columns} FROM read_csv('{source}', all_varchar = true)) "
+        f"TO '{path}' (FORMAT parquet)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("no pool_type", "transactions/part-1.parquet: missing column 'pool_type'; the transactions table"),
+        ("in file and folder", "transactions/pool_type=regular/part-1.parquet, column 'pool_type': given both"),
+        ("integer time", "transactions/part-1.parquet, column 'block_time': has type BIGINT; expected a timestamp"),
+        ("level twice", "transactions/day=1/day=2/part-1.parquet: the folder level 'day' is given twice"),
+        ("delta", "transactions/: a Delta table (it holds _delta_log/), not a folder of parts"),
+    ],
+)
+def test_what_both_engines_refuse_they_refuse_alike_naming_file_and_column(connect, tmp_path, case, said):
+    """A folder DuckDB refuses is refused at its URL on Spark with the same message, naming the
+    part and the column: a part without a column (which Spark's merged schema filled with nulls),
+    a column both in a part and in its folder, an integer timestamp (which Spark reads as a
+    nanosecond one can be read), a folder level given twice, a Delta table's folder."""
+    events = _broken(tmp_path / "events", "", "", "")
+    (events / "transactions.csv").unlink()
+    parts = events / "transactions"
+    _part(parts / "part-0.parquet")
+    if case == "no pool_type":
+        _part(parts / "part-1.parquet", drop="pool_type")
+    elif case == "in file and folder":
+        _part(parts / "pool_type=regular" / "part-1.parquet")
+    elif case == "integer time":
+        _part(parts / "part-1.parquet", block_time="epoch(CAST(block_time AS TIMESTAMPTZ))::BIGINT")
+    elif case == "level twice":
+        _part(parts / "day=1" / "day=2" / "part-1.parquet")
+    else:
+        (parts / "_delta_log").mkdir()
+        (parts / "_delta_log" / "00000000000000000000.json").write_text("{}\n")
+    on_duckdb = _refused(run_cli("build", "--data", events, "--out", tmp_path / "duckdb.parquet"))
+    on_spark = _refused(_build(events.as_uri(), connect.url, tmp_path / "spark.parquet"))
+    assert on_duckdb.startswith(f"metrics-kit: error: {said}"), on_duckdb
+    assert on_spark.splitlines()[-1] == on_duckdb.splitlines()[0], (on_spark, on_duckdb)
+
+
+def test_ctrl_c_during_a_build_on_spark_connect_is_one_line_and_exit_130(connect, tmp_path):
+    """Ctrl-C while the build computes on a Spark Connect server: its operations interrupted, the
+    session released, `metrics-kit: interrupted` and exit 130, no file (tests/spark/test_interrupt.py
+    interrupts a session of the build's own JVM)."""
+    events = _exports(tmp_path / "events")
+    out = tmp_path / "agg.parquet"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "metrics_kit", "build", "--data", events.as_uri(), "--engine", "spark"]
+        + ["--spark-master", connect.url, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **SPARK_ENV, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
+    try:
+        # Interrupted once validation is done: the build then computes (no fixed pause).
+        assert child.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(child.stdout, selectors.EVENT_READ)
+        deadline, said = time.monotonic() + 300, []
+        while not any(line.startswith("Validated") for line in said) and time.monotonic() < deadline:
+            if selector.select(timeout=deadline - time.monotonic()):
+                line = child.stdout.readline()
+                if not line:
+                    break
+                said.append(line)
+        assert any(line.startswith("Validated") for line in said), said
+        os.killpg(child.pid, signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=300)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(30)
+    assert child.returncode == 130, stderr
+    assert stderr == "metrics-kit: interrupted\n", stderr
+    assert "Built" not in stdout and not out.exists()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from metrics_kit.server import increments
-from metrics_kit.server.data.sources import find_sources
+from metrics_kit.server.data.sources import find_sources, fingerprint
 
 D = dt.date
 
@@ -79,6 +79,37 @@ def test_added_changed_and_removed_files_of_a_folder(tmp_path):
     }
     # The old days of the changed and the removed file: their periods lose rows.
     assert plan.gone_days == {D(2025, 1, 1), D(2025, 1, 2)}
+
+
+def test_parts_in_subfolders_are_files_of_the_plan_and_of_the_fingerprint(tmp_path):
+    """A part in a Hive-style subfolder, added, touched or removed, is seen by the data version and
+    planned like a part beside the others."""
+    folder = _folder(tmp_path)
+    before = _manifest(folder)
+    versions = [fingerprint(find_sources(folder))]
+    nested = folder / "transactions" / "day=2025-01-03" / "part-0.csv"
+    nested.parent.mkdir()
+    nested.write_text("block_time,tx_id,signer,project,action,pool_type\n")
+    versions.append(fingerprint(find_sources(folder)))
+    plan = _plan(before, folder)
+    assert isinstance(plan, increments.Plan) and plan.added == 1 and plan.new["transactions"] == (nested,)
+    sources = find_sources(folder)
+    after = increments.manifest(
+        folder, sources, increments.stat_all(sources), {"transactions": {nested: (D(2025, 1, 3),)}}, before
+    )
+    assert after["tables"]["transactions"]["files"]["transactions/day=2025-01-03/part-0.csv"]["days"] == [
+        ["2025-01-03", "2025-01-03"]
+    ]
+    _touch(nested)
+    versions.append(fingerprint(find_sources(folder)))
+    changed = _plan(after, folder)
+    assert isinstance(changed, increments.Plan) and changed.changed == 1 and changed.gone_days == {D(2025, 1, 3)}
+    nested.unlink()
+    versions.append(fingerprint(find_sources(folder)))
+    removed = _plan(after, folder)
+    assert isinstance(removed, increments.Plan) and removed.removed == 1 and removed.gone_days == {D(2025, 1, 3)}
+    # Added, then touched: each another version; removed: the version of the files before it came.
+    assert len(set(versions[:3])) == 3 and versions[3] == versions[0]
 
 
 def test_unchanged_files_plan_nothing(tmp_path):

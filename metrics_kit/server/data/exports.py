@@ -2,12 +2,18 @@
 found from Spark's listing, validated on Spark with the rules of ``rules``, provided as the
 engine's tables.
 
-The folder holds the tables as ``--data DIR`` does (docs/data-format.md): ``NAME.parquet``,
-``NAME.csv`` or a folder ``NAME/`` of Parquet or CSV parts (at any depth, so Hive-style partition
-folders work). No event row passes through this process: it gets the listing, the projects table
-(a few rows of metadata, validated here on DuckDB like a local folder's), one row of counts per
-table and, on the way to an error, the first offending values. The data version is the listing's
-names, sizes and modification times; a URL is always built in full.
+The folder holds the tables as ``--data DIR`` does (docs/data-format.md), and is read by the same
+rules (``sources``): ``NAME.parquet``, ``NAME.csv`` or a folder ``NAME/`` of Parquet or CSV parts
+at any depth; Hive-style folder levels (``project=demoswap/``) supply the column they name; a
+0-byte part is an empty part; a table folder holding ``_delta_log/`` is refused. Each part is
+checked on its own (its columns, and their types, as Spark reads that file), and parts whose types
+differ are read apart and brought to one type per column, as DuckDB's reader does: a timestamp and
+ISO text as text, a nanosecond timestamp as a timestamp, integers and doubles as doubles.
+
+No event row passes through this process: it gets the listing, each part's columns, the projects
+table (a few rows of metadata, validated here on DuckDB like a local folder's), one row of counts
+per table and, on the way to an error, the first offending values. The data version is the
+listing's names, sizes and modification times; a URL is always built in full.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import ibis
@@ -26,13 +33,16 @@ import ibis.expr.datatypes as dt
 import pandas as pd
 
 from metrics_kit.errors import DataFormatError
-from metrics_kit.server.backends import Spark
+from metrics_kit.server.backends import EXPORT_SETTINGS, PartGroup, Spark
 from metrics_kit.server.data import rules, store
 from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES, TABLES
+from metrics_kit.server.data.sources import DELTA_LOG, FORMATS, delta_table, hive_levels, skipped
 
 _SHOWN_ROWS = 5
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _IBIS_TYPE = {"str": dt.string, "float": dt.float64, "bool": dt.boolean, "time": dt.timestamp}
+_TIMES = {"timestamp", "timestamp_ntz", "date"}
+_NUMBERS = {"tinyint", "smallint", "int", "bigint", "float", "double"}
 
 
 @dataclass(frozen=True)
@@ -41,14 +51,23 @@ class _Source:
     fmt: str
     paths: tuple[str, ...]  # as the listing gives them: a scheme, then the path unescaped
     names: tuple[str, ...]  # relative to the root, as messages show them
+    sizes: tuple[int, ...]
     folder: bool
-    location: str  # what Spark reads: the file, or the folder ``root/table``
 
     @property
     def label(self) -> str:
         if not self.folder or len(self.paths) == 1:
             return self.names[0]
         return f"{self.table}/ ({len(self.paths)} {self.fmt} files)"
+
+    def parts(self) -> list[tuple[str, str]]:
+        """(path, name) of each file that holds rows: a 0-byte part is an empty part."""
+        return [(path, name) for path, name, size in zip(self.paths, self.names, self.sizes, strict=True) if size]
+
+    def name(self, uri: str) -> str:
+        """A file as messages name it, from its URI as Spark's readers give it."""
+        names = {_plain(path): name for path, name in zip(self.paths, self.names, strict=True)}
+        return names.get(_from_uri(uri), uri)
 
 
 @dataclass(frozen=True)
@@ -77,10 +96,10 @@ def _from_uri(uri: str) -> str:
 
 def _sources(location: str, listing: list[tuple[str, int, int]]) -> dict[str, _Source]:
     base = PurePosixPath(_plain(location) or "/")
-    found: dict[str, list[tuple[str, str, str, bool]]] = {}
+    found: dict[str, list[tuple[str, str, int, str, bool]]] = {}
     for path, size, _mtime in sorted(listing):
         relative = PurePosixPath(_plain(path)).relative_to(base)
-        if relative.suffix not in (".parquet", ".csv"):
+        if relative.suffix not in FORMATS or any(map(skipped, relative.parts)):
             continue
         folder = len(relative.parts) > 1
         table = relative.parts[0] if folder else relative.stem
@@ -89,27 +108,27 @@ def _sources(location: str, listing: list[tuple[str, int, int]]) -> dict[str, _S
                 f"{location}: {relative}: not a table of the data format; the tables are {', '.join(TABLES)} "
                 "(as NAME.parquet, NAME.csv or a folder NAME/)"
             )
-        if relative.suffix == ".csv" and size == 0:
+        if relative.suffix == ".csv" and size == 0 and not folder:
             # Spark reads an empty file as no rows of the other files' columns; it has no header.
             columns = COLUMNS[table]
             raise DataFormatError(
                 f"{relative}: an empty file (0 bytes), without a header row: missing columns "
                 f"{', '.join(map(repr, columns))}; the {table} table has columns {', '.join(columns)}"
             )
-        found.setdefault(table, []).append((path, str(relative), relative.suffix[1:], folder))
+        found.setdefault(table, []).append((path, str(relative), size, relative.suffix[1:], folder))
     sources = {}
     for table, files in found.items():
-        kinds = {(fmt, folder) for _p, _n, fmt, folder in files}
+        kinds = {(fmt, folder) for *_, fmt, folder in files}
         if len(kinds) > 1:
             raise DataFormatError(
                 f"{location}: table {table!r} is given more than once or in two formats: "
-                + ", ".join(name for _p, name, _f, _d in files[:_SHOWN_ROWS])
+                + ", ".join(name for _p, name, *_ in files[:_SHOWN_ROWS])
             )
         ((fmt, folder),) = kinds
         if not folder and len(files) > 1:
             raise DataFormatError(f"{location}: table {table!r} is given more than once")
-        read = f"{location}/{table}" if folder else f"{location}/{files[0][1]}"
-        sources[table] = _Source(table, fmt, tuple(p for p, *_ in files), tuple(n for _p, n, *_ in files), folder, read)
+        paths, names, sizes = (tuple(column) for column in list(zip(*files, strict=True))[:3])
+        sources[table] = _Source(table, fmt, paths, names, sizes, folder)
     if "projects" not in sources:
         raise DataFormatError(
             f"{location}: no projects table (projects.parquet, projects.csv or projects/); see docs/data-format.md"
@@ -125,14 +144,24 @@ def fingerprint(location: str, listing: list[tuple[str, int, int]]) -> str:
     return digest.hexdigest()[:32]
 
 
+@dataclass
+class _Part:
+    path: str
+    name: str
+    columns: dict[str, Any]  # its own columns: name -> pyspark DataType
+    schema: Any  # the same, as a pyspark StructType
+    supplied: dict[str, str | None]  # the table's columns its folders give
+
+
 def _projects(backend: Spark, source: _Source) -> dict[str, store.Project]:
     """The projects table, a few rows: copied here and validated as a local folder's is."""
-    contents = backend.contents(source.location, source.fmt)
+    parts = source.parts()
+    contents = backend.contents([path for path, _name in parts]) if parts else {}
     _all_read(source, map(_plain, contents))
     with tempfile.TemporaryDirectory() as tmp:
         for path, name in zip(source.paths, source.names, strict=True):
             (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
-            (Path(tmp) / name).write_bytes(contents[path])
+            (Path(tmp) / name).write_bytes(contents.get(path, b""))
         validated = store.validate(tmp)
         return store.read_projects(store.provide(validated))
 
@@ -140,7 +169,7 @@ def _projects(backend: Spark, source: _Source) -> dict[str, store.Project]:
 def _all_read(source: _Source, read: Iterable[str]) -> None:
     """Refuse a listed file that Spark did not read: its rows would be missing from every number."""
     done = set(read)
-    missing = [name for path, name in zip(source.paths, source.names, strict=True) if _plain(path) not in done]
+    missing = [name for path, name in source.parts() if _plain(path) not in done]
     if missing:
         raise DataFormatError(
             f"{source.label}: Spark listed but did not read {', '.join(missing[:_SHOWN_ROWS])}"
@@ -148,14 +177,13 @@ def _all_read(source: _Source, read: Iterable[str]) -> None:
         )
 
 
-def _utf8(backend: Spark, source: _Source, header: list[str]) -> None:
+def _utf8(backend: Spark, source: _Source, parts: list[_Part]) -> None:
     """Refuse CSV files that are not UTF-8, as DuckDB does, naming the file and the column."""
-    found = backend.not_utf8(source.location)
+    found = backend.not_utf8([part.path for part in parts])
     if found is None:
         return
     uri, line = found
-    names = {_plain(path): name for path, name in zip(source.paths, source.names, strict=True)}
-    name = names.get(_from_uri(uri), _from_uri(uri))
+    header = next((list(p.columns) for p in parts if _plain(p.path) == _from_uri(uri)), [])
     text = line.decode("utf-8", errors="surrogateescape")
     where = ""
     for fields in csv.reader([text]):
@@ -165,7 +193,7 @@ def _utf8(backend: Spark, source: _Source, header: list[str]) -> None:
             where = f", column {bad[0]!r}"
     byte = next(ord(c) - 0xDC00 for c in text if _escaped(c))
     raise DataFormatError(
-        f"{name}{where}: byte 0x{byte:02x} is not UTF-8; CSV files must be UTF-8 (save it again as UTF-8, "
+        f"{source.name(uri)}{where}: byte 0x{byte:02x} is not UTF-8; CSV files must be UTF-8 (save it again as UTF-8, "
         "for example as 'CSV UTF-8' from a spreadsheet)"
     )
 
@@ -179,16 +207,125 @@ def _empty(table: str) -> ibis.Table:
     return ibis.memtable(pd.DataFrame({c: pd.Series([], dtype=object) for c in schema.names}), schema=schema)
 
 
+def _parts(backend: Spark, source: _Source) -> list[_Part]:
+    """Each part that holds rows, with its own columns, checked against the table's: every column
+    there, in the file or from its folders but not both, of a type the format reads; else the part
+    named, as on DuckDB."""
+    from ibis.backends.pyspark.datatypes import PySparkType
+
+    wanted = COLUMNS[source.table]
+    listed = source.parts()
+    found = backend.schemas(source.fmt, [path for path, _name in listed])
+    parts = []
+    for (path, name), schema in zip(listed, found, strict=True):
+        if isinstance(schema, Exception):
+            raise backend.unreadable(name, path, schema) or DataFormatError(
+                f"{name}: cannot be read as {source.fmt.upper()}: {_first_line(schema)}"
+            ) from None
+        own = {field.name: field.dataType for field in schema.fields}
+        try:
+            levels = hive_levels(name.partition("/")[2]) if source.folder else {}
+        except DataFormatError as error:
+            raise DataFormatError(f"{source.table}/{error}") from None
+        given = {column: value for column, value in levels.items() if column in wanted}
+        for column, value in given.items():
+            if column in own:
+                raise DataFormatError(
+                    f"{name}, column {column!r}: given both in the file and by its folder "
+                    f"{column}={'' if value is None else value}; give it in one place (a Hive-style folder "
+                    "level supplies a column the files lack)"
+                )
+        missing = [c for c in wanted if c not in own and c not in given]
+        if missing:
+            raise DataFormatError(
+                f"{name}: missing column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
+                f"the {source.table} table has columns {', '.join(wanted)} (found: {', '.join([*own, *given])})"
+            )
+        for column, kind in wanted.items():
+            if column in own and not _integer_time(kind, own[column]):
+                if not rules.kind_ok(kind, PySparkType.to_ibis(own[column])):
+                    raise DataFormatError(
+                        f"{name}, column {column!r}: has type {own[column].simpleString().upper()}; "
+                        f"expected {rules.expected(kind)}"
+                    )
+        parts.append(_Part(path, name, own, schema, given))
+    return parts
+
+
+def _integer_time(kind: str, found: Any) -> bool:
+    # With EXPORT_SETTINGS, Spark reads a Parquet nanosecond timestamp as a 64-bit integer.
+    return kind == "time" and found.simpleString() == "bigint"
+
+
+def _nanosecond(backend: Spark, source: _Source, parts: list[_Part]) -> set[tuple[str, str]]:
+    """(part's path, column) of each 64-bit integer time column that holds nanosecond timestamps;
+    a plain integer column is refused as DuckDB refuses it."""
+    times = [c for c, kind in COLUMNS[source.table].items() if kind == "time"]
+    nanos: set[tuple[str, str]] = set()
+    for column in times:
+        integers = [p for p in parts if column in p.columns and _integer_time("time", p.columns[column])]
+        if not integers:
+            continue
+        found = backend.nanosecond([p.path for p in integers], column)
+        for part in integers:
+            if part.path not in found:
+                raise DataFormatError(f"{part.name}, column {column!r}: has type BIGINT; expected a timestamp")
+        nanos |= {(path, column) for path in found}
+    return nanos
+
+
+def _groups(source: _Source, parts: list[_Part], nanos: set[tuple[str, str]]) -> tuple[list[PartGroup], dict[str, str]]:
+    """The parts in groups that Spark reads together (the same columns and types, the same values
+    from their folders), and each column's one type across the groups."""
+    wanted = COLUMNS[source.table]
+    groups: dict[tuple, PartGroup] = {}
+    found: dict[str, set[str]] = {c: set() for c in wanted}
+    for part in parts:
+        late = frozenset(c for c in wanted if (part.path, c) in nanos)
+        key = (part.schema.json(), tuple(sorted(part.supplied.items(), key=str)), late)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = PartGroup((part.path,), part.schema, part.supplied, late)
+        else:
+            groups[key] = PartGroup((*group.paths, part.path), group.schema, group.supplied, group.nanos)
+        for column in wanted:
+            if column in part.supplied:
+                found[column].add("string")
+            elif column in late:
+                found[column].add("timestamp")
+            else:
+                found[column].add(part.columns[column].simpleString())
+    return list(groups.values()), {column: _common(types) for column, types in found.items()}
+
+
+def _common(types: set[str]) -> str:
+    """One type for a column that parts give as ``types`` (Spark's names), as DuckDB's reader
+    unites them: the type itself, a timestamp for times, a double for numbers, else text (which the
+    normalisation reads as it reads a CSV's)."""
+    types = types - {"void"} or types
+    if len(types) == 1:
+        return next(iter(types))
+    if types <= _TIMES:
+        return "timestamp"
+    if all(t in _NUMBERS or t.startswith("decimal") for t in types):
+        return "double"
+    return "string"
+
+
 def _check(backend: Spark, source: _Source, projects: list[str]) -> ibis.Table:
     """The table's rows, normalised, after every rule passed; else the first problem, named."""
+    parts = _parts(backend, source)
+    if not parts:
+        return _empty(source.table)
+    groups, types = _groups(source, parts, _nanosecond(backend, source, parts))
     try:
-        raw, read = backend.raw(f"_metrics_kit_raw_{source.table}", source.fmt, source.location)
+        raw, read = backend.raw(f"_metrics_kit_raw_{source.table}", source.fmt, groups, types)
         problem = rules.type_problem(source.table, raw.schema())
     except Exception as exc:
         raise DataFormatError(f"{source.label}: cannot be read as {source.fmt.upper()}: {_first_line(exc)}") from None
     _all_read(source, map(_from_uri, read))
     if source.fmt == "csv":
-        _utf8(backend, source, [c for c in raw.columns if c != "_file"])
+        _utf8(backend, source, parts)
     if problem is not None:
         column, what = problem
         raise DataFormatError(f"{source.label}, column {column!r}: {what}")
@@ -215,10 +352,8 @@ def _check(backend: Spark, source: _Source, projects: list[str]) -> ibis.Table:
 
 
 def _shown(source: _Source, row: dict) -> str:
-    names = {_plain(path): name for path, name in zip(source.paths, source.names, strict=True)}
-    name = names.get(_from_uri(row["_file"]), row["_file"])
     value = row["value"]
-    return f"  {name}: {'(empty)' if value is None or value == '' else repr(value)}"
+    return f"  {source.name(row['_file'])}: {'(empty)' if value is None or value == '' else repr(value)}"
 
 
 def open_exports(backend: Spark, location: str) -> Exports | None:
@@ -233,7 +368,14 @@ def open_exports(backend: Spark, location: str) -> Exports | None:
         ) from None
     if any(PurePosixPath(_plain(path)).name == store.LAYOUT_FILE for path, _s, _m in listing):
         return None
+    # Spark's listing leaves out names starting with '_': a Delta table's log is asked for by name.
+    logs = backend.folders_named(root, DELTA_LOG)
+    if logs is not None:
+        where = PurePosixPath(_plain(logs[0])).relative_to(PurePosixPath(_plain(root) or "/")).parts if logs else ()
+        raise delta_table(f"{where[0]}/" if len(where) > 2 else f"data={location}")
     sources = _sources(root, listing)
+    for key, value in EXPORT_SETTINGS.items():
+        backend.session.conf.set(key, value)
     projects = _projects(backend, sources["projects"])
     con = backend.con
     for table in EVENT_TABLES:

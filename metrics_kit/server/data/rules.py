@@ -35,7 +35,13 @@ class Rule:
     bad: Callable[[ir.Table], ir.BooleanValue]  # flags a row that breaks it
 
 
-def _kind_ok(kind: str, found: dt.DataType) -> bool:
+def expected(kind: str) -> str:
+    """What a column of ``kind`` must be, as an error says it (the same words on every engine)."""
+    return {"time": "a timestamp", "float": "double", "str": "varchar", "bool": "boolean"}[kind]
+
+
+def kind_ok(kind: str, found: dt.DataType) -> bool:
+    """Whether a column found of type ``found`` is one that the normalisation of ``kind`` reads."""
     if kind == "time":
         return found.is_timestamp() or found.is_date() or found.is_string()
     if kind == "float":
@@ -55,8 +61,8 @@ def type_problem(table: str, schema: ibis.Schema) -> tuple[str, str] | None:
             f"has columns {', '.join(COLUMNS[table])} (found: {', '.join(c for c in schema if not c.startswith('_'))})"
         )
     for column, kind in COLUMNS[table].items():
-        if not _kind_ok(kind, schema[column]):
-            return column, f"has type {schema[column]}; expected {'a timestamp' if kind == 'time' else kind}"
+        if not kind_ok(kind, schema[column]):
+            return column, f"has type {schema[column]}; expected {expected(kind)}"
     return None
 
 

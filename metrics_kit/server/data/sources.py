@@ -1,6 +1,16 @@
 """Which files hold a data folder's tables, and a fingerprint that changes when any of them does;
 and, for a CSV file the store could not read, the first line that breaks the format, in words.
 
+A table folder is read recursively, as Spark reads it, by the same rules on every engine
+(``exports`` applies them to a URL's listing):
+
+- entries Spark's listing leaves out are left out (:func:`skipped`): names starting with ``.`` or
+  ``_`` (``_SUCCESS``, ``_temporary/``, ``.part-0.parquet.crc``), except a ``_name=value`` folder;
+- a folder level ``name=value`` (Hive-style partitions, :func:`hive_levels`) supplies the column
+  ``name`` to the files below it that lack it;
+- a table folder holding ``_delta_log/`` is refused: a Delta table's folder also keeps the files
+  of its older versions, which are not its rows.
+
 Kept apart from the store so that finding saved aggregates (a fingerprint from file names, sizes
 and times) needs no database engine: the embedded service starts without importing DuckDB.
 """
@@ -13,45 +23,134 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 from metrics_kit.errors import DataFormatError
 from metrics_kit.server.data.schema import TABLES
+
+FORMATS = (".parquet", ".csv")
+DELTA_LOG = "_delta_log"
+# How Spark (and Hive) write a missing value as a folder level: name=__HIVE_DEFAULT_PARTITION__.
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
+def skipped(name: str) -> bool:
+    """Whether a file or folder of a data folder is left out, as Spark's listing leaves it out:
+    hidden and bookkeeping entries, and files still being copied (``._COPYING_``)."""
+    return name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_")
+
+
+def delta_table(label: str) -> DataFormatError:
+    return DataFormatError(
+        f"{label}: a Delta table (it holds {DELTA_LOG}/), not a folder of parts: its folder also keeps files "
+        "of the table's older versions, which are not its rows. Export the table's current version as "
+        "Parquet (for example spark.read.format('delta').load(PATH).write.parquet(OUT)) and give that folder"
+    )
+
+
+def hive_levels(part: str) -> dict[str, str | None]:
+    """The ``name=value`` folder levels of ``part`` (a file's path below its table folder, with
+    '/'), name to value, unescaped as Spark escapes them (``%3A`` is ':'); Spark's missing value is
+    None. A name given at two levels is an error."""
+    levels: dict[str, str | None] = {}
+    if "=" not in part:
+        return levels
+    for folder in part.split("/")[:-1]:
+        name, equals, value = folder.partition("=")
+        if not equals or not name:
+            continue  # a plain folder: it supplies nothing
+        name, value = unquote(name), unquote(value)
+        if name in levels:
+            raise DataFormatError(
+                f"{part}: the folder level {name!r} is given twice on the way to this file; give each "
+                "Hive-style level (name=value) once"
+            )
+        levels[name] = None if value == HIVE_NULL else value
+    return levels
 
 
 @dataclass(frozen=True)
 class Source:
     table: str
-    files: tuple[Path, ...]
+    files: tuple[Path, ...]  # every file, 0-byte ones too (the fingerprint and the manifest see them)
     fmt: str  # "parquet" or "csv"
     folder: bool = False  # a folder of parts rather than one file
+    root: Path | None = None  # the table folder (a folder of parts)
 
     @property
     def label(self) -> str:
         if not self.folder:
             return self.files[0].name
         if len(self.files) == 1:
-            return f"{self.table}/{self.files[0].name}"
+            return self.named(self.files[0])
         return f"{self.table}/ ({len(self.files)} {self.fmt} files)"
+
+    def part(self, path: Path) -> str:
+        """A file as shown beside its folder's label: its path below the table folder."""
+        if self.root is None:
+            return path.name
+        text, prefix = str(path), f"{self.root}/"
+        return text[len(prefix) :] if text.startswith(prefix) else path.relative_to(self.root).as_posix()
+
+    def named(self, path: Path) -> str:
+        """A file as messages name it: ``fees.csv``, ``transactions/day=2025-01-01/part-0.parquet``."""
+        return f"{self.table}/{self.part(path)}" if self.folder else path.name
+
+    def levels(self, path: Path) -> dict[str, str | None]:
+        """The Hive-style folder levels above ``path`` (none for a table given as one file)."""
+        if not self.folder:
+            return {}
+        try:
+            return hive_levels(self.part(path))
+        except DataFormatError as error:
+            raise DataFormatError(f"{self.table}/{error}") from None
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    """The files below ``folder`` at any depth, leaving out what :func:`skipped` names; a folder
+    reached twice through a symbolic link is read once."""
+    seen: set[tuple[int, int]] = set()
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        stat = current.stat()
+        if (stat.st_dev, stat.st_ino) in seen:
+            continue
+        seen.add((stat.st_dev, stat.st_ino))
+        with os.scandir(current) as entries:
+            for entry in entries:
+                if entry.name == DELTA_LOG and entry.is_dir():
+                    raise delta_table(f"{folder.name}/")
+                if skipped(entry.name):
+                    continue
+                if entry.is_dir():
+                    pending.append(Path(entry.path))
+                elif entry.name.endswith(FORMATS):
+                    yield Path(entry.path)
 
 
 def find_sources(directory: Path) -> dict[str, Source]:
     """The files of each table in ``directory``; an unknown or doubled data file is an error."""
     if not directory.is_dir():
         raise DataFormatError(f"data folder {str(directory)!r} does not exist or is not a folder")
+    if (directory / DELTA_LOG).is_dir():
+        raise delta_table(f"data folder {str(directory)!r}")
     found: dict[str, list[Source]] = {}
     for entry in sorted(directory.iterdir()):
-        if entry.name.startswith("."):
+        if skipped(entry.name):
             continue
         if entry.is_dir():
-            # By name, which orders paths of one folder as Path does, without its slow comparisons.
-            parts = sorted((p for p in entry.iterdir() if p.suffix in (".parquet", ".csv")), key=lambda p: p.name)
+            # By the path below the folder, as text: the order is the same on every run, without
+            # pathlib's slow comparisons over thousands of files.
+            prefix = len(str(entry)) + 1
+            parts = sorted(_walk(entry), key=lambda p: str(p)[prefix:])
             fmts = {p.suffix[1:] for p in parts}
             if not parts:
                 continue
             if len(fmts) > 1:
                 raise DataFormatError(f"{entry.name}/ mixes Parquet and CSV parts; use one format per table")
-            source = Source(entry.name, tuple(parts), fmts.pop(), folder=True)
-        elif entry.suffix in (".parquet", ".csv"):
+            source = Source(entry.name, tuple(parts), fmts.pop(), folder=True, root=entry)
+        elif entry.suffix in FORMATS:
             source = Source(entry.stem, (entry,), entry.suffix[1:])
         else:
             continue
@@ -122,6 +221,16 @@ def _utf8_lines(path: Path, header: list[str]) -> Iterator[str]:
                     f"byte{'s' if len(bad) > 1 else ''} {' '.join(f'0x{b:02x}' for b in bad)} "
                     f"(character {len(before) + 1} of the line) is not UTF-8",
                 ) from None
+
+
+def csv_header(path: Path) -> list[str] | None:
+    """The column names of a CSV file's header row (none for an empty file); None when the row is
+    not readable as UTF-8 CSV (:func:`csv_problem` then says why)."""
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as text:
+            return next(csv.reader(text, strict=True), [])
+    except (UnicodeDecodeError, csv.Error):
+        return None
 
 
 def csv_problem(path: Path, label: str) -> str | None:

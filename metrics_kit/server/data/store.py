@@ -40,6 +40,7 @@ from metrics_kit.server.data.schema import (
 )
 from metrics_kit.server.data.sources import (  # noqa: F401 (find_sources: the store's API)
     Source,
+    csv_header,
     csv_lines,
     csv_problem,
     find_sources,
@@ -140,18 +141,50 @@ def connect(
     return con
 
 
-def _scan(source: Source) -> str:
-    files = _sql_list(str(p) for p in source.files)
-    if source.fmt == "parquet":
-        return f"read_parquet({files}, union_by_name = true, filename = true, file_row_number = true)"
+def _read(fmt: str, files) -> str:
+    # Hive-style folder levels are read by ``_parts`` (as on Spark), not guessed from the paths.
+    listed = f"{_sql_list(str(p) for p in files)}, hive_partitioning = false"
+    if fmt == "parquet":
+        return f"read_parquet({listed}, union_by_name = true, filename = true, file_row_number = true)"
     # Every CSV column is read as text so that a bad value is reported, not silently guessed. The
     # dialect is the format's (docs/data-format.md), not sniffed: sniffing took a stray quote for
     # part of a value, and without the encoding named, bytes that are not UTF-8 past the sniffed
     # sample were loaded as they were.
     return (
-        f"read_csv({files}, header = true, all_varchar = true, union_by_name = true, "
+        f"read_csv({listed}, header = true, all_varchar = true, union_by_name = true, "
         "filename = true, strict_mode = true, delim = ',', quote = '\"', escape = '\"', encoding = 'utf-8')"
     )
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """The files of a source that hold rows (a 0-byte part is an empty part: it is not read), and
+    the table's columns that each part's Hive-style folders supply (``project=demoswap/``)."""
+
+    files: tuple[Path, ...]
+    supplied: dict[Path, dict[str, str | None]]
+
+    @property
+    def supplied_columns(self) -> set[str]:
+        return {column for given in self.supplied.values() for column in given}
+
+
+def _scan(source: Source, parts: _Parts) -> str:
+    """The parts as one relation: one reader over them all, or, where folders supply columns, one
+    reader per set of supplied values with those values as columns, unioned by name."""
+    groups: dict[tuple[tuple[str, str | None], ...], list[Path]] = {}
+    for path in parts.files:
+        groups.setdefault(tuple(sorted(parts.supplied.get(path, {}).items())), []).append(path)
+    if list(groups) == [()]:
+        return _read(source.fmt, parts.files)
+    selects = []
+    for given, files in groups.items():
+        values = "".join(
+            f', {_quote(value) if value is not None else "CAST(NULL AS VARCHAR)"} AS "{column}"'
+            for column, value in given
+        )
+        selects.append(f"SELECT *{values} FROM {_read(source.fmt, files)}")
+    return "(" + " UNION ALL BY NAME ".join(selects) + ")"
 
 
 def _csv_error(source: Source) -> DataFormatError | None:
@@ -159,7 +192,7 @@ def _csv_error(source: Source) -> DataFormatError | None:
     if source.fmt != "csv":
         return None
     for path in source.files:
-        problem = csv_problem(path, f"{source.table}/{path.name}" if source.folder else path.name)
+        problem = csv_problem(path, source.named(path))
         if problem:
             return DataFormatError(problem)
     return None
@@ -172,14 +205,100 @@ def _row_expr(source: Source) -> str:
     return "row_number() OVER (PARTITION BY filename)"
 
 
-def _column_types(con, source: Source) -> dict[str, str]:
+def _column_types(con, source: Source, scan: str) -> dict[str, str]:
     try:
-        rows = con.execute(f"DESCRIBE SELECT * FROM {_scan(source)}").fetchall()
+        rows = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
     except duckdb.Error as exc:
         raise _csv_error(source) or DataFormatError(
             f"{source.label}: cannot be read as {source.fmt.upper()}: {str(exc).splitlines()[0]}"
         ) from None
     return {name: typ for name, typ, *_ in rows}
+
+
+def _file_columns(con, source: Source, files: tuple[Path, ...]) -> dict[Path, dict[str, str]]:
+    """Each file's own top-level columns and their types (CSV: all text), from the Parquet footers
+    (which DuckDB then keeps for the scan) and the CSV header rows."""
+    if not files:
+        return {}
+    if source.fmt == "csv":
+        out: dict[Path, dict[str, str]] = {}
+        for path in files:
+            header = csv_header(path)
+            if header is None:
+                raise _csv_error(source) or DataFormatError(f"{source.named(path)}: cannot be read as CSV")
+            out[path] = dict.fromkeys(header, "VARCHAR")
+        return out
+    try:
+        rows = con.execute(
+            f"SELECT file_name, name, num_children, duckdb_type FROM parquet_schema({_sql_list(map(str, files))})"
+        ).fetchall()
+    except duckdb.Error:
+        for path in files:  # which file: on the way to an error only
+            try:
+                con.execute(f"SELECT count(*) FROM parquet_schema({_quote(str(path))})").fetchall()
+            except duckdb.Error as exc:
+                raise DataFormatError(
+                    f"{source.named(path)}: cannot be read as PARQUET: {str(exc).splitlines()[0]}"
+                ) from None
+        raise
+    elements: dict[str, list[tuple]] = {}
+    for name, *element in rows:
+        elements.setdefault(name, []).append(element)
+    return {path: _top_level(elements.get(str(path), [])) for path in files}
+
+
+def _top_level(elements: list[tuple]) -> dict[str, str]:
+    """The top-level columns of one file's Parquet schema: its elements in depth-first order, the
+    root first, each with its number of children."""
+    columns: dict[str, str] = {}
+    pending: list[int] = []  # per open level, its children still to come
+    for i, (name, children, typ) in enumerate(elements):
+        if i == 0:
+            pending = [children or 0]
+            continue
+        if len(pending) == 1:
+            columns[name] = typ
+        pending[-1] -= 1
+        if children:
+            pending.append(children)
+        while len(pending) > 1 and pending[-1] == 0:
+            pending.pop()
+    return columns
+
+
+def _parts(con, source: Source) -> _Parts:
+    """The parts that hold rows, each checked against the table's columns: every column there, in
+    the file or from its folders but not both, and of a type the format reads; else the part named."""
+    files = tuple(path for path in source.files if os.path.getsize(path) > 0)
+    wanted = COLUMNS[source.table]
+    found = _file_columns(con, source, files)
+    supplied: dict[Path, dict[str, str | None]] = {}
+    for path in files:
+        own, levels = found[path], source.levels(path)
+        given = {name: value for name, value in levels.items() if name in wanted}
+        for name, value in given.items():
+            if name in own:
+                raise DataFormatError(
+                    f"{source.named(path)}, column {name!r}: given both in the file and by its folder "
+                    f"{name}={'' if value is None else value}; give it in one place (a Hive-style folder "
+                    "level supplies a column the files lack)"
+                )
+        missing = [c for c in wanted if c not in own and c not in given]
+        if missing:
+            # A short row or a stray quote can make a CSV's header unreadable: name that line first.
+            raise _csv_error(source) or DataFormatError(
+                f"{source.named(path)}: missing column{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(map(repr, missing))}; the {source.table} table has columns "
+                f"{', '.join(wanted)} (found: {', '.join([*own, *given])})"
+            )
+        for column, kind in wanted.items():
+            if column in own and not _type_ok(kind, own[column]):
+                raise DataFormatError(
+                    f"{source.named(path)}, column {column!r}: has type {own[column]}; expected {rules.expected(kind)}"
+                )
+        if given:
+            supplied[path] = given
+    return _Parts(files, supplied)
 
 
 def _normalised(column: str, kind: str, source_type: str) -> str:
@@ -314,6 +433,8 @@ def _never_empty(table: str) -> frozenset[str]:
 @dataclass(frozen=True)
 class _Relation:
     source: Source
+    parts: _Parts
+    scan: str  # the parts as one relation (``_scan``)
     raw: str  # the columns as found, prefixed r_
     normalised: dict[str, str]  # each column as the views show it
     types: dict[str, str]  # each column's type as found
@@ -329,30 +450,39 @@ class _Relation:
             for c, expr in self.normalised.items()
         )
         if not detail:
-            return f"SELECT {columns}{', filename AS _file' if files else ''} FROM {_scan(self.source)}"
-        numbered = f"(SELECT *, {_row_expr(self.source)} AS _row, filename AS _file FROM {_scan(self.source)})"
+            return f"SELECT {columns}{', filename AS _file' if files else ''} FROM {self.scan}"
+        numbered = f"(SELECT *, {_row_expr(self.source)} AS _row, filename AS _file FROM {self.scan})"
         return f"SELECT {columns}, {self.raw}, _row, _file FROM {numbered}"
 
 
-def _relation(con, source: Source) -> _Relation:
-    types = _column_types(con, source)
+def _relation(con, source: Source) -> _Relation | None:
+    """The source's parts as one relation of normalised columns; None when no part holds a row."""
+    parts = _parts(con, source)
+    if not parts.files:
+        return None
+    scan = _scan(source, parts)
+    types = _column_types(con, source, scan)
     wanted = COLUMNS[source.table]
     missing = [c for c in wanted if c not in types]
     if missing:
-        # A short row or a stray quote can make a CSV's header unreadable: name that line first.
+        # Every part has its columns: the reader did not find them where the header has them (a
+        # short or long row, a stray quote).
         raise _csv_error(source) or DataFormatError(
-            f"{source.label}: missing column{'s' if len(missing) > 1 else ''} "
-            f"{', '.join(map(repr, missing))}; the {source.table} table has columns "
-            f"{', '.join(wanted)} (found: {', '.join(c for c in types if c not in ('filename', 'file_row_number'))})"
+            f"{source.label}: missing column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
+            f"the {source.table} table has columns {', '.join(wanted)} "
+            f"(found: {', '.join(c for c in types if c not in ('filename', 'file_row_number'))})"
         )
     for column, kind in wanted.items():
+        # Each part's own types passed: this is the type of the parts together (text, if a part
+        # gives a column as text and another as a timestamp).
         if not _type_ok(kind, types[column]):
             raise DataFormatError(
-                f"{source.label}, column {column!r}: has type {types[column]}; "
-                f"expected {'a timestamp' if kind == 'time' else _SQL_TYPE[kind].lower()}"
+                f"{source.label}, column {column!r}: has type {types[column]}; expected {rules.expected(kind)}"
             )
     return _Relation(
         source=source,
+        parts=parts,
+        scan=scan,
         raw=", ".join(f'"{c}" AS "r_{c}"' for c in wanted),
         normalised={c: _normalised(c, k, types[c]) for c, k in wanted.items()},
         types=types,
@@ -433,7 +563,7 @@ def _shown_rows(source: Source, rows: list[tuple]) -> list[str]:
             lines[name] = csv_lines(Path(name), {row for f, row, _value in rows if f == name})
     out = []
     for name, row, value in rows:
-        where = f"{Path(name).name} " if source.folder else ""
+        where = f"{source.part(Path(name))} " if source.folder else ""
         line = lines.get(name, {}).get(row)
         at = f" (line {line})" if line else ""
         shown = repr(value) if value is not None else "(empty)" if source.fmt == "csv" else "(null)"
@@ -441,19 +571,26 @@ def _shown_rows(source: Source, rows: list[tuple]) -> list[str]:
     return out
 
 
-def _settled(con, source: Source, types: dict[str, str]) -> set[str]:
+def _settled(con, relation: _Relation) -> set[str]:
     """The text columns of a Parquet source that its own statistics show to hold no null and no
     empty string in any row group: their "required" check needs no read of the column (reading
-    the long id columns is most of validation's cost). Statistics missing anywhere settle nothing."""
+    the long id columns is most of validation's cost). Statistics missing anywhere settle nothing,
+    and a column that a folder supplies to some parts is not in their statistics."""
+    source, types = relation.source, relation.types
     if source.fmt != "parquet":
         return set()
-    columns = [c for c, kind in COLUMNS[source.table].items() if kind == "str" and types.get(c) == "VARCHAR"]
+    supplied = relation.parts.supplied_columns
+    columns = [
+        c
+        for c, kind in COLUMNS[source.table].items()
+        if kind == "str" and types.get(c) == "VARCHAR" and c not in supplied
+    ]
     if not columns:
         return set()
     rows = con.execute(
         # coalesce: a row group without statistics gives NULL, which bool_and would skip.
         "SELECT path_in_schema, bool_and(coalesce(stats_null_count = 0 AND stats_min_value > '', false)) "
-        f"FROM parquet_metadata({_sql_list(str(p) for p in source.files)}) "
+        f"FROM parquet_metadata({_sql_list(str(p) for p in relation.parts.files)}) "
         f"WHERE path_in_schema IN ({', '.join(_quote(c) for c in columns)}) GROUP BY 1"
     ).fetchall()
     return {column for column, clean in rows if clean}
@@ -461,7 +598,7 @@ def _settled(con, source: Source, types: dict[str, str]) -> set[str]:
 
 def _validate(con, source: Source, relation: _Relation, checks: list[_Check], per_day: bool) -> _Profile:
     try:
-        settled = _settled(con, source, relation.types)
+        settled = _settled(con, relation)
         checks = [replace(c, bad="false") if c.required and c.column in settled else c for c in checks]
         profile = _profile(con, source.table, relation, checks, per_day)
     except duckdb.Error as exc:
@@ -512,13 +649,13 @@ def validate(
         source = sources.get(table)
         if source is not None and only is not None and table in only:
             source = replace(source, files=only[table]) if only[table] else None
-        if source is None:
+        relation = None if source is None else _relation(con, source)
+        if relation is None:  # no such table, or none of its parts holds a row
             relations[table] = _empty_view(table)
             continue
-        relation = _relation(con, source)
         # Rows per day only of a table checked whole: those of a few files would mislead.
         whole = only is None or table not in only
-        profile = _validate(con, source, relation, _checks(table, projects), per_day=whole)
+        profile = _validate(con, relation.source, relation, _checks(table, projects), per_day=whole)
         days[table] = profile.days
         if profile.rows_per_day is not None:
             rows_per_day[table] = profile.rows_per_day
@@ -542,10 +679,11 @@ def window(
     relations = {"projects": validated.relations["projects"]}
     for table in EVENT_TABLES:
         source = sources.get(table)
-        if source is None or not source.files or not days:
+        relation = None if source is None or not source.files or not days else _relation(con, source)
+        if relation is None:
             relations[table] = _empty_view(table)
         else:
-            relations[table] = f"SELECT * FROM ({_relation(con, source).sql(checked=True)}) WHERE {spans}"
+            relations[table] = f"SELECT * FROM ({relation.sql(checked=True)}) WHERE {spans}"
     return Validated(con, validated.directory, relations, fingerprint)
 
 
@@ -561,10 +699,10 @@ def open_views(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | No
     directory = Path(directory)
     sources = find_sources(directory)
     con = con or connect()
-    relations = {
-        table: _relation(con, sources[table]).sql(checked=True) if table in sources else _empty_view(table)
-        for table in TABLES
-    }
+    relations = {}
+    for table in TABLES:
+        relation = _relation(con, sources[table]) if table in sources else None
+        relations[table] = _empty_view(table) if relation is None else relation.sql(checked=True)
     return provide(Validated(con, directory, relations, fingerprint(sources)))
 
 
