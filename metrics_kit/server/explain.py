@@ -146,6 +146,13 @@ class Events:
         self._lock = threading.Lock()  # one DuckDB connection: one query at a time
         self._backend: ibis.BaseBackend | None = None
 
+    def close(self) -> None:
+        """Close the DuckDB connection of the views, if one was opened; a later page opens another."""
+        with self._lock:
+            backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.disconnect()
+
     def changed(self) -> bool:
         """Whether the folder's files are no longer those the aggregates were built from."""
         try:
