@@ -199,11 +199,11 @@ class MetricService:
             )
 
     def _event_tables(self, directory: Path) -> Events:
+        # Imported here: the first /metrics answer never waits for /explain's modules.
+        from metrics_kit.server.explain import Events
+
         with self._events_lock:
             if self._events is None:
-                # Imported here: the first /metrics answer never waits for /explain's modules.
-                from metrics_kit.server.explain import Events
-
                 self._events = Events(directory, self.aggregates.meta["fingerprint"])
             if self._events_again is not None and not directory.is_dir():
                 # A generated folder (the demo's) deleted with the cache folder: made again, it
