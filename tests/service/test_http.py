@@ -816,6 +816,7 @@ def test_projects_extension_matches_the_data(server):
     catalogue = default_catalogue()
     rows = _fixture_projects()
     assert body["coverage"] == {"start": COVERAGE[0], "end": COVERAGE[1]}
+    assert body["last_event"] == "2024-04-02T06:00:00.000000Z"  # the latest block_time of any table
     assert [p["project"] for p in body["projects"]] == sorted(rows)
     for project in body["projects"]:
         row = rows[project["project"]]
