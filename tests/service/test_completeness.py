@@ -15,10 +15,9 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from support import ServerProcess
+from support import ServerProcess, live_exports, utc
 
 from metrics_kit.server import build
 from metrics_kit.server.dataset import open_service
@@ -26,31 +25,9 @@ from metrics_kit.server.http.app import App
 from metrics_kit.spec.catalogue import default_catalogue
 
 KEY = "completeness-test-key-0123456789"
-FIRST = dt.date(2025, 5, 1)
 SUNDAY = dt.datetime(2025, 6, 29, 14, tzinfo=dt.UTC)  # the last day of ISO week 2025-06-23..06-29
 MONTH_END = dt.datetime(2025, 6, 30, 14, tzinfo=dt.UTC)  # a Monday, the last day of June
 TWO_HOURS = dt.timedelta(hours=2)
-
-
-def utc(instant: dt.datetime) -> str:
-    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def live_exports(folder: Path, until: dt.datetime) -> Path:
-    """An exchange's swaps, two a day from 2025-05-01, the last at ``until``: an export run up to then."""
-    folder.mkdir(parents=True)
-    (folder / "projects.csv").write_text("project,kinds,initial_circulating_supply,regular_pools\nswapx,dex,,true\n")
-    rows = ["block_time,tx_id,signer,project,action,pool_type"]
-    day = FIRST
-    while day <= until.date():
-        for hour, signer in ((6, "ann"), (11, "bob")):
-            at = dt.datetime.combine(day, dt.time(hour), dt.UTC)
-            if at < until:
-                rows.append(f"{utc(at)},t{day:%m%d}{hour},{signer},swapx,swap,regular")
-        day += dt.timedelta(days=1)
-    rows.append(f"{utc(until)},last,cyd,swapx,swap,regular")
-    (folder / "transactions.csv").write_text("\n".join(rows) + "\n")
-    return folder
 
 
 def query(granularity: str, date: dt.date) -> dict[str, str]:
