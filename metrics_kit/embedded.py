@@ -23,6 +23,7 @@ the folder again rather than asking for a restart.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import secrets
 import threading
@@ -48,6 +49,9 @@ def application() -> Any:
             from metrics_kit.server.http.app import App
 
             _app = App(open_service(log=log.info), [_KEY])
+            # Its DuckDB connection (for /explain) closed while the interpreter still runs: at its
+            # exit, objects a daemon thread holds are never freed, and DuckDB reports them as leaks.
+            atexit.register(_app.service.close)
         return _app
 
 

@@ -136,9 +136,9 @@ def _epoch(day: dt.date) -> float:
 class Completeness:
     """Which periods of a data set are complete at the clock's time.
 
-    ``coverage``: the first and last day with an event; ``last_event``: the time of the last event
-    (its day is ``coverage[1]``; only its day counts); ``declared``: the declared watermark;
-    ``lag``: seconds; ``clock``: seconds since the epoch."""
+    ``coverage``: the first and last day with an event (the last event's day: of its time, only the
+    day counts); ``declared``: the declared watermark; ``lag``: seconds; ``clock``: the time in
+    seconds since the epoch."""
 
     def __init__(
         self,

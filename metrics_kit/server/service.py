@@ -178,6 +178,15 @@ class MetricService:
         )
         return body, complete
 
+    def close(self) -> None:
+        """Close the connection ``/explain`` opened on the event files, if any (a later page opens
+        another). The service's owner calls it when done: left to the interpreter's exit, the
+        connection is torn down after the modules it needs."""
+        with self._events_lock:
+            events, self._events = self._events, None
+        if events is not None:
+            events.close()
+
     def last_complete(self, granularity: str) -> dt.date | None:
         """The last day of the last period of ``granularity`` complete now; None when none is."""
         index = self.completeness.last_complete(granularity)

@@ -426,7 +426,10 @@ def _serve(args) -> int:
             flush=True,
         )
     print(f"Serving {base} (Ctrl+C to stop)", flush=True)
-    run.serve(app, sock, access_log=args.access_log, head_timeout=head_timeout, data_version=service.data_version)
+    try:
+        run.serve(app, sock, access_log=args.access_log, head_timeout=head_timeout, data_version=service.data_version)
+    finally:
+        service.close()
     return 0
 
 
