@@ -185,7 +185,12 @@ class Completeness:
 
     def complete(self, granularity: str, index: int) -> bool:
         """Whether period ``index`` of coverage (``Aggregates.find``'s) at ``granularity`` is complete now."""
-        return self._first[granularity] <= index < self._ended()[granularity]
+        # _ended's body, inline: this is on every /metrics answer.
+        now = self.clock()
+        state = self._state
+        if not state[0] <= now < state[1]:
+            state = self._state = self._boundaries(now)
+        return self._first[granularity] <= index < state[2][granularity]
 
     def last_complete(self, granularity: str) -> int | None:
         """The index of the last period of ``granularity`` complete now; None when none is."""
