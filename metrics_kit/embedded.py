@@ -12,10 +12,18 @@ is filed the same way.
 Its cache identity is the demo data set (``embedded://demo``), not its key: the key is made anew in
 every process, and a restarted kernel must still find its cached values. Which data the values came
 from is then told apart by the data version each is filed under. Its answers are marked synthetic.
+
+Its configuration is the environment, read when the application is built: ``METRICS_KIT_CACHE_DIR``
+(where the demo data and its aggregates live), ``METRICS_KIT_LAG`` (how long after a period's end
+it counts the period complete; docs/service.md, "Complete periods") and the testing hook
+``METRICS_KIT_NOW`` (the service's clock, stopped at an instant). Its user cannot restart it, so
+when its demo data folder is deleted while it runs (the cache folder cleared), ``/explain`` makes
+the folder again rather than asking for a restart.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import secrets
 import threading
@@ -41,6 +49,9 @@ def application() -> Any:
             from metrics_kit.server.http.app import App
 
             _app = App(open_service(log=log.info), [_KEY])
+            # Its DuckDB connection (for /explain) closed while the interpreter still runs: at its
+            # exit, objects a daemon thread holds are never freed, and DuckDB reports them as leaks.
+            atexit.register(_app.service.close)
         return _app
 
 

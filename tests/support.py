@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 import os
 import re
@@ -155,4 +156,26 @@ def golden_plus_one_stake(folder: Path) -> Path:
     shutil.copytree(GOLDEN, folder)
     with (folder / "transactions.csv").open("a") as table:
         table.write(ONE_MORE_STAKE)
+    return folder
+
+
+def utc(instant: dt.datetime) -> str:
+    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def live_exports(folder: Path, until: dt.datetime) -> Path:
+    """A data folder of an exchange's swaps, two a day from 2025-05-01, the last at ``until``: an
+    export run up to then (tests of which periods are complete)."""
+    folder.mkdir(parents=True)
+    (folder / "projects.csv").write_text("project,kinds,initial_circulating_supply,regular_pools\nswapx,dex,,true\n")
+    rows = ["block_time,tx_id,signer,project,action,pool_type"]
+    day = dt.date(2025, 5, 1)
+    while day <= until.date():
+        for hour, signer in ((6, "ann"), (11, "bob")):
+            at = dt.datetime.combine(day, dt.time(hour), dt.UTC)
+            if at < until:
+                rows.append(f"{utc(at)},t{day:%m%d}{hour},{signer},swapx,swap,regular")
+        day += dt.timedelta(days=1)
+    rows.append(f"{utc(until)},last,cyd,swapx,swap,regular")
+    (folder / "transactions.csv").write_text("\n".join(rows) + "\n")
     return folder

@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from metrics_kit import files
 from metrics_kit.server import increments
+from metrics_kit.server.completeness import read_declaration, utc_text
 from metrics_kit.server.data.schema import EVENT_TABLES
 from metrics_kit.server.data.sources import find_sources, fingerprint
 from metrics_kit.spec.catalogue import Catalogue
@@ -59,32 +60,53 @@ _DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run t
 
 
 class Aggregates:
+    """Every value of a data set, with its meta: the coverage, the projects, the time of the last
+    event (``last_event``), the watermark its data folder declared (``watermark``) and how it was
+    built. Whether a period is complete is not here: it depends on the time of asking
+    (``server/completeness.py``)."""
+
     def __init__(self, meta: dict, values: dict[tuple[str, str, str], list]):
         self.meta = meta
         self.values = values
         self.projects: dict[str, dict] = meta["projects"]
         coverage = meta["coverage"]
-        self.coverage = None if coverage is None else tuple(dt.date.fromisoformat(d) for d in coverage)
-        # Per granularity, each period's (start, end, complete), worked out once rather than per request.
-        self.periods: dict[str, list[tuple[str, str, bool]]] = {}
+        self.coverage: tuple[dt.date, dt.date] | None = None
+        if coverage is not None:
+            self.coverage = (dt.date.fromisoformat(coverage[0]), dt.date.fromisoformat(coverage[1]))
+        # Per granularity, each period's (start, end) as ISO dates, worked out once rather than per request.
+        self.periods: dict[str, list[tuple[str, str]]] = {}
         if self.coverage is not None:
             first, last = self.coverage
             for granularity in GRANULARITIES:
                 self.periods[granularity] = [
-                    (start.isoformat(), end.isoformat(), start >= first and end <= last)
+                    (start.isoformat(), end.isoformat())
                     for start, end in (period_bounds(s, granularity) for s in period_starts(first, last, granularity))
                 ]
 
+    @property
+    def last_event(self) -> dt.datetime | None:
+        """The time of the last event (aware, UTC); None without events or in aggregates built before
+        it was recorded (their coverage's last day is then all that is known)."""
+        text = self.meta.get("last_event")
+        return None if text is None else dt.datetime.fromisoformat(text).astimezone(dt.UTC)
+
+    @property
+    def declared_watermark(self) -> dt.datetime | None:
+        """The watermark the data folder declared when these aggregates were built (watermark.json)."""
+        text = self.meta.get("watermark")
+        return None if text is None else dt.datetime.fromisoformat(text).astimezone(dt.UTC)
+
     def find(self, metric: str, project: str, granularity: str, day: dt.date):
-        """(value, period_start, period_end, complete) of the period containing ``day``, with ISO
-        dates; None when that period is outside coverage or the series does not exist."""
+        """(value, period_start, period_end, index) of the period containing ``day``, with ISO dates
+        and the period's index in coverage; None when that period is outside coverage or the
+        series does not exist."""
         series = self.values.get((metric, project, granularity))
         if series is None or self.coverage is None:  # no coverage: no series either
             return None
         i = period_index(day, self.coverage[0], granularity)
         if not 0 <= i < len(series):
             return None
-        return (series[i], *self.periods[granularity][i])
+        return (series[i], *self.periods[granularity][i], i)
 
     # -- persistence ---------------------------------------------------------------------------
 
@@ -169,17 +191,20 @@ def build_in_full(
     default: DuckDB, the store's connection), and densify its result (``transactions_per_day``:
     see ``engine.compute``; ``why``: why it is a full build, as the log says)."""
     from metrics_kit.server.backends import DuckDB
+    from metrics_kit.server.data.store import read_last_event
 
     backend = backend or DuckDB(event_store.backend)
     started = time.perf_counter() if started is None else started
     coverage = event_store.coverage
     sparse = compute(backend, catalogue, transactions_per_day) if coverage is not None else compute_nothing()
+    last = read_last_event(event_store.backend) if coverage is not None else None
     meta = {
         "engine": backend.name,
         "fingerprint": event_store.fingerprint,
         "data_dir": event_store.location,
         "build": "full",
         "why": why,
+        "last_event": None if last is None else utc_text(last),
     }
     return assemble(sparse, coverage, event_store.projects, catalogue, meta, started)
 
@@ -298,6 +323,9 @@ def build_folder(
     from metrics_kit.server.data import store  # noqa: F401
 
     started = time.perf_counter()
+    # Read before the files are listed: a declaration written after new files then never claims
+    # them complete before they are built.
+    declared = read_declaration(directory)
     engine_name = "duckdb" if on is None else on.name
     state_file = increments.state_path(directory, catalogue_key(catalogue), engine_name)
     state = None if rebuild or stage is not None else increments.State.read(state_file)
@@ -314,7 +342,15 @@ def build_folder(
         else:
             validated, after, sparse, projects = job.full(stage)
             how = {"build": "full", "why": todo}
-    meta = {"engine": engine_name, "fingerprint": validated.fingerprint, "data_dir": str(directory), **how}
+    last = increments.last_event(after)
+    meta = {
+        "engine": engine_name,
+        "fingerprint": validated.fingerprint,
+        "data_dir": str(directory),
+        **how,
+        "last_event": None if last is None else utc_text(last),
+        "watermark": None if declared is None else utc_text(declared),
+    }
     aggregates = assemble(sparse, increments.coverage(after), projects, catalogue, meta, started)
     increments.State(after, sparse).save(state_file)
     log(_summary(aggregates.meta))
@@ -342,7 +378,7 @@ class _Job:
         if stage is not None:
             store.write_parquet(validated, stage)
             self.log(f"Wrote the normalised layout to {stage}")
-        after = increments.manifest(self.directory, self.sources, self.stats, validated.days)
+        after = increments.manifest(self.directory, self.sources, self.stats, validated.days, last=validated.last)
         rows = increments.coverage(after) is not None
         sparse, projects = _compute(validated, self.catalogue, self.backend, rows, stage)
         return validated, after, sparse, projects
@@ -351,7 +387,9 @@ class _Job:
         from metrics_kit.server.data import store
 
         checked = store.validate(self.directory, self.con, only=todo.new, sources=self.sources, stats=self.stats)
-        after = increments.manifest(self.directory, self.sources, self.stats, checked.days, state.manifest)
+        after = increments.manifest(
+            self.directory, self.sources, self.stats, checked.days, state.manifest, last=checked.last
+        )
         new_days = (set(days) for table in EVENT_TABLES for days in checked.days.get(table, {}).values())
         starts = increments.periods(todo.gone_days.union(*new_days))
         ranges = increments.spans(starts)

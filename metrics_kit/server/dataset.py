@@ -7,6 +7,7 @@ so the demo data is generated, validated and aggregated the same way for each.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.server import build
+from metrics_kit.server.completeness import Clock, clock_from_environment, lag_from_environment, read_declaration
 from metrics_kit.server.service import MetricService
 from metrics_kit.spec.catalogue import Catalogue, default_catalogue
 
@@ -25,13 +27,23 @@ def open_service(
     rebuild: bool = False,
     log: Callable[[str], Any] = print,
     aggregates_file: str | os.PathLike[str] | None = None,
+    watermark: dt.datetime | None = None,
+    lag: float | None = None,
+    clock: Clock | None = None,
 ) -> MetricService:
     """The query layer over ``data``'s aggregates (built once per data set, then read from the cache).
 
     With ``data`` None it serves the synthetic demo data set, generating it on first use. With
     ``aggregates_file`` it serves those prebuilt aggregates instead (no event data, no build), for
     the catalogue they were built for: refused if ``catalogue`` has another chain unit, or if this
-    version's metric definitions differ from theirs."""
+    version's metric definitions differ from theirs.
+
+    Which periods are complete (``server/completeness.py``): ``watermark`` declares the data's
+    watermark (it wins over the data folder's ``watermark.json``, which wins over the one prebuilt
+    aggregates recorded); ``lag`` in seconds (None: ``$METRICS_KIT_LAG``, else 0); ``clock`` the
+    service's time (None: the system's, or ``$METRICS_KIT_NOW``'s, a testing hook)."""
+    lag = lag_from_environment() if lag is None else lag
+    clock = clock or clock_from_environment()
     if aggregates_file is not None:
         if data is not None or rebuild:
             raise ConfigurationError(
@@ -41,12 +53,24 @@ def open_service(
         chain_unit = None if catalogue is None else catalogue.chain_unit
         prebuilt, catalogue = build.read_prebuilt(Path(aggregates_file), chain_unit)
         log(f"Serving the aggregates {aggregates_file} (built {prebuilt.meta['built_at']})")
-        return MetricService(prebuilt, catalogue)
+        declared = watermark or prebuilt.declared_watermark
+        return MetricService(prebuilt, catalogue, watermark=declared, lag=lag, clock=clock)
     catalogue = catalogue or default_catalogue()
+    again: Callable[[], Path] | None = None
     if data is None:
         from metrics_kit.server.data import demo
 
-        data = demo.ensure_default()
+        data, again = demo.ensure_default(), demo.ensure_default
         log(f"Serving the SYNTHETIC demo data set ({data})")
+    # Read before the data files: a declaration written after new files never claims them.
+    declared = watermark or read_declaration(Path(data))
     aggregates = build.load_or_build(data, catalogue, rebuild=rebuild, log=log)
-    return MetricService(aggregates, catalogue, events=Path(data))
+    return MetricService(
+        aggregates,
+        catalogue,
+        events=Path(data),
+        watermark=declared,
+        lag=lag,
+        clock=clock,
+        events_again=again,
+    )

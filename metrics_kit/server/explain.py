@@ -42,6 +42,7 @@ from metrics_kit.server.passes import where
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Metric
 
 SIGNED = "signed_amount"
+CLOSE_WAIT = 10.0  # seconds Events.close waits for a page being read
 COUNTED = "counted"
 
 
@@ -145,6 +146,19 @@ class Events:
         self.built_from = built_from
         self._lock = threading.Lock()  # one DuckDB connection: one query at a time
         self._backend: ibis.BaseBackend | None = None
+
+    def close(self, wait: float = CLOSE_WAIT) -> None:
+        """Close the DuckDB connection of the views, if one was opened, and let go of it; a later
+        page opens another. A page being read is waited for, up to ``wait`` seconds (then the
+        connection is left open to it)."""
+        if not self._lock.acquire(timeout=wait):
+            return
+        try:
+            backend, self._backend = self._backend, None
+        finally:
+            self._lock.release()
+        if backend is not None:
+            backend.disconnect()
 
     def changed(self) -> bool:
         """Whether the folder's files are no longer those the aggregates were built from."""

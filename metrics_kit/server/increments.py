@@ -7,8 +7,8 @@ cache folder, written atomically, so a reader sees the old state or the new one)
 - the *sparse* results: ``(granularity, project, period_start, metric, value)`` for periods with
   events only. The dense grid (zeros, balances carried forward) is derived from them at every
   build, so a balance after a changed period follows from the new values;
-- a *manifest*: every file of every table with its size, modification time and the days its rows
-  fall on (found by the validation scan, at no extra read).
+- a *manifest*: every file of every table with its size, modification time, the days its rows
+  fall on and the time of its last row (found by the validation scan, at no extra read).
 
 How a build decides what to compute (:func:`plan`, then :func:`periods`):
 
@@ -43,7 +43,7 @@ from metrics_kit.server.data.schema import EVENT_TABLES
 from metrics_kit.server.data.sources import Source
 from metrics_kit.spec.calendar import GRANULARITIES, ISO
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: each file's last row's time (``last``)
 SPARSE_COLUMNS = ["granularity", "project", "period_start", "metric", "value"]
 
 
@@ -149,8 +149,10 @@ def manifest(
     stats: Stats,
     days: dict[str, dict[Path, tuple[dt.date, ...]]],
     previous: dict | None = None,
+    last: dict[str, dict[Path, dt.datetime]] | None = None,
 ) -> dict:
-    """The manifest of ``sources``: days from ``days`` (the files just validated), else from ``previous``."""
+    """The manifest of ``sources``: days and last rows' times from ``days`` and ``last`` (the files
+    just validated), else from ``previous``."""
     tables = {}
     for table, source in sources.items():
         known = (previous or {}).get("tables", {}).get(table, {}).get("files", {})
@@ -158,8 +160,12 @@ def manifest(
         for path in source.files:
             name = _name(directory, path)
             checked = days.get(table, {}).get(path)
-            runs = _runs(checked) if checked is not None else known.get(name, {}).get("days", [])
-            entries[name] = {**stats[path], "days": runs}
+            if checked is not None:
+                runs, latest = _runs(checked), (last or {}).get(table, {}).get(path)
+                ending = None if latest is None else latest.isoformat()
+            else:
+                runs, ending = known.get(name, {}).get("days", []), known.get(name, {}).get("last")
+            entries[name] = {**stats[path], "days": runs, "last": ending}
         tables[table] = {"folder": source.folder, "fmt": source.fmt, "files": entries}
     return {"version": STATE_VERSION, "data_dir": str(Path(directory).resolve()), "tables": tables}
 
@@ -175,6 +181,17 @@ def coverage(manifest: dict) -> tuple[dt.date, dt.date] | None:
     if not bounds:
         return None
     return min(lo for lo, _ in bounds), max(hi for _, hi in bounds)
+
+
+def last_event(manifest: dict) -> dt.datetime | None:
+    """The time of the last event (naive UTC), from the manifest's files."""
+    times = [
+        dt.datetime.fromisoformat(entry["last"])
+        for table in EVENT_TABLES
+        for entry in manifest["tables"].get(table, {}).get("files", {}).values()
+        if entry.get("last")
+    ]
+    return max(times, default=None)
 
 
 # -- what changed -----------------------------------------------------------------------------------
@@ -239,7 +256,10 @@ def _entries(directory: Path, source: Source, stats: Stats) -> dict[str, dict]:
 
 
 def _entries_of(table: dict) -> dict[str, dict]:
-    return {name: {k: v for k, v in entry.items() if k != "days"} for name, entry in table["files"].items()}
+    return {name: {k: v for k, v in entry.items() if k not in _NOT_STAT} for name, entry in table["files"].items()}
+
+
+_NOT_STAT = ("days", "last")  # what a manifest's file entry holds besides the file's size and time
 
 
 # -- what to compute again --------------------------------------------------------------------------

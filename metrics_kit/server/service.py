@@ -10,12 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from metrics_kit.errors import ValidationError
 from metrics_kit.server.build import Aggregates, catalogue_key
+from metrics_kit.server.completeness import Clock, Completeness
 from metrics_kit.spec import ids, wire
 from metrics_kit.spec.calendar import period_index
 from metrics_kit.spec.catalogue import Catalogue, Metric
@@ -71,26 +73,55 @@ def data_version(fingerprint: str, catalogue: Catalogue) -> str:
 
 
 class MetricService:
-    def __init__(self, aggregates: Aggregates, catalogue: Catalogue, events: Path | None = None):
+    def __init__(
+        self,
+        aggregates: Aggregates,
+        catalogue: Catalogue,
+        events: Path | None = None,
+        *,
+        watermark: dt.datetime | None = None,
+        lag: float = 0.0,
+        clock: Clock = time.time,
+        events_again: Callable[[], Path] | None = None,
+    ):
         """``events``: the data folder the aggregates were built from, whose rows ``/explain`` lists
-        (None: the service has no event data, as when it serves prebuilt aggregates)."""
+        (None: the service has no event data, as when it serves prebuilt aggregates).
+
+        Which periods are complete (``server/completeness.py``): ``watermark``, the one declared
+        with the data set (None: none declared), ``lag`` in seconds, and ``clock``, the service's
+        time in seconds since the epoch (tests set it).
+
+        ``events_again``: makes the event folder again when it is gone (the demo data set, which
+        is generated: the embedded default cannot be restarted by its user)."""
         self.aggregates = aggregates
         self.catalogue = catalogue
         self.events_dir = None if events is None else Path(events)
         self._events: Events | None = None  # made on the first /explain: it loads Ibis's expressions
         self._events_lock = threading.Lock()
+        self._events_again = events_again
         self.coverage = aggregates.coverage
         self.data_version = data_version(aggregates.meta["fingerprint"], catalogue)
+        self.completeness = Completeness(self.coverage, declared=watermark, lag=lag, clock=clock)
 
     def answer(self, pairs: Iterable[tuple[str, str]]) -> bytes:
         """The JSON body for one ``/metrics`` query, given its (name, value) pairs."""
+        return self.metrics(pairs)[0]
+
+    def metrics(self, pairs: Iterable[tuple[str, str]]) -> tuple[bytes, bool]:
+        """The JSON body for one ``/metrics`` query and whether its period is complete now."""
         metric, project, granularity, date_text, found, _ = self._query(pairs, wire.METRICS_PATH, ())
-        value, start, end, complete = found
+        value, start, end, index = found
+        complete = self.completeness.complete(granularity, index)
         # Every string here has passed a pattern of JSON-safe characters or comes from the catalogue.
-        return wire.value_body(metric.name, project, granularity, date_text, start, end, metric.unit, value, complete)
+        body = wire.value_body(metric.name, project, granularity, date_text, start, end, metric.unit, value, complete)
+        return body, complete
 
     def explain(self, pairs: Iterable[tuple[str, str]]) -> bytes:
         """The JSON body for one page of ``/explain``: the event rows behind one value (``explain``)."""
+        return self.explain_page(pairs)[0]
+
+    def explain_page(self, pairs: Iterable[tuple[str, str]]) -> tuple[bytes, bool]:
+        """One page of ``/explain`` and whether the value's period is complete now."""
         if self.events_dir is None:
             raise QueryError(
                 501,
@@ -104,7 +135,8 @@ class MetricService:
         offset = _page_number(page.get(wire.OFFSET), wire.OFFSET, 0, 0, wire.EXPLAIN_MAX_OFFSET)
         events = self._event_tables(self.events_dir)
         self._unchanged(events)
-        value, start, end, complete = found
+        value, start, end, index = found
+        complete = self.completeness.complete(granularity, index)
         first, last = dt.date.fromisoformat(start), dt.date.fromisoformat(end)
         try:
             explanation, total, rows = events.page(metric, project, first, last, offset, limit)
@@ -118,7 +150,7 @@ class MetricService:
         if metric.aggregation == "ending_balance":
             opening = self._opening_balance(metric.name, project, granularity, first)
         following = offset + len(rows) if offset + len(rows) < total else None
-        return wire.explain_body(
+        body = wire.explain_body(
             {
                 wire.METRIC_NAME: metric.name,
                 wire.PROJECT: project,
@@ -144,23 +176,49 @@ class MetricService:
                 "next_offset": following,
             }
         )
+        return body, complete
+
+    def close(self) -> None:
+        """Close the connection ``/explain`` opened on the event files, if any (a later page opens
+        another). The service's owner calls it when done: left to the interpreter's exit, the
+        connection is torn down after the modules it needs."""
+        with self._events_lock:
+            events, self._events = self._events, None
+        if events is not None:
+            events.close()
+
+    def last_complete(self, granularity: str) -> dt.date | None:
+        """The last day of the last period of ``granularity`` complete now; None when none is."""
+        index = self.completeness.last_complete(granularity)
+        return None if index is None else dt.date.fromisoformat(self.aggregates.periods[granularity][index][1])
 
     def _unchanged(self, events: Events) -> None:
         """A 409 when the event files are no longer those the values were built from."""
         if events.changed():
+            remedy = (
+                f"delete the folder {events.directory} and it is made again as it was"
+                if self._events_again is not None
+                else "restart the service to build from them"
+            )
             raise QueryError(
                 409,
                 ErrorCode.EVENTS_CHANGED,
                 f"the event files in {events.directory.name}/ changed after this service built its values, "
-                "so their rows would not explain the values it serves; restart the service to build from them",
+                f"so their rows would not explain the values it serves; {remedy}",
             )
 
     def _event_tables(self, directory: Path) -> Events:
+        # Imported here: the first /metrics answer never waits for /explain's modules.
+        from metrics_kit.server.explain import Events
+
         with self._events_lock:
             if self._events is None:
-                # Imported here: the first /metrics answer never waits for /explain's modules.
-                from metrics_kit.server.explain import Events
-
+                self._events = Events(directory, self.aggregates.meta["fingerprint"])
+            if self._events_again is not None and not directory.is_dir():
+                # A generated folder (the demo's) deleted with the cache folder: made again, it
+                # holds the same files, so its rows explain the values built from the first.
+                self._events_again()
+                self._events.close()
                 self._events = Events(directory, self.aggregates.meta["fingerprint"])
             return self._events
 

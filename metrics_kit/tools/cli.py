@@ -61,6 +61,18 @@ def _parser() -> argparse.ArgumentParser:
         help="serve the aggregates written by metrics-kit build --out, with no event data (not with --data)",
     )
     serve.add_argument("--access-log", action="store_true", help="log every request (never the key)")
+    serve.add_argument(
+        "--lag",
+        metavar="DURATION",
+        help="count a period complete only this long after it ends, for exports that arrive late: 2h, 90m, "
+        "45s, 1d (default: $METRICS_KIT_LAG, else 0; not with a declared watermark)",
+    )
+    serve.add_argument(
+        "--watermark",
+        metavar="INSTANT",
+        help="declare that every event before INSTANT (such as 2025-07-01T00:00:00Z) is in the data: periods "
+        "ending by then are complete (wins over the data folder's watermark.json)",
+    )
 
     demo = commands.add_parser("demo-data", help="write the synthetic demo data set")
     demo.add_argument("--out", type=Path, required=True, help="folder to write the tables into")
@@ -279,6 +291,7 @@ _ARGUMENT_FLAGS = {
     "base_url": "--base-url",
     "chain_unit": "--chain-unit",
     "data": "--data",
+    "host": "--host",
     "port": "--port",
     "rebuild": "--rebuild",
     "spark_master": "--spark-master",
@@ -295,11 +308,12 @@ _SUBJECTS = {
     "end": "--end",
     "granularity": "--granularity",
     "head_timeout": "--head-timeout",
-    "host": "--host",
+    "lag": "--lag",
     "latency_ms": "--latency-ms",
     "projects": "--project",
     "rate_limit": "--rate-limit",
     "start": "--start",
+    "watermark": "--watermark",
 }
 _LEADING_MUST = re.compile(r"^(" + "|".join(_SUBJECTS) + r") must\b")
 # What the library offers that the command does not: the key as an argument, dates as Python objects.
@@ -381,6 +395,8 @@ def _serve(args) -> int:
     host, port = settings.host(args.host), settings.port(args.port)
     rate_limit, latency_ms = settings.rate_limit(args.rate_limit), settings.latency_ms(args.latency_ms)
     head_timeout = settings.head_timeout(args.head_timeout)
+    lag = settings.lag(args.lag) if args.lag is not None else None
+    watermark = settings.watermark(args.watermark)
     catalogue = default_catalogue(args.chain_unit) if args.chain_unit is not None else None
     if args.aggregates is not None and not args.aggregates.is_file():  # before a key is made for nothing
         return _fail(f"--aggregates {args.aggregates}: no such file; write one with metrics-kit build --out")
@@ -392,6 +408,8 @@ def _serve(args) -> int:
         rebuild=args.rebuild,
         aggregates_file=args.aggregates,
         log=lambda line: print(line, flush=True),
+        watermark=watermark,
+        lag=lag,
     )
     built, catalogue = service.aggregates, service.catalogue
     app = App(service, keys, rate_limit=rate_limit, latency_ms=latency_ms)
@@ -399,17 +417,19 @@ def _serve(args) -> int:
     host, port = sock.getsockname()[:2]
     base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     project = _sample_project(built, catalogue)
-    if project and built.coverage:
-        query = "&".join(
-            f"{k}={v}" for k, v in {**SAMPLE_QUERY, "project": project, "date": built.coverage[1].isoformat()}.items()
-        )
+    date = service.last_complete(SAMPLE_QUERY["granularity"]) or (built.coverage and built.coverage[1])
+    if project and date:
+        query = "&".join(f"{k}={v}" for k, v in {**SAMPLE_QUERY, "project": project, "date": date.isoformat()}.items())
         print(
             f"Try:\n  curl -H 'Accept: application/json' -H \"x-api-key: $METRICS_KIT_API_KEY\" "
             f"'{base}/metrics?{query}'",
             flush=True,
         )
     print(f"Serving {base} (Ctrl+C to stop)", flush=True)
-    run.serve(app, sock, access_log=args.access_log, head_timeout=head_timeout, data_version=service.data_version)
+    try:
+        run.serve(app, sock, access_log=args.access_log, head_timeout=head_timeout, data_version=service.data_version)
+    finally:
+        service.close()
     return 0
 
 

@@ -52,7 +52,7 @@ def served(aggregates: build.Aggregates, metric: str) -> Rows:
         if name == metric:
             periods = aggregates.periods[granularity]
             assert len(series) == len(periods)
-            for (start, _end, _complete), value in zip(periods, series, strict=True):
+            for (start, _end), value in zip(periods, series, strict=True):
                 rows[granularity, project, start] = value
     return rows
 

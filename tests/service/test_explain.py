@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -527,3 +528,64 @@ assert "metrics_kit.server.explain" in sys.modules
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_embedded_default_explains_after_the_cache_folder_is_deleted(tmp_path):
+    """The embedded default's demo data lives in the cache folder, and its user cannot restart the
+    service: the folder deleted mid-session is made again, with the files the values came from."""
+    script = """
+import os, shutil
+import metrics_kit as mk
+asked = ("swap_active_users", "demoswap", "1_week", "2025-06-18")
+before = mk.explain(*asked)
+shutil.rmtree(os.environ["METRICS_KIT_CACHE_DIR"])
+after = mk.explain(*asked)
+assert after.attrs["value"] == before.attrs["value"] == len(after) > 0, (before.attrs, after.attrs)
+assert after.equals(before)
+assert mk.value(*asked) == after.attrs["value"]
+print("explained twice")
+"""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+    environment["METRICS_KIT_CACHE_DIR"] = str(tmp_path / "cache")
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "explained twice" in done.stdout
+
+
+def test_the_embedded_default_closes_its_duckdb_connection_before_the_interpreter_exits(tmp_path):
+    """The connection /explain opens is closed by an exit handler, not left to the interpreter's
+    teardown: there, what a daemon thread still holds (the client's ASGI loop, here a thread of the
+    test's) is never freed, and DuckDB's bindings report it ("nanobind: leaked ... instances", which
+    DuckDB 2.0.0 prints, at the end of `make test-lowest`)."""
+    script = """
+import atexit, gc, threading, time
+
+def connections_left_open():  # registered first, so it runs after every other exit handler
+    from ibis.backends.duckdb import Backend
+    left = 0
+    for thing in gc.get_objects():
+        if issubclass(type(thing), Backend):
+            try:
+                thing.con.execute("SELECT 1")
+            except Exception:  # closed
+                continue
+            left += 1
+    print(f"DuckDB connections open at exit: {left}", flush=True)
+
+atexit.register(connections_left_open)
+import metrics_kit as mk
+from metrics_kit import embedded
+
+assert len(mk.explain("swap_active_users", "demoswap", "1_day", "2025-06-18")) > 0
+threading.Thread(target=lambda app: time.sleep(3600), args=(embedded.application(),), daemon=True).start()
+"""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+    environment["METRICS_KIT_CACHE_DIR"] = os.environ["METRICS_KIT_CACHE_DIR"]
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "DuckDB connections open at exit: 0" in done.stdout, done.stdout
+    assert "nanobind: leaked" not in done.stderr, done.stderr[-3000:]

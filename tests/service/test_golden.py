@@ -8,7 +8,8 @@ Coverage of the data set is 2024-12-28 (Sat) .. 2025-02-01 (Sat), so:
 
 * week 2024-12-23..2024-12-29 and month 2024-12 start before coverage (``complete: false``);
 * week 2024-12-30..2025-01-05 (ISO 2025-W01) spans two years and two months and is complete;
-* month 2025-01 is complete; week 2025-01-27..02-02 and month 2025-02 end after it.
+* month 2025-01 is complete; week 2025-01-27..02-02 and month 2025-02 end after the watermark,
+  the end of the last event's day, 2025-02-02T00:00Z (see EXPECTED.md, "Calendar and coverage").
 """
 
 from __future__ import annotations

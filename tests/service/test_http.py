@@ -802,7 +802,7 @@ def test_openapi_describes_metrics(server):
         assert document["paths"][extension]["get"]["x-extension"] is True
         assert {"200", "401", "405", "500"} <= set(responses)
         assert responses["200"]["content"]["application/json"]["schema"]["$ref"] == f"#/components/schemas/{body}"
-    assert set(schemas["Projects"]["required"]) == {"data_version", "projects", "coverage"}
+    assert set(schemas["Projects"]["required"]) == {"data_version", "projects", "coverage", "last_event"}
     assert schemas["Catalogue"]["properties"]["metrics"]["items"]["$ref"] == "#/components/schemas/CatalogueMetric"
 
 
@@ -816,6 +816,7 @@ def test_projects_extension_matches_the_data(server):
     catalogue = default_catalogue()
     rows = _fixture_projects()
     assert body["coverage"] == {"start": COVERAGE[0], "end": COVERAGE[1]}
+    assert body["last_event"] == "2024-04-02T06:00:00.000000Z"  # the latest block_time of any table
     assert [p["project"] for p in body["projects"]] == sorted(rows)
     for project in body["projects"]:
         row = rows[project["project"]]

@@ -16,6 +16,7 @@ from spark_support import assert_same_values, cli, mixed_exports, same_value
 from support import ServerProcess, split_by_day
 
 from metrics_kit.server.build import Aggregates
+from metrics_kit.server.completeness import Completeness
 from metrics_kit.server.data import demo
 
 # A Spark build starts a JVM (and here a cluster): far beyond the suite's default timeout on a busy machine.
@@ -57,16 +58,21 @@ def assert_served(path: Path, duckdb: Aggregates, every: int = 1) -> int:
     """Serve the Spark build with ``serve --aggregates`` (no event data) and ask for every
     ``every``-th period of every series; each answer must hold DuckDB's value and period."""
     counts = set(duckdb.meta["count_metrics"])
+    complete = Completeness(duckdb.coverage).complete  # historical data: the flags stay as they are
     asked = 0
     with ServerProcess(None, "--aggregates", str(path)) as server:
         for (metric, project, granularity), expected in sorted(duckdb.values.items()):
             periods = duckdb.periods[granularity]
             for i in range(0, len(periods), every):
-                start, end, complete = periods[i]
+                start, end = periods[i]
                 response = server.metric(metric, project, granularity, start)
                 assert response.status_code == 200, response.text
                 body = response.json()
-                assert (body["period_start"], body["period_end"], body["complete"]) == (start, end, complete)
+                assert (body["period_start"], body["period_end"], body["complete"]) == (
+                    start,
+                    end,
+                    complete(granularity, i),
+                )
                 assert same_value(expected[i], body["value"], metric in counts), (metric, project, granularity, start)
                 asked += 1
     return asked

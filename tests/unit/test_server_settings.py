@@ -30,6 +30,32 @@ def test_bad_hosts(given):
         settings.host(given)
 
 
+@pytest.mark.parametrize("given", ["0.0.0.0.0", "127.0.0.256", "1.2.3", "10.0.0.1.", "256.1.1.1"])
+def test_an_address_written_wrong_is_not_taken_for_a_host_name(given):
+    with pytest.raises(ConfigurationError, match=r"^host must be an IP address") as caught:
+        settings.host(given)
+    assert "it is not a valid IP address (an IPv4 address is four numbers from 0 to 255" in str(caught.value)
+
+
+@pytest.mark.parametrize("given", ["2h", "90m", "0"])
+def test_lags(given):
+    assert settings.lag(given) in (7200.0, 5400.0, 0.0)
+
+
+@pytest.mark.parametrize("given", ["-2h", "two hours", "400d"])
+def test_bad_lags(given):
+    with pytest.raises(ConfigurationError, match=r"^lag must be a duration from 0 to 366d"):
+        settings.lag(given)
+
+
+def test_watermarks():
+    assert settings.watermark(None) is None
+    assert settings.watermark("2025-07-01T02:00:00+02:00").isoformat() == "2025-07-01T00:00:00+00:00"
+    with pytest.raises(ConfigurationError, match=r"^watermark must be an ISO 8601 instant with its zone") as caught:
+        settings.watermark("2025-07-01")
+    assert caught.value.setting == "watermark"
+
+
 def test_rate_limits():
     assert settings.rate_limit(None) is None
     assert settings.rate_limit("2") == 2.0

@@ -82,7 +82,8 @@ DEMO_START = dt.date(2024, 1, 1)
 DEMO_END = dt.date(2025, 12, 31)
 TRANSACTIONS_PER_SCALE = 100_000
 # Bump whenever the generated data changes, so that cached default demo folders are rebuilt.
-DEMO_VERSION = 1
+# 2: the default folder's files carry a fixed modification time (ensure_default).
+DEMO_VERSION = 2
 
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -840,6 +841,9 @@ def generate(out_dir: str | os.PathLike, scale: float = 1.0, seed: int = DEMO_SE
     return counts
 
 
+_FIXED_MTIME_NS = int(dt.datetime.combine(DEMO_END, dt.time(), dt.UTC).timestamp()) * 10**9
+
+
 def ensure_default() -> Path:
     """The default demo data folder (``DEMO_SEED``, scale 1) in the metrics-kit cache folder.
 
@@ -854,6 +858,10 @@ def ensure_default() -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         generate(tmp)
+        # The same bytes every time, and the same modification time: a copy made again (after the
+        # cache folder was deleted) has the fingerprint of the one a running service built from.
+        for path in tmp.iterdir():
+            os.utime(path, ns=(_FIXED_MTIME_NS, _FIXED_MTIME_NS))
         try:
             os.rename(tmp, folder)
         except OSError:

@@ -106,7 +106,9 @@ class Validated:
     incremental build (``server/increments.py``) needs to know which periods a file touches.
     ``rows_per_day`` holds, per event table checked whole, its rows per day and combination of its
     low-cardinality columns (``_GROUPED``): the validation scan counts them anyway, and the engine
-    takes the transactions' counts from here rather than scanning again."""
+    takes the transactions' counts from here rather than scanning again. ``last`` holds, per event
+    table and file checked, the time of its last row (naive UTC): the aggregates record the data's
+    last event, and the service's completeness rule reads it (``server/completeness.py``)."""
 
     con: duckdb.DuckDBPyConnection
     directory: Path
@@ -114,6 +116,7 @@ class Validated:
     fingerprint: str
     days: dict[str, dict[Path, tuple[dt.date, ...]]] = field(default_factory=dict)
     rows_per_day: dict[str, pd.DataFrame] = field(default_factory=dict)
+    last: dict[str, dict[Path, dt.datetime]] = field(default_factory=dict)
 
 
 def _quote(text: str) -> str:
@@ -496,6 +499,7 @@ _PROFILE = "_metrics_kit_profile"
 class _Profile:
     counts: tuple  # rows breaking each check
     days: dict[Path, tuple[dt.date, ...]] = field(default_factory=dict)  # per file
+    last: dict[Path, dt.datetime] = field(default_factory=dict)  # per file: its last row's time
     rows_per_day: pd.DataFrame | None = None  # (day, the _GROUPED columns, n)
 
 
@@ -513,7 +517,8 @@ def _profile(con, table: str, relation: _Relation, checks: list[_Check], per_day
     row_counts = "".join(f", count(*) FILTER (WHERE {c.bad}) AS bad_{i}" for i, c in enumerate(checks) if c.per_row)
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {_PROFILE} AS SELECT _file, CAST(block_time AS DATE) AS _day, "
-        f"{', '.join(grouped)}, count(*) AS n{row_counts} FROM ({relation.sql(files=True)}) GROUP BY ALL"
+        f"{', '.join(grouped)}, count(*) AS n, max(block_time) AS _last{row_counts} "
+        f"FROM ({relation.sql(files=True)}) GROUP BY ALL"
     )
     try:
         totals = ", ".join(
@@ -522,7 +527,8 @@ def _profile(con, table: str, relation: _Relation, checks: list[_Check], per_day
         )
         counts = con.execute(f"SELECT {totals} FROM {_PROFILE}").fetchone()
         rows = con.execute(
-            f"SELECT _file, list(DISTINCT _day ORDER BY _day) FROM {_PROFILE} WHERE _day IS NOT NULL GROUP BY _file"
+            f"SELECT _file, list(DISTINCT _day ORDER BY _day), max(_last) FROM {_PROFILE} "
+            "WHERE _day IS NOT NULL GROUP BY _file"
         ).fetchall()
         counted = None
         if per_day:
@@ -532,7 +538,8 @@ def _profile(con, table: str, relation: _Relation, checks: list[_Check], per_day
             ).fetchall()
     finally:
         con.execute(f"DROP TABLE IF EXISTS {_PROFILE}")
-    profile = _Profile(counts, {Path(name): tuple(days) for name, days in rows})
+    profile = _Profile(counts, {Path(name): tuple(days) for name, days, _ in rows})
+    profile.last = {Path(name): last for name, _, last in rows}
     if counted is not None:
         profile.rows_per_day = pd.DataFrame(counted, columns=["day", *grouped, "n"])
         profile.rows_per_day["day"] = pd.to_datetime(profile.rows_per_day["day"]).astype("datetime64[us]")
@@ -643,6 +650,7 @@ def validate(
     con = con or connect()
     relations: dict[str, str] = {}
     days: dict[str, dict[Path, tuple[dt.date, ...]]] = {}
+    last: dict[str, dict[Path, dt.datetime]] = {}
     rows_per_day: dict[str, pd.DataFrame] = {}
     projects: list[str] = []
     for table in TABLES:
@@ -657,13 +665,14 @@ def validate(
         whole = only is None or table not in only
         profile = _validate(con, relation.source, relation, _checks(table, projects), per_day=whole)
         days[table] = profile.days
+        last[table] = profile.last
         if profile.rows_per_day is not None:
             rows_per_day[table] = profile.rows_per_day
         relations[table] = relation.sql(checked=True)
         if table == "projects":
             rows = con.execute(f"SELECT project FROM ({relations[table]}) ORDER BY 1").fetchall()
             projects = [project for (project,) in rows]
-    return Validated(con, directory, relations, fingerprint(sources, stats), days, rows_per_day)
+    return Validated(con, directory, relations, fingerprint(sources, stats), days, rows_per_day, last)
 
 
 def window(
@@ -817,3 +826,14 @@ def read_coverage(backend: ibis.BaseBackend) -> tuple[dt.date, dt.date] | None:
     if row["first_day"] is None:
         return None
     return pd.Timestamp(row["first_day"]).date(), pd.Timestamp(row["last_day"]).date()
+
+
+def read_last_event(backend: ibis.BaseBackend) -> dt.datetime | None:
+    """The time of the last event in any event table (naive UTC), as one query."""
+    spans = [backend.table(n).aggregate(hi=backend.table(n).block_time.max()) for n in EVENT_TABLES]
+    union = ibis.union(*spans)
+    last = union.aggregate(hi=union.hi.max()).to_pyarrow().to_pylist()[0]["hi"]
+    if last is None:
+        return None
+    last = pd.Timestamp(last)
+    return (last.tz_convert("UTC").tz_localize(None) if last.tzinfo is not None else last).to_pydatetime()

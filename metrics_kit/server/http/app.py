@@ -35,6 +35,8 @@ _KEY_HEADER = API_KEY_HEADER.encode()
 _RETRY_AFTER = wire.RETRY_AFTER_HEADER.encode()
 # RFC 9110 asks a 401 to name the way to authenticate; there is no registered scheme for a key header.
 _CHALLENGE = [(b"www-authenticate", f'ApiKey header="{API_KEY_HEADER}"'.encode())]
+# Appended to the data version in the ETag of a value whose period is not complete yet.
+INCOMPLETE_TAG = b"-incomplete"
 
 
 @functools.lru_cache(maxsize=256)
@@ -100,12 +102,17 @@ class App:
         rate = settings.rate_limit(rate_limit)
         self.limiter = RateLimiter(rate) if rate is not None else None
         self.latency = settings.latency_ms(latency_ms) / 1000.0
-        # Every answer names the data version; a 200 also carries it as its (strong) ETag: the same
-        # URL answers byte for byte the same while the version stays.
+        # Every answer names the data version; a 200 also carries an ETag: the data version, and for
+        # a value of a period not complete yet, the version marked so. The same URL answers byte for
+        # byte the same while its tag stays; a period turning complete changes the tag of its
+        # answers, not the data version (the values stay valid).
         version = service.data_version.encode()
-        self.etag = b'"' + version + b'"'
         self._versioned = [(DATA_VERSION_HEADER, version)]
-        self._tagged = [(DATA_VERSION_HEADER, version), (b"etag", self.etag)]
+        # complete -> (the ETag, the headers that carry it)
+        self._tags = {
+            complete: (tag, [(DATA_VERSION_HEADER, version), (b"etag", tag)])
+            for complete, tag in ((True, b'"' + version + b'"'), (False, b'"' + version + INCOMPLETE_TAG + b'"'))
+        }
         aggregates, catalogue = service.aggregates, service.catalogue
         projects = sorted(aggregates.projects)
         coverage = aggregates.meta["coverage"]
@@ -173,23 +180,32 @@ class App:
         if status:
             await self._send(send, status, body, head, extra)
             return
-        status, body = await handler(scope)
-        if status == 200 and if_none_match is not None and self._matches(if_none_match):
-            await send({"type": "http.response.start", "status": 304, "headers": self._tagged})
+        status, body, complete = await handler(scope)
+        etag, tagged = self._tags[complete]
+        if status == 200 and if_none_match is not None and self._matches(if_none_match, etag):
+            await send({"type": "http.response.start", "status": 304, "headers": tagged})
             await send({"type": "http.response.body", "body": b""})
             return
-        await self._send(send, status, body, head)
+        await self._send(send, status, body, head, tagged=tagged)
 
-    def _matches(self, if_none_match: bytes) -> bool:
-        """If-None-Match names this version (weak comparison, RFC 9110 13.1.2), or is ``*``."""
+    def _matches(self, if_none_match: bytes, etag: bytes) -> bool:
+        """If-None-Match names ``etag`` (weak comparison, RFC 9110 13.1.2), or is ``*``."""
         tags = {tag.strip().removeprefix(b"W/") for tag in if_none_match.split(b",")}
-        return self.etag in tags or b"*" in tags
+        return etag in tags or b"*" in tags
 
     async def _send(
-        self, send, status: int, body: bytes, head: bool, extra: list | None = None, *, tag: bool = True
+        self,
+        send,
+        status: int,
+        body: bytes,
+        head: bool,
+        extra: list | None = None,
+        *,
+        tag: bool = True,
+        tagged: list | None = None,
     ) -> None:
         headers = [*_JSON, (b"content-length", str(len(body)).encode())]
-        headers += self._tagged if status == 200 and tag else self._versioned
+        headers += (tagged or self._tags[True][1]) if status == 200 and tag else self._versioned
         if extra:
             headers += extra
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -233,34 +249,37 @@ class App:
             )
         return 0, b"", []
 
-    async def _metrics(self, scope) -> tuple[int, bytes]:
+    # Each handler gives (status, body, complete): ``complete`` False marks a 200 whose value's
+    # period is not complete yet (its ETag says so); True for everything else.
+
+    async def _metrics(self, scope) -> tuple[int, bytes, bool]:
         if self.latency:
             await asyncio.sleep(self.latency)
         pairs = query_pairs(scope["query_string"])
         try:
-            return 200, self.service.answer(pairs)
+            return 200, *self.service.metrics(pairs)
         except QueryError as error:
-            return error.status, error.body()
+            return error.status, error.body(), True
 
-    async def _explain(self, scope) -> tuple[int, bytes]:
+    async def _explain(self, scope) -> tuple[int, bytes, bool]:
         """One page of the event rows behind a value: queries on the event tables, run off the
         event loop so that /metrics answers meanwhile."""
         if self.latency:
             await asyncio.sleep(self.latency)
         pairs = query_pairs(scope["query_string"])
         try:
-            return 200, await asyncio.to_thread(self.service.explain, pairs)
+            return 200, *await asyncio.to_thread(self.service.explain_page, pairs)
         except QueryError as error:
-            return error.status, error.body()
+            return error.status, error.body(), True
 
     @staticmethod
     def _static(body: bytes):
-        async def handler(scope) -> tuple[int, bytes]:
-            return 200, body
+        async def handler(scope) -> tuple[int, bytes, bool]:
+            return 200, body, True
 
         return handler
 
-    async def _catalogue(self, scope) -> tuple[int, bytes]:
+    async def _catalogue(self, scope) -> tuple[int, bytes, bool]:
         """The catalogue's body, made on the first request and then kept; off the event loop, since
         generating the SQL definitions compiles Ibis expressions for every metric."""
         async with self._catalogue_made:
@@ -271,7 +290,7 @@ class App:
                     loop = asyncio.get_running_loop()
                     body = await loop.run_in_executor(own, _catalogue_body, self.service.catalogue)
                 self.catalogue = json.dumps(body).encode()
-        return 200, self.catalogue
+        return 200, self.catalogue, True
 
 
 async def _lifespan(receive, send) -> None:
@@ -302,6 +321,7 @@ def _projects_body(aggregates, catalogue: Catalogue, version: str) -> dict:
         "data_version": version,
         "projects": out,
         "coverage": None if coverage is None else {"start": coverage[0], "end": coverage[1]},
+        "last_event": aggregates.meta.get("last_event"),
     }
 
 

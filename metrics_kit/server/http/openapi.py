@@ -95,8 +95,11 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
             "value": {"type": "number", "description": "Integer for counts, float for amounts."},
             "complete": {
                 "type": "boolean",
-                "description": "False when the period reaches past either end of the data's "
-                "coverage: the value then covers only the days that exist.",
+                "description": "Whether the period is complete, as the service decides when it answers: it "
+                "starts on or after the first day of coverage and its end (midnight UTC after its last day) is "
+                "at or before the data's watermark, the watermark declared with the data set, else the earlier "
+                "of the service's clock (less a lag for late exports) and the end of the UTC day of the last "
+                "event. False: the value may still change (a period not over, or data not all in yet).",
             },
         },
         "One metric value.",
@@ -128,6 +131,12 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
             "data_version": {"type": "string", "description": f"The data version, as in the {_VERSION} header."},
             "projects": {"type": "array", "items": _ref("Project")},
             "coverage": _nullable(_ref("Coverage")),
+            "last_event": {
+                "type": ["string", "null"],
+                "format": "date-time",
+                "description": "The time of the data set's last event, UTC (null without events, or from "
+                "aggregates built before it was recorded).",
+            },
         },
         "Every project of the data set.",
     )
@@ -249,7 +258,7 @@ def _responses(body: str, description: str, errors: tuple[int, ...], explain: bo
             "content": {"application/json": {"schema": _ref(body)}},
         },
         "304": {
-            "description": "If-None-Match named the current data version: the answer is unchanged.",
+            "description": "If-None-Match named the answer's current ETag: the answer is unchanged.",
             "headers": _headers(_VERSION, "ETag"),
         },
         **{str(status): _error_response(status, explain) for status in errors},
@@ -294,7 +303,7 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
         "name": "If-None-Match",
         "in": "header",
         "required": False,
-        "description": "An ETag from an earlier answer: 304 without a body while the data version is the same.",
+        "description": "An ETag from an earlier answer: 304 without a body while the answer's ETag is the same.",
         "schema": {"type": "string"},
     }
     parameters = [
@@ -344,7 +353,8 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
             "version": __version__,
             "description": "Read-only blockchain protocol metrics: one metric for one project at "
             "one granularity for one date. All periods are UTC. Every answer carries the data "
-            f"version ({_VERSION}); a 200 also as its ETag.",
+            f"version ({_VERSION}); a 200 also as its ETag, marked -incomplete for a value whose period "
+            "is not complete yet.",
         },
         "security": [{"apiKey": []}],
         "paths": {
@@ -391,7 +401,9 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
                     "schema": {"type": "string"},
                 },
                 "ETag": {
-                    "description": f'The data version in quotes: "<{_VERSION}>".',
+                    "description": f'The data version in quotes, "<{_VERSION}>"; for a value (or an explanation) '
+                    f'whose period is not complete yet, "<{_VERSION}>-incomplete". A period turning complete '
+                    f"changes the ETag of its answers, not the {_VERSION}.",
                     "schema": {"type": "string"},
                 },
             },

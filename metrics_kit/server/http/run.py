@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -96,13 +97,31 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise ConfigurationError(
-            f"cannot listen on {host}:{port}: {exc.strerror}; choose another port= (0 picks a free one)",
-            setting="port",
-        ) from None
+        raise _unbound(host, port, exc) from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def _unbound(host: str, port: int, exc: OSError) -> ConfigurationError:
+    """Why the socket cannot listen on ``host``:``port``, blaming the setting at fault: a port is
+    advised only when the port is what was refused."""
+    if isinstance(exc, socket.gaierror):
+        return ConfigurationError(
+            f"cannot listen on {host}: no such host ({exc.strerror}); host= must be an address of this machine "
+            "(such as 127.0.0.1, 0.0.0.0 or ::1) or a name that resolves to one (such as localhost)",
+            setting="host",
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return ConfigurationError(
+            f"cannot listen on {host}: {exc.strerror} (it is not an address of this machine); host= must be "
+            "one of its addresses, such as 127.0.0.1, or 0.0.0.0 for all of them",
+            setting="host",
+        )
+    return ConfigurationError(
+        f"cannot listen on {host}:{port}: {exc.strerror}; choose another port= (0 picks a free one)",
+        setting="port",
+    )
 
 
 def serve(

@@ -7,17 +7,20 @@ was wrong and the allowed range, before any data is read or any socket is opened
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import math
 import re
 from collections.abc import Iterable
 
 from metrics_kit.errors import ConfigurationError
+from metrics_kit.server import completeness
 from metrics_kit.spec import wire
 
 MAX_LATENCY_MS = 60_000.0
 MAX_HEAD_TIMEOUT = 600.0
 # A host name: dot-separated labels of letters, digits and inner hyphens (RFC 1123).
+_ALL_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?", re.ASCII)
 
 
@@ -44,16 +47,37 @@ def port(value: object) -> int:
 
 def host(value: object) -> str:
     """An IP address or a host name to listen on."""
+    why = ""
     if isinstance(value, str):
         try:
             return str(ipaddress.ip_address(value))
         except ValueError:
-            if len(value) <= 253 and _HOST_NAME.fullmatch(value):
+            # A name whose last label is all digits is no host name (RFC 1123 2.1, RFC 3696 2): it is
+            # an address written wrong, such as 0.0.0.0.0 or 127.0.0.256.
+            if _ALL_DIGITS.fullmatch(value.rstrip(".").rpartition(".")[2]):
+                why = ": it is not a valid IP address (an IPv4 address is four numbers from 0 to 255, such as 0.0.0.0)"
+            elif len(value) <= 253 and _HOST_NAME.fullmatch(value):
                 return value
     raise ConfigurationError(
         f"host must be an IP address (such as 127.0.0.1, 0.0.0.0 or ::1) or a host name (such as localhost), "
-        f"not {value!r}"
+        f"not {value!r}{why}"
     )
+
+
+def lag(value: object) -> float:
+    """Seconds the service waits past a period's end before it counts the period complete, for exports
+    that arrive late (``server/completeness.py``); a duration such as 2h, 90m, 45s or 1d."""
+    return completeness.parse_lag(value, "lag")
+
+
+def watermark(value: object) -> dt.datetime | None:
+    """The data's watermark, declared: the instant before which every event is in the data; None: not declared."""
+    if value is None:
+        return None
+    try:
+        return completeness.parse_instant(value, "watermark")
+    except ValueError as error:
+        raise ConfigurationError(str(error), setting="watermark") from None
 
 
 def rate_limit(value: object) -> float | None:
