@@ -114,7 +114,7 @@ def detached(read: Callable[..., T], *args: Any) -> T:
 
 def _read(point: Point, reply: Reply, metric: Metric, calendar: Calendar, clock: Callable[[], float]) -> wire.Parsed:
     url = shown_request(reply.url)
-    hide = shown(reply)
+    hide = shown(reply, url)
     if reply.status != 200:
         raise error_of(reply, url, clock)
     parsed = wire.metric_value(reply.body, is_count=metric.is_count, url=url, mask=hide)
@@ -137,21 +137,26 @@ def error_of(reply: Reply, url: str, clock: Callable[[], float] = time.time) -> 
         url,
         reply.header(wire.RETRY_AFTER_HEADER),
         header=reply.header,
-        mask=shown(reply),
+        mask=shown(reply, url),
         now=clock() if reply.status == 429 else None,
     )
 
 
-def shown(reply: Reply) -> Callable[[str], str]:
+def shown(reply: Reply, url: str | None = None) -> Callable[[str], str]:
     """What a text of ``reply`` goes through before it goes into a message: the transport's mask (the
     key, in every form: ``Secret.mask``), and the path segments that ``shown_request`` masks in the
-    URL asked (a service's 404 may echo the path, a token in the base URL and all)."""
-    raw, hidden = urlsplit(reply.url).path.split("/"), urlsplit(shown_request(reply.url)).path.split("/")
-    segments = [segment for segment, as_shown in zip(raw, hidden, strict=False) if segment and segment != as_shown]
-    mask = reply.mask
+    URL asked (a service's 404 may echo the path, a token in the base URL and all). ``url``: the URL
+    as shown, when the caller has it. The segments are found on the first text hidden: most answers
+    put none into a message, and reading every answer pays for nothing it does not use."""
+    segments: list[str] | None = None
 
     def hide(text: str) -> str:
-        text = mask(text)
+        nonlocal segments
+        if segments is None:
+            raw = urlsplit(reply.url).path.split("/")
+            hidden = urlsplit(url or shown_request(reply.url)).path.split("/")
+            segments = [s for s, as_shown in zip(raw, hidden, strict=False) if s and s != as_shown]
+        text = reply.mask(text)
         for segment in segments:
             text = text.replace(segment, "***")
         return text
