@@ -568,6 +568,14 @@ def _fetch(args) -> int:
         _write(table, args.out, suffix)
     except OSError as error:
         return _fail(f"cannot write {args.out}: {error.strerror or error}")
+    except ValueError as error:  # pyarrow's ArrowInvalid: never a rounded value in the file
+        if suffix != ".parquet":
+            raise
+        return _fail(
+            f"cannot write {args.out}: {str(error).splitlines()[0]}; a long table's value column holds counts "
+            "and amounts, and one Parquet column cannot hold a count above 2**53 exactly beside amounts: "
+            "write --wide (a column per metric) or a .csv file"
+        )
     attrs = frame.attrs
     periods = len(frame) if args.shape == "wide" else frame["period_start"].nunique()
     failed = len(attrs.get("failed", ()))

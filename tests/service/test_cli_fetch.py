@@ -311,3 +311,31 @@ def test_a_wrong_key_is_said_once_for_all_points(server, env, tmp_path):
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("metrics-kit: error: 2 of 2 points failed, each with: "), done.stderr
     assert "401" in done.stderr and "not-the-key-0123" not in done.stderr
+
+
+def test_a_count_a_long_parquet_column_cannot_hold_exactly_is_refused_and_wide_keeps_it(tmp_path):
+    """Counts beside amounts in a long Parquet file are one double column, exact only up to 2**53:
+    a larger count is refused with what to do, never written rounded; wide and CSV keep it exact."""
+    from vendor import Vendor, value_of
+
+    factor = 2**60  # every value above 2**53
+    with Vendor(factor=factor) as vendor:
+        child = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+        child.update(
+            METRICS_KIT_BASE_URL=vendor.base_url,
+            METRICS_KIT_API_KEY="vendor-key-0123456789",
+            METRICS_KIT_CACHE_DIR=str(tmp_path / "cache"),
+        )
+        pair = ["swap_transaction_count", "transaction_fee_revenue_in_usd", "--project", "demoswap"]
+        dates = ["--start", "2025-01-01", "--end", "2025-01-03"]
+        out = tmp_path / "long.parquet"
+        done = fetch(child, *pair, *dates, "--long", "--out", str(out))
+        assert done.returncode == 2, done.stderr
+        assert "cannot hold a count above 2**53 exactly" in done.stderr and "--wide" in done.stderr
+        assert not out.exists()
+        wide = tmp_path / "wide.parquet"
+        done = fetch(child, *pair, *dates, "--wide", "--out", str(wide))
+        assert done.returncode == 0, done.stderr
+        counts = pd.read_parquet(wide)["swap_transaction_count"]
+        assert counts.dtype == "int64"
+        assert counts.tolist() == [value_of(d, factor) for d in ("2025-01-01", "2025-01-02", "2025-01-03")]
