@@ -16,8 +16,7 @@
     ├── MissingValueError         value() of a point the service says it has no value for (null)
     └── FetchError                some points of a range or panel failed (errors="raise")
 
-    PartialDataWarning (a UserWarning): the same, with errors="coerce"; also points the service has
-        no value for (attrs['missing'])
+    PartialDataWarning (a UserWarning): the same, with errors="coerce"; and points without a value (null)
     └── IncompletePeriodWarning   value() of a period that had not ended when it was fetched
     CacheWarning (a UserWarning): a cache write failed (a full disk); the values are returned, not cached
     UnconfirmedDataWarning (a UserWarning): cached values read while the service could not confirm its data version
