@@ -469,7 +469,7 @@ def _build(args) -> int:
 
 
 def _build_checked(args, catalogue) -> int:
-    from metrics_kit.server import build as aggregates
+    from metrics_kit.server.building import build as aggregates
 
     spark_only = args.spark_master or args.spark_stall_timeout is not None
     # A URL goes to build_on_engine, which says that only Spark reads one.

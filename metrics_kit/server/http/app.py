@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl
 
 from metrics_kit.server.http import openapi, settings
-from metrics_kit.server.service import MetricService, QueryError
+from metrics_kit.server.serving.service import MetricService, QueryError
 from metrics_kit.spec import wire
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import Catalogue
@@ -327,7 +327,7 @@ def _projects_body(aggregates, catalogue: Catalogue, version: str) -> dict:
 
 def _catalogue_body(catalogue: Catalogue) -> dict:
     """Each metric's entry, with how it is computed in words and its standalone SQL query."""
-    from metrics_kit.server.definitions import definitions, in_words
+    from metrics_kit.server.metrics.definitions import definitions, in_words
 
     queries = definitions(catalogue)
     return {

@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from metrics_kit.errors import ValidationError
-from metrics_kit.server.build import Aggregates, catalogue_key
-from metrics_kit.server.completeness import Clock, Completeness
+from metrics_kit.server.serving.aggregates import Aggregates, catalogue_key
+from metrics_kit.server.serving.completeness import Clock, Completeness
 from metrics_kit.spec import ids, wire
 from metrics_kit.spec.calendar import period_index
 from metrics_kit.spec.catalogue import Catalogue, Metric
 from metrics_kit.spec.wire import ErrorCode
 
 if TYPE_CHECKING:
-    from metrics_kit.server.explain import Events
+    from metrics_kit.server.serving.explain import Events
 
 PARAMETERS = wire.PARAMETERS
 # The 400 code of each parameter's format check (spec/ids.py raises ValidationError naming it).
@@ -87,7 +87,7 @@ class MetricService:
         """``events``: the data folder the aggregates were built from, whose rows ``/explain`` lists
         (None: the service has no event data, as when it serves prebuilt aggregates).
 
-        Which periods are complete (``server/completeness.py``): ``watermark``, the one declared
+        Which periods are complete (``server/serving/completeness.py``): ``watermark``, the one declared
         with the data set (None: none declared), ``lag`` in seconds, and ``clock``, the service's
         time in seconds since the epoch (tests set it).
 
@@ -209,7 +209,7 @@ class MetricService:
 
     def _event_tables(self, directory: Path) -> Events:
         # Imported here: the first /metrics answer never waits for /explain's modules.
-        from metrics_kit.server.explain import Events
+        from metrics_kit.server.serving.explain import Events
 
         with self._events_lock:
             if self._events is None:

@@ -1,9 +1,10 @@
-"""Aggregates: every metric value of a data set, built once, persisted, looked up in O(1).
+"""Events -> aggregates: every metric value of a data set, built once and persisted.
 
 The entry points, from the outermost:
 
-- ``load_or_build``: a data folder's aggregates from the cache while the folder is unchanged, else
-  ``build_folder``'s, saved to the cache;
+- ``load_or_build``: a data folder's aggregates from the cache while the folder is unchanged
+  (``serving/aggregates.py``, ``cached``), else ``build_and_save``'s: ``build_folder``'s, saved to
+  the cache;
 - ``build_on_engine``: a data folder or (on Spark) a URL, built on the engine named;
 - ``build_folder``: a data folder, validated, then built incrementally from its saved build when
   one applies, else in full;
@@ -13,7 +14,8 @@ A build runs the engine over the event tables in one batch and fills the sparse 
 dense grid: for every project, every metric that applies to it and every period that
 overlaps coverage, a value. No activity is a 0; an ending balance carries forward. The result is
 saved as one Parquet file in the cache folder under a key made of the data folder's fingerprint
-and the catalogue's, so the next start with unchanged data skips the build.
+and the catalogue's (``serving/aggregates.py``, ``cache_path``), so the next start with unchanged
+data skips the build, and loads none of these modules.
 """
 
 from __future__ import annotations
@@ -21,34 +23,30 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import hashlib
-import json
 import os
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import ibis.backends.duckdb
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from metrics_kit import files
-from metrics_kit.server import increments
-from metrics_kit.server.completeness import read_declaration, utc_text
+from metrics_kit.errors import ConfigurationError
+from metrics_kit.server.building import compute, exports, increments, spark
+from metrics_kit.server.building.engines import STALL_SECONDS, Backend, DuckDB, Spark, open_layout, watched
+from metrics_kit.server.data import store
 from metrics_kit.server.data.schema import EVENT_TABLES
-from metrics_kit.server.data.sources import find_sources, fingerprint
+from metrics_kit.server.data.sources import find_sources
+from metrics_kit.server.data.store import EventStore, Project, read_last_event
+from metrics_kit.server.serving.aggregates import Aggregates, cache_path, cached, catalogue_key
+from metrics_kit.server.serving.completeness import read_declaration, utc_text
+from metrics_kit.spec.calendar import GRANULARITIES, period_starts
 from metrics_kit.spec.catalogue import Catalogue
 
-if TYPE_CHECKING:
-    from metrics_kit.server.backends import Backend, Spark
-    from metrics_kit.server.data.store import EventStore, Project
-from metrics_kit.spec.calendar import GRANULARITIES, period_bounds, period_index, period_starts
-
-# Bump when the engine's results change for the same data and catalogue.
-ENGINE_VERSION = 1
 BUILD_MEMORY_LIMIT = "2GB"
 # Event tables small enough to read into memory once per full build: over a folder of many files,
 # every read of a view pays for opening them. The engine's one query over them reads fees and
@@ -59,122 +57,12 @@ WINDOW_IN_MEMORY_BYTES = 64 * 2**20  # an incremental build's files read into me
 _DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run to run
 
 
-class Aggregates:
-    """Every value of a data set, with its meta: the coverage, the projects, the time of the last
-    event (``last_event``), the watermark its data folder declared (``watermark``) and how it was
-    built. Whether a period is complete is not here: it depends on the time of asking
-    (``server/completeness.py``)."""
-
-    def __init__(self, meta: dict, values: dict[tuple[str, str, str], list]):
-        self.meta = meta
-        self.values = values
-        self.projects: dict[str, dict] = meta["projects"]
-        coverage = meta["coverage"]
-        self.coverage: tuple[dt.date, dt.date] | None = None
-        if coverage is not None:
-            self.coverage = (dt.date.fromisoformat(coverage[0]), dt.date.fromisoformat(coverage[1]))
-        # Per granularity, each period's (start, end) as ISO dates, worked out once rather than per request.
-        self.periods: dict[str, list[tuple[str, str]]] = {}
-        if self.coverage is not None:
-            first, last = self.coverage
-            for granularity in GRANULARITIES:
-                self.periods[granularity] = [
-                    (start.isoformat(), end.isoformat())
-                    for start, end in (period_bounds(s, granularity) for s in period_starts(first, last, granularity))
-                ]
-
-    @property
-    def last_event(self) -> dt.datetime | None:
-        """The time of the last event (aware, UTC); None without events or in aggregates built before
-        it was recorded (their coverage's last day is then all that is known)."""
-        text = self.meta.get("last_event")
-        return None if text is None else dt.datetime.fromisoformat(text).astimezone(dt.UTC)
-
-    @property
-    def declared_watermark(self) -> dt.datetime | None:
-        """The watermark the data folder declared when these aggregates were built (watermark.json)."""
-        text = self.meta.get("watermark")
-        return None if text is None else dt.datetime.fromisoformat(text).astimezone(dt.UTC)
-
-    def find(self, metric: str, project: str, granularity: str, day: dt.date):
-        """(value, period_start, period_end, index) of the period containing ``day``, with ISO dates
-        and the period's index in coverage; None when that period is outside coverage or the
-        series does not exist."""
-        series = self.values.get((metric, project, granularity))
-        if series is None or self.coverage is None:  # no coverage: no series either
-            return None
-        i = period_index(day, self.coverage[0], granularity)
-        if not 0 <= i < len(series):
-            return None
-        return (series[i], *self.periods[granularity][i], i)
-
-    # -- persistence ---------------------------------------------------------------------------
-
-    def save(self, path: Path) -> None:
-        keys = list(self.values)
-        lengths = [len(self.values[k]) for k in keys]
-        table = pa.table(
-            {
-                "metric": pa.array([k[0] for k in keys]).dictionary_encode(),
-                "project": pa.array([k[1] for k in keys]).dictionary_encode(),
-                "granularity": pa.array([k[2] for k in keys]).dictionary_encode(),
-                "values": pa.array(
-                    [np.asarray(self.values[k], dtype="float64") for k in keys], type=pa.list_(pa.float64())
-                ),
-                "length": pa.array(lengths, pa.int32()),
-            }
-        ).replace_schema_metadata({"metrics_kit": json.dumps(self.meta)})
-        with files.atomic_write(path) as tmp:
-            pq.write_table(table, tmp)
-
-    @classmethod
-    def read(cls, path: Path) -> Aggregates:
-        table = pq.ParquetFile(path).read()  # read_table would import pyarrow.dataset, a slow import
-        meta = json.loads(table.schema.metadata[b"metrics_kit"])
-        counts = set(meta["count_metrics"])
-        values = {}
-        for metric, project, granularity, series in zip(
-            table["metric"].to_pylist(),
-            table["project"].to_pylist(),
-            table["granularity"].to_pylist(),
-            table["values"].to_pylist(),
-            strict=True,
-        ):
-            values[metric, project, granularity] = [int(v) for v in series] if metric in counts else series
-        return cls(meta, values)
-
-
-def catalogue_key(catalogue: Catalogue) -> str:
-    """Changes when what any metric computes changes. Built from sorted plain values: the repr of a
-    frozenset follows the per-process string hash seed, so two runs would disagree."""
-    canonical = [
-        [
-            m.name,
-            list(m.families),
-            m.unit,
-            m.aggregation,
-            m.source,
-            sorted([k, sorted(v)] for k, v in m.select.items()),
-            list(m.aliases),
-            sorted(m.kinds),
-            m.regular_pools_only,
-        ]
-        for m in catalogue
-    ]
-    text = json.dumps([sorted(canonical), ENGINE_VERSION])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def cache_path(fingerprint: str, catalogue: Catalogue) -> Path:
-    return files.cache_dir() / "aggregates" / f"{fingerprint}-{catalogue_key(catalogue)}.parquet"
-
-
-def compute(backend: Backend, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None) -> pd.DataFrame:
+def sparse_values(
+    backend: Backend, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Every metric's sparse values over the tables ``backend`` holds, all granularities in one frame
-    (``transactions_per_day``: see ``engine.compute``)."""
-    from metrics_kit.server import engine
-
-    frames = [sparse.assign(granularity=g) for g, sparse in engine.compute(backend, catalogue, transactions_per_day)]
+    (``transactions_per_day``: see ``compute.compute``)."""
+    frames = [sparse.assign(granularity=g) for g, sparse in compute.compute(backend, catalogue, transactions_per_day)]
     return increments.normalise(pd.concat(frames, ignore_index=True)) if frames else compute_nothing()
 
 
@@ -189,14 +77,11 @@ def build_in_full(
 ) -> Aggregates:
     """Run the engine over the whole data set, on ``backend`` (which holds the store's tables;
     default: DuckDB, the store's connection), and densify its result (``transactions_per_day``:
-    see ``engine.compute``; ``why``: why it is a full build, as the log says)."""
-    from metrics_kit.server.backends import DuckDB
-    from metrics_kit.server.data.store import read_last_event
-
+    see ``compute.compute``; ``why``: why it is a full build, as the log says)."""
     backend = backend or DuckDB(event_store.backend)
     started = time.perf_counter() if started is None else started
     coverage = event_store.coverage
-    sparse = compute(backend, catalogue, transactions_per_day) if coverage is not None else compute_nothing()
+    sparse = sparse_values(backend, catalogue, transactions_per_day) if coverage is not None else compute_nothing()
     last = read_last_event(event_store.backend) if coverage is not None else None
     meta = {
         "engine": backend.name,
@@ -284,16 +169,14 @@ def _densify(
 def load_or_build(data_dir: str | os.PathLike, catalogue: Catalogue, *, rebuild: bool = False, log=print) -> Aggregates:
     """The aggregates of ``data_dir``: from the cache while the data is unchanged, else built
     (incrementally when only files of table folders changed since the last build)."""
-    # The fingerprint needs only file names, sizes and times: unchanged data is neither validated
-    # nor scanned again.
-    path = cache_path(fingerprint(find_sources(Path(data_dir))), catalogue)
-    if path.exists() and not rebuild:
-        try:
-            aggregates = Aggregates.read(path)
-            log(f"Using aggregates built {aggregates.meta['built_at']} ({path.name})")
-            return aggregates
-        except Exception as exc:  # a damaged cache file is rebuilt, never fatal
-            log(f"Rebuilding unreadable aggregates {path.name}: {exc}")
+    found = None if rebuild else cached(data_dir, catalogue, log=log)
+    return found or build_and_save(data_dir, catalogue, rebuild=rebuild, log=log)
+
+
+def build_and_save(
+    data_dir: str | os.PathLike, catalogue: Catalogue, *, rebuild: bool = False, log=print
+) -> Aggregates:
+    """Build ``data_dir`` (``build_folder``) and save its aggregates where ``cached`` finds them."""
     aggregates = build_folder(Path(data_dir), catalogue, rebuild=rebuild, log=log)
     aggregates.save(cache_path(aggregates.meta["fingerprint"], catalogue))
     return aggregates
@@ -314,14 +197,6 @@ def build_folder(
     Validation runs on DuckDB; the values are computed on ``on`` (default: DuckDB, on the
     validating connection). ``stage`` also writes the whole validated data set as the normalised
     layout (which takes a full build)."""
-    # The build's time (build_seconds) starts after the imports of DuckDB and Ibis's backend:
-    # they are the process's start-up, the same for every kind of build.
-    import ibis.backends.duckdb
-
-    from metrics_kit.server import engine  # noqa: F401
-    from metrics_kit.server.backends import DuckDB
-    from metrics_kit.server.data import store  # noqa: F401
-
     started = time.perf_counter()
     # Read before the files are listed: a declaration written after new files then never claims
     # them complete before they are built.
@@ -370,8 +245,6 @@ class _Job:
     log: Callable[[str], Any]
 
     def full(self, stage: Path | None):
-        from metrics_kit.server.data import store
-
         validated = store.validate(self.directory, self.con, sources=self.sources, stats=self.stats)
         if self.backend.slow_start:  # progress before the long part
             self.log(f"Validated {self.directory}")
@@ -384,8 +257,6 @@ class _Job:
         return validated, after, sparse, projects
 
     def incremental(self, todo: increments.Plan, state: increments.State):
-        from metrics_kit.server.data import store
-
         checked = store.validate(self.directory, self.con, only=todo.new, sources=self.sources, stats=self.stats)
         after = increments.manifest(
             self.directory, self.sources, self.stats, checked.days, state.manifest, last=checked.last
@@ -439,14 +310,12 @@ def _compute(
         if not rows:
             return compute_nothing(), projects
         # A full build's validation counted the transactions per day; a window's was not validated whole.
-        return compute(backend, catalogue, validated.rows_per_day.get("transactions")), projects
+        return sparse_values(backend, catalogue, validated.rows_per_day.get("transactions")), projects
 
 
 def _build_connection():
     # The cap keeps a data set larger than memory within bounds by
     # spilling, into the cache folder rather than DuckDB's default of the current directory.
-    from metrics_kit.server.data import store
-
     return store.connect(memory_limit=BUILD_MEMORY_LIMIT, temp_directory=files.cache_dir() / "duckdb-tmp")
 
 
@@ -474,9 +343,6 @@ def build_on_engine(
     when a saved build of it applies; Spark then reads what it computes as the normalised layout.
     For Spark, ``data`` may also be the path or URL of a normalised layout written before, which
     is built in full."""
-    from metrics_kit.errors import ConfigurationError
-    from metrics_kit.server.data import store
-
     if engine not in ENGINES:
         raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}", setting="engine")
     if engine != "spark" and spark_master:
@@ -494,22 +360,16 @@ def build_on_engine(
     if engine == "duckdb":
         return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage)
 
-    from metrics_kit.server import spark
-
     started = time.perf_counter()
-    from metrics_kit.server.backends import STALL_SECONDS, watched
-
     stall = STALL_SECONDS if spark_stall_timeout is None else spark_stall_timeout
     with spark.backend(spark_master) as backend, watched(backend, stall):
         where = f" (Spark Connect {backend.remote})" if backend.remote else ""
         log(f"Spark {backend.con.version}{where} started in {time.perf_counter() - started:.1f} s")
         if is_url(data):
-            from metrics_kit.server.data import exports
-
             started, why = time.perf_counter(), "a URL is always built in full"
             raw = exports.open_exports(backend, str(data))
             if raw is None:  # the normalised layout, validated when it was written
-                layout = store.open_parquet(backend, str(data))
+                layout = open_layout(backend, str(data))
                 aggregates = build_in_full(layout, catalogue, backend=backend, started=started, why=why)
             else:
                 log(f"Validated {data} on Spark")
@@ -532,38 +392,3 @@ def build_on(*args: Any, **kwargs: Any) -> Aggregates:
     """Deprecated: :func:`build_on_engine`."""
     warnings.warn("build.build_on() is now build.build_on_engine()", DeprecationWarning, stacklevel=2)
     return build_on_engine(*args, **kwargs)
-
-
-def read_prebuilt(aggregates_file: Path, chain_unit: str | None = None) -> tuple[Aggregates, Catalogue]:
-    """Aggregates written by ``metrics-kit build --out`` and the catalogue they were built for
-    (``metrics-kit serve --aggregates``): refused, never served stale, if this version's catalogue
-    differs from theirs."""
-    from metrics_kit.errors import ConfigurationError
-    from metrics_kit.spec.catalogue import default_catalogue
-
-    try:
-        aggregates = Aggregates.read(aggregates_file)
-    except FileNotFoundError:
-        raise ConfigurationError(
-            f"aggregates_file={aggregates_file}: no such file; write one with metrics-kit build --out",
-            setting="aggregates_file",
-        ) from None
-    except Exception as exc:
-        raise ConfigurationError(
-            f"aggregates_file={aggregates_file}: not an aggregates file of metrics-kit build --out "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'unreadable'})",
-            setting="aggregates_file",
-        ) from None
-    unit = aggregates.meta["chain_unit"]
-    if chain_unit is not None and chain_unit != unit:
-        raise ConfigurationError(
-            f"chain_unit={chain_unit}: {aggregates_file} was built with chain unit {unit}", setting="chain_unit"
-        )
-    catalogue = default_catalogue(unit)
-    if aggregates.meta.get("catalogue_key") != catalogue_key(catalogue):
-        raise ConfigurationError(
-            f"aggregates_file={aggregates_file}: built for other metric definitions than this version of "
-            "metrics-kit has; build it again with metrics-kit build --out",
-            setting="aggregates_file",
-        )
-    return aggregates, catalogue

@@ -1,10 +1,11 @@
-"""The metric engine: every catalogue entry turned into an Ibis expression over the event tables.
+"""The metric engine: every catalogue entry's values over the event tables, computed on an engine.
 
-Ibis keeps the definitions portable: the same expressions run on the embedded DuckDB backend and
-on Spark (Ibis's PySpark backend), with the same results. What differs between them (the 64-bit
-hash, how the one intermediate table read twice is kept) is in ``backends``. The engine returns,
-per granularity, a sparse long table ``(project, period_start, metric, value)``: only periods with
-events appear. Filling the gaps (zeros, carried balances) happens in ``aggregates``.
+The metrics are Ibis expressions (``metrics/expressions.py``), so the same definitions run on the
+embedded DuckDB engine and on Spark (Ibis's PySpark backend), with the same results. What differs
+between the engines (the 64-bit hash, how the one intermediate table read twice is kept) is in
+``engines``. The engine returns, per granularity, a sparse long table ``(project, period_start,
+metric, value)``: only periods with events appear. Filling the gaps (zeros, carried balances)
+happens in ``build``.
 
 One query computes every metric of the small tables (fees, token_flows, chain_rewards) for the three
 granularities: a part per table and kind of metric, each grouping every row once per granularity,
@@ -18,50 +19,13 @@ from collections.abc import Iterator, Mapping
 
 import ibis
 import ibis.expr.datatypes as dt
-import ibis.expr.types as ir
 import pandas as pd
 
-from metrics_kit.server.backends import Backend
-from metrics_kit.server.passes import no_values, transaction_metrics
-from metrics_kit.server.passes import where as _where
+from metrics_kit.server.building.engines import Backend
+from metrics_kit.server.building.passes import no_values, transaction_metrics
+from metrics_kit.server.metrics.expressions import AMOUNT, NET_KEY, nets, sums
 from metrics_kit.spec.calendar import GRANULARITIES
-from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
-
-_TRUNCATE = {"1_day": "D", "1_week": "W", "1_month": "M"}  # ISO weeks start on Monday
-# The column whose per-value nets a positive_net / negative_net metric splits by sign.
-NET_KEY = {"chain_rewards": "account"}
-# The column a metric of each table adds up.
-AMOUNT = {"fees": "amount_usd", "token_flows": "amount", "chain_rewards": "amount"}
-
-
-def _signed_amount(t: ir.Table) -> ir.NumericValue:
-    cases = [(t.flow == flow, sign) for flow, sign in FLOW_SIGNS.items()]
-    return ibis.cases(*cases, else_=0) * t.amount
-
-
-def amount_of(t: ir.Table, metric: Metric) -> ir.NumericValue:
-    """What a summing metric adds up over its rows: the signed flows (net_sum, ending_balance: the
-    flows of one period, which an ending balance carries forward), else the table's amount."""
-    if metric.aggregation in ("net_sum", "ending_balance"):
-        return _signed_amount(t)
-    return t[AMOUNT[metric.source]]
-
-
-def kept_net(net: ir.NumericValue, metric: Metric) -> ir.BooleanValue:
-    """Whether a per-key net counts towards a positive_net (above zero) or negative_net (below) metric."""
-    return net > 0 if metric.aggregation == "positive_net" else net < 0
-
-
-def each_granularity(t: ir.Table) -> tuple[ir.Table, ir.DateValue]:
-    """Every row once per granularity (a ``granularity`` column), and the start of its period in
-    it: one grouping then computes the three granularities. Three groupings stacked with a UNION
-    ALL give the same rows, but Ibis takes longer to compile them than DuckDB to run them."""
-    t = t.mutate(granularity=ibis.array(list(GRANULARITIES)).unnest())
-    period = ibis.cases(
-        *((t.granularity == g, t.block_time.truncate(unit)) for g, unit in _TRUNCATE.items() if g != "1_month"),
-        else_=t.block_time.truncate(_TRUNCATE["1_month"]),
-    )
-    return t, period.date()
+from metrics_kit.spec.catalogue import Catalogue, Metric
 
 
 def _split(rows: pd.DataFrame, names: list[str]) -> dict[str, pd.DataFrame]:
@@ -71,31 +35,6 @@ def _split(rows: pd.DataFrame, names: list[str]) -> dict[str, pd.DataFrame]:
     long = long[long["value"].notna()]
     found = dict(tuple(long.groupby("granularity", sort=False)))
     return {g: found[g].drop(columns="granularity") if g in found else no_values() for g in GRANULARITIES}
-
-
-def sums(t: ir.Table, metrics: list[Metric]) -> ir.Table:
-    """Metrics that add up an amount over selected rows (or the signed flows, for net_sum), a column
-    each, per granularity. A sum over no selected rows is missing, not 0."""
-    t, period = each_granularity(t)
-    aggregations = {}
-    for metric in metrics:
-        aggregations[metric.name] = amount_of(t, metric).sum(where=_where(t, metric.select)).cast(dt.float64)
-    return t.group_by(granularity=t.granularity, project=t.project, period_start=period).aggregate(**aggregations)
-
-
-def nets(t: ir.Table, metrics: list[Metric], key: str, amount: str) -> ir.Table:
-    """Per-key nets inside each period, summed by sign (rent paid against rent received), a column
-    per metric, per granularity. The metrics share one selection, so the nets are grouped once."""
-    (select,) = {tuple(sorted(m.select.items())) for m in metrics}
-    rows, period = each_granularity(t.filter(_where(t, dict(select))) if select else t)
-    per_key = rows.group_by(
-        granularity=rows.granularity, project=rows.project, period_start=period, **{key: rows[key]}
-    ).aggregate(net=rows[amount].sum())
-    net = per_key.net
-    wanted = {m.name: kept_net(net, m) for m in metrics}
-    return per_key.group_by("granularity", "project", "period_start").aggregate(
-        **{name: ibis.ifelse(keep, net, 0.0).sum().cast(dt.float64) for name, keep in wanted.items()}
-    )
 
 
 def _small_tables(con, by_source: Mapping[str, list[Metric]]) -> dict[str, pd.DataFrame]:

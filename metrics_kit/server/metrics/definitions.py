@@ -2,12 +2,12 @@
 
 The query is generated, never written by hand: from the metric's catalogue entry (its table, its
 row selection, its aggregation, the projects it applies to) and the engine's own building blocks
-(``passes.where`` for the selection, ``engine.amount_of`` for what is added up, ``engine.kept_net``
-for the per-account nets, ``engine.each_granularity`` for the periods, ``store.coverage_of`` for
+(``expressions``: ``where`` for the selection, ``amount_of`` for what is added up, ``kept_net``
+for the per-account nets, ``each_granularity`` for the periods; ``store.coverage_of`` for
 the coverage), as Ibis expressions compiled with ``ibis.to_sql`` and pretty-printed by sqlglot.
 
-The engine computes the transaction metrics by a faster scheme (``passes``), and fills the
-periods without events after it (``build``); a definition is the plain meaning
+The engine computes the transaction metrics by a faster scheme (``building/passes.py``), and fills the
+periods without events after it (``building/build.py``); a definition is the plain meaning
 (``count(DISTINCT signer)``, ``count(DISTINCT tx_id)``, the zeros and carried balances in SQL), so
 ``tests/service/test_definitions.py`` runs every query on DuckDB over the golden and the demo data
 and checks it returns the build's values. ``docs/metrics.md`` (``tools/docgen``), the site's metric
@@ -34,10 +34,10 @@ import ibis.expr.types as ir
 import sqlglot
 import sqlglot.expressions as exp
 
-from metrics_kit.server import engine
 from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES, TABLES
 from metrics_kit.server.data.store import coverage_of
-from metrics_kit.server.passes import where
+from metrics_kit.server.metrics import expressions
+from metrics_kit.server.metrics.expressions import where
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
 
 DIALECT = "duckdb"
@@ -72,7 +72,7 @@ def _periods() -> ir.Table:
     one_day = ibis.interval(days=1)
     first, last = coverage.first_day.cast(dt.timestamp), coverage.last_day.cast(dt.timestamp)
     days = coverage.select(block_time=ibis.range(first, last + one_day, one_day).unnest())
-    days, period = engine.each_granularity(days)
+    days, period = expressions.each_granularity(days)
     return days.select(granularity=days.granularity, period_start=period).distinct()
 
 
@@ -80,14 +80,14 @@ def _per_period(metric: Metric) -> ir.Table:
     """The metric's value in every (granularity, project, period) with selected rows."""
     t = _table(metric.source)
     if metric.aggregation in ("positive_net", "negative_net"):  # the engine's own query, for this metric alone
-        nets = engine.nets(t, [metric], engine.NET_KEY[metric.source], engine.AMOUNT[metric.source])
+        nets = expressions.nets(t, [metric], expressions.NET_KEY[metric.source], expressions.AMOUNT[metric.source])
         return nets.select(*_KEYS, value=nets[metric.name])
     selected = where(t, metric.select)
-    rows, period = engine.each_granularity(t if selected is None else t.filter(selected))
+    rows, period = expressions.each_granularity(t if selected is None else t.filter(selected))
     groups = {"granularity": rows.granularity, "project": rows.project, "period_start": period}
     if metric.aggregation in DISTINCT:
         return rows.group_by(**groups).aggregate(value=rows[DISTINCT[metric.aggregation]].nunique())
-    return rows.group_by(**groups).aggregate(value=engine.amount_of(rows, metric).sum().cast(dt.float64))
+    return rows.group_by(**groups).aggregate(value=expressions.amount_of(rows, metric).sum().cast(dt.float64))
 
 
 def _projects(metric: Metric) -> ir.Table:
@@ -218,8 +218,8 @@ def rows_rule(metric: Metric) -> str:
 
 def value_rule(metric: Metric) -> str:
     """How one period's value follows from those rows, in words (Markdown)."""
-    column = engine.AMOUNT.get(metric.source, "amount")
-    key = engine.NET_KEY.get(metric.source, "account")
+    column = expressions.AMOUNT.get(metric.source, "amount")
+    key = expressions.NET_KEY.get(metric.source, "account")
     up = " and ".join(f"`{f}`" for f, s in FLOW_SIGNS.items() if s > 0)
     down = " and ".join(f"`{f}`" for f, s in FLOW_SIGNS.items() if s < 0)
     rules = {

@@ -52,7 +52,6 @@ the 64-bit hash, for a few more rows in its result.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
 
 import ibis
 import ibis.expr.datatypes as dt
@@ -60,7 +59,8 @@ import ibis.expr.types as ir
 import numpy as np
 import pandas as pd
 
-from metrics_kit.server.backends import Backend, Hash64
+from metrics_kit.server.building.engines import Backend, Hash64
+from metrics_kit.server.metrics.expressions import where
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import Metric
 
@@ -79,15 +79,6 @@ _NARROW_UP_TO = 1 << 25
 @ibis.udf.agg.builtin(name="bit_or")
 def _bit_or(value: int) -> int:  # type: ignore[empty-body]
     """``bit_or``, which DuckDB and Spark both have, while Ibis compiles its own only for DuckDB."""
-
-
-def where(t: ir.Table, select: Mapping[str, tuple[str, ...]] | Restriction) -> ir.BooleanValue | None:
-    """The rows whose columns hold one of the selected values (None: no selection, every row)."""
-    predicate = None
-    for column, values in dict(select).items():
-        term = t[column].isin(list(values))
-        predicate = term if predicate is None else predicate & term
-    return predicate
 
 
 def measure_key(metric: Metric) -> tuple[str, Restriction]:

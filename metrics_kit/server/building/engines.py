@@ -1,6 +1,7 @@
 """What differs between the engines a build runs on: one class per backend, DuckDB and Spark.
 
-The metric definitions (``engine``, ``passes``) are the same Ibis expressions on every backend.
+The metric definitions (``metrics/expressions.py``, run by ``compute`` and ``passes``) are the same
+Ibis expressions on every backend.
 What is not the same lives here, and nowhere else checks a backend's name:
 
 - ``hash64``: the backend's 64-bit string hash, with which repeated tx_ids are found (a hash only
@@ -28,7 +29,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ibis
 import ibis.expr.datatypes as dt
@@ -36,9 +37,9 @@ import ibis.expr.types as ir
 
 from metrics_kit import files
 from metrics_kit.errors import ConfigurationError, DataFormatError, MetricsKitError
-
-if TYPE_CHECKING:
-    from metrics_kit.server.data.store import Project, Validated
+from metrics_kit.server.data import store
+from metrics_kit.server.data.schema import COLUMNS, TABLES
+from metrics_kit.server.data.store import EventStore, Project, Validated
 
 Hash64 = Callable[[ir.StringValue], ir.Value]
 
@@ -107,8 +108,6 @@ class DuckDB:
     ) -> Iterator[dict[str, Project]]:
         """The validated tables as views of the validating connection (which ``con`` wraps), those
         named in ``in_memory`` read into memory once; the projects."""
-        from metrics_kit.server.data import store
-
         store.provide(validated, in_memory=in_memory)
         yield store.read_projects(self.con)
 
@@ -149,8 +148,6 @@ class Spark:
         """The validated tables read by Spark as the normalised layout: ``staged`` if it was
         written, else a temporary one in the cache folder, removed after; the projects, read on
         DuckDB from the validating connection (no Spark job for a few rows)."""
-        from metrics_kit.server.data import store
-
         with contextlib.ExitStack() as stack:
             if staged is None:
                 (files.cache_dir() / "stage").mkdir(parents=True, exist_ok=True)
@@ -158,7 +155,7 @@ class Spark:
                 store.write_parquet(validated, staged)
             # Absolute: executors do not share the driver's working directory. Symbolic links are
             # left as they are: the path is resolved where Spark reads it.
-            store.register_parquet(self, os.path.abspath(staged), given=str(validated.directory))
+            register_layout(self, os.path.abspath(staged), given=str(validated.directory))
             yield store.read_projects(store.provide(validated, in_memory=()))
 
     @contextlib.contextmanager
@@ -174,12 +171,10 @@ class Spark:
     def register_written(self, root: str, table: str) -> None:
         """Register ``table`` of a normalised layout this build wrote: its schema is known, so
         Spark reads no file to infer it (a job per table otherwise)."""
-        from metrics_kit.server.data.schema import COLUMNS
-
         schema = ", ".join(f"`{c}` {_SPARK_TYPE[kind]}" for c, kind in COLUMNS[table].items())
         self.session.read.schema(schema).parquet(self.parquet_parts(root, table)).createOrReplaceTempView(table)
 
-    # -- raw exports where the cluster reads them (``data/exports.py``) ---------------------------
+    # -- raw exports where the cluster reads them (``exports``) ---------------------------
 
     def listing(self, root: str) -> list[tuple[str, int, int]]:
         """(path, size, modification time in ms) of every file under ``root``, from Spark's own
@@ -336,6 +331,41 @@ class Spark:
             "the data where the cluster reads it (s3a://bucket/events, hdfs://...) and give that URL as "
             "data= (docs/spark.md)"
         )
+
+
+def open_layout(backend: Backend, location: str, given: str | None = None) -> EventStore:
+    """Register the normalised layout at ``location`` (a path or a URL the backend reads, such as
+    ``s3a://bucket/events``) as the backend's five tables. Its rows were validated when it was
+    written, so only the marker is checked. ``given``: what the user gave for it (``--data``), which
+    an error names when the backend cannot read ``location``."""
+    root = location.rstrip("/")
+    try:
+        marker = backend.con.read_json(f"{root}/{store.LAYOUT_FILE}").to_pyarrow().to_pylist()
+    except Exception as exc:
+        raise backend.unreadable(given or location, location, exc) or DataFormatError(
+            f"{given or location}: not a normalised layout (no readable {store.LAYOUT_FILE}): "
+            f"{str(exc).splitlines()[0]}; "
+            "write one with `metrics-kit build --data FOLDER --stage DIR` (docs/spark.md)"
+        ) from None
+    if len(marker) != 1 or marker[0].get("layout") != store.LAYOUT_VERSION:
+        raise DataFormatError(
+            f"{location}/{store.LAYOUT_FILE}: not a layout this version reads ({store.LAYOUT_VERSION})"
+        )
+    register_layout(backend, location, given)
+    return store.event_store(backend.con, location, str(marker[0]["fingerprint"]))
+
+
+def register_layout(backend: Backend, location: str, given: str | None = None) -> None:
+    """Register the tables of the normalised layout at ``location`` in ``backend``, reading none
+    of its rows: for a layout this build has just written (no marker to check)."""
+    root = location.rstrip("/")
+    for table in TABLES:
+        try:
+            backend.register_written(root, table)
+        except Exception as exc:
+            raise backend.unreadable(given or location, location, exc) or DataFormatError(
+                f"{given or location}: cannot read {root}/{table}: {str(exc).splitlines()[0]}"
+            ) from None
 
 
 def _pattern(path: str) -> str:

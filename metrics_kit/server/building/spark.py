@@ -27,7 +27,7 @@ from types import FrameType
 from typing import Any
 
 from metrics_kit.errors import ConfigurationError
-from metrics_kit.server.backends import Spark
+from metrics_kit.server.building.engines import Spark
 
 INSTALL_HINT = "install it with: pip install 'metrics-kit[spark]'"
 CONNECT_PORT = 15002  # Spark Connect's default port

@@ -33,7 +33,7 @@ import ibis.expr.datatypes as dt
 import pandas as pd
 
 from metrics_kit.errors import DataFormatError
-from metrics_kit.server.backends import EXPORT_SETTINGS, PartGroup, Spark
+from metrics_kit.server.building.engines import EXPORT_SETTINGS, PartGroup, Spark
 from metrics_kit.server.data import rules, store
 from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES, TABLES
 from metrics_kit.server.data.sources import DELTA_LOG, FORMATS, delta_table, hive_levels, skipped
@@ -358,7 +358,7 @@ def _shown(source: _Source, row: dict) -> str:
 
 def open_exports(backend: Spark, location: str) -> Exports | None:
     """Validate the raw exports at ``location`` on Spark and register their tables; None when
-    ``location`` holds the normalised layout instead (``store.open_parquet`` reads it)."""
+    ``location`` holds the normalised layout instead (``engines.open_layout`` reads it)."""
     root = location.rstrip("/")
     try:
         listing = backend.listing(root)

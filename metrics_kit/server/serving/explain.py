@@ -1,7 +1,7 @@
 """The event rows behind one value (``GET /explain``), read from the event tables with Ibis.
 
 The rows are chosen as the engine chooses them: the metric's table (``Metric.source``), its
-selection (``Metric.select`` through ``passes.where``), the project, and the period's bounds from
+selection (``Metric.select`` through ``expressions.where``), the project, and the period's bounds from
 ``spec/calendar.py`` (every ``block_time`` from the first day's midnight to the last day's end,
 UTC); what is summed and which nets are kept are the engine's own expressions (``amount_of``,
 ``kept_net``). Each kind of metric shows the rows its value is made of, with the data format's column names
@@ -37,8 +37,7 @@ import ibis.expr.types as ir
 from metrics_kit.server.data import store
 from metrics_kit.server.data.schema import COLUMNS
 from metrics_kit.server.data.sources import find_sources, fingerprint
-from metrics_kit.server.engine import AMOUNT, NET_KEY, amount_of, kept_net
-from metrics_kit.server.passes import where
+from metrics_kit.server.metrics.expressions import AMOUNT, NET_KEY, amount_of, kept_net, where
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Metric
 
 SIGNED = "signed_amount"
