@@ -69,13 +69,13 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
 def _computed(
     rows: pd.DataFrame, hash64, by_sorting: bool | None = None, rows_per_day: pd.DataFrame | None = None
 ) -> dict[str, pd.DataFrame]:
-    con = ibis.duckdb.connect()
-    con.raw_sql("SET TimeZone = 'UTC'")
-    con.create_table("transactions", rows)
-    backend = engines.DuckDB(con, hash64=hash64)
+    backend = ibis.duckdb.connect()
+    backend.raw_sql("SET TimeZone = 'UTC'")
+    backend.create_table("transactions", rows)
+    engine = engines.DuckDB(backend, hash64=hash64)
     if by_sorting is not None:
-        backend.repeats_by_sorting = by_sorting
-    return passes.transaction_metrics(backend, con.table("transactions"), METRICS, rows_per_day)
+        engine.repeats_by_sorting = by_sorting
+    return passes.transaction_metrics(engine, backend.table("transactions"), METRICS, rows_per_day)
 
 
 def _per_day(rows: pd.DataFrame) -> pd.DataFrame:
@@ -234,11 +234,11 @@ def test_only_periods_with_events_appear():
 
 def test_compute_uses_the_passes_for_transactions_and_yields_every_granularity():
     rows = _random_rows(4, 500)
-    con = ibis.duckdb.connect()
-    con.raw_sql("SET TimeZone = 'UTC'")
-    con.create_table("transactions", rows)
+    backend = ibis.duckdb.connect()
+    backend.raw_sql("SET TimeZone = 'UTC'")
+    backend.create_table("transactions", rows)
     # compute only iterates the catalogue: the transaction metrics suffice
-    out = dict(compute.compute(engines.DuckDB(con), METRICS))
+    out = dict(compute.compute(engines.DuckDB(backend), METRICS))
     assert list(out) == ["1_day", "1_week", "1_month"]
     for granularity, frame in out.items():
         pd.testing.assert_frame_equal(

@@ -5,7 +5,7 @@ The entry points, from the outermost:
 - ``load_or_build``: a data folder's aggregates from the cache while the folder is unchanged
   (``serving/aggregates.py``, ``cached``), else ``build_and_save``'s: ``build_folder``'s, saved to
   the cache;
-- ``build_on_engine``: a data folder or (on Spark) a URL, built on the engine named;
+- ``build_on_engine``: a data folder or (on Spark) a URL, built on the engine named (``ENGINES``);
 - ``build_folder``: a data folder, validated, then built incrementally from its saved build when
   one applies, else in full;
 - ``build_in_full``: an event store already validated, built whole.
@@ -36,8 +36,9 @@ import pandas as pd
 
 from metrics_kit import files
 from metrics_kit.errors import ConfigurationError
-from metrics_kit.server.building import compute, exports, increments, spark
-from metrics_kit.server.building.engines import STALL_SECONDS, Backend, DuckDB, Spark, open_layout, watched
+from metrics_kit.server.building import compute, increments
+from metrics_kit.server.building.engines import DuckDB, Engine, EngineKind
+from metrics_kit.server.building.spark import Spark
 from metrics_kit.server.data import store
 from metrics_kit.server.data.schema import EVENT_TABLES
 from metrics_kit.server.data.sources import find_sources
@@ -58,11 +59,11 @@ _DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run t
 
 
 def sparse_values(
-    backend: Backend, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None
+    engine: Engine, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """Every metric's sparse values over the tables ``backend`` holds, all granularities in one frame
+    """Every metric's sparse values over the tables ``engine`` holds, all granularities in one frame
     (``transactions_per_day``: see ``compute.compute``)."""
-    frames = [sparse.assign(granularity=g) for g, sparse in compute.compute(backend, catalogue, transactions_per_day)]
+    frames = [sparse.assign(granularity=g) for g, sparse in compute.compute(engine, catalogue, transactions_per_day)]
     return increments.normalise(pd.concat(frames, ignore_index=True)) if frames else compute_nothing()
 
 
@@ -70,21 +71,21 @@ def build_in_full(
     event_store: EventStore,
     catalogue: Catalogue,
     *,
-    backend: Backend | None = None,
+    engine: Engine | None = None,
     transactions_per_day: pd.DataFrame | None = None,
     started: float | None = None,
     why: str = "a data set built whole",
 ) -> Aggregates:
-    """Run the engine over the whole data set, on ``backend`` (which holds the store's tables;
-    default: DuckDB, the store's connection), and densify its result (``transactions_per_day``:
+    """Run the engine over the whole data set, on ``engine`` (which holds the store's tables;
+    default: DuckDB, on the store's connection), and densify its result (``transactions_per_day``:
     see ``compute.compute``; ``why``: why it is a full build, as the log says)."""
-    backend = backend or DuckDB(event_store.backend)
+    engine = engine or DuckDB(event_store.backend)
     started = time.perf_counter() if started is None else started
     coverage = event_store.coverage
-    sparse = sparse_values(backend, catalogue, transactions_per_day) if coverage is not None else compute_nothing()
+    sparse = sparse_values(engine, catalogue, transactions_per_day) if coverage is not None else compute_nothing()
     last = read_last_event(event_store.backend) if coverage is not None else None
     meta = {
-        "engine": backend.name,
+        "engine": engine.name,
         "fingerprint": event_store.fingerprint,
         "data_dir": event_store.location,
         "build": "full",
@@ -189,7 +190,7 @@ def build_folder(
     rebuild: bool = False,
     log=print,
     stage: Path | None = None,
-    on: Spark | None = None,
+    on: Engine | None = None,
 ) -> Aggregates:
     """Validate and build the data folder ``directory``: incrementally from the saved build of this
     folder when one applies (``increments``), else in full; then save the new build state.
@@ -201,7 +202,7 @@ def build_folder(
     # Read before the files are listed: a declaration written after new files then never claims
     # them complete before they are built.
     declared = read_declaration(directory)
-    engine_name = "duckdb" if on is None else on.name
+    engine_name = DuckDB.name if on is None else on.name
     state_file = increments.state_path(directory, catalogue_key(catalogue), engine_name)
     state = None if rebuild or stage is not None else increments.State.read(state_file)
     sources = find_sources(directory)
@@ -209,8 +210,8 @@ def build_folder(
     todo = increments.plan(state.manifest, directory, sources, stats) if state else "no saved build of this folder"
     # Closed here, not left to the garbage collector: that also removes any files it spilled.
     with contextlib.closing(_build_connection()) as con:
-        backend = on or DuckDB(ibis.backends.duckdb.Backend.from_connection(con))
-        job = _Job(directory, catalogue, sources, stats, con, backend, log)
+        engine = on or DuckDB(ibis.backends.duckdb.Backend.from_connection(con))
+        job = _Job(directory, catalogue, sources, stats, con, engine, log)
         if isinstance(todo, increments.Plan):
             assert state is not None
             validated, after, sparse, projects, how = job.incremental(todo, state)
@@ -241,19 +242,19 @@ class _Job:
     sources: dict
     stats: increments.Stats
     con: Any  # a DuckDB connection (validation always runs on DuckDB)
-    backend: Backend  # where the values are computed
+    engine: Engine  # where the values are computed
     log: Callable[[str], Any]
 
     def full(self, stage: Path | None):
         validated = store.validate(self.directory, self.con, sources=self.sources, stats=self.stats)
-        if self.backend.slow_start:  # progress before the long part
+        if self.engine.slow_start:  # progress before the long part
             self.log(f"Validated {self.directory}")
         if stage is not None:
             store.write_parquet(validated, stage)
             self.log(f"Wrote the normalised layout to {stage}")
         after = increments.manifest(self.directory, self.sources, self.stats, validated.days, last=validated.last)
         rows = increments.coverage(after) is not None
-        sparse, projects = _compute(validated, self.catalogue, self.backend, rows, stage)
+        sparse, projects = _compute(validated, self.catalogue, self.engine, rows, stage)
         return validated, after, sparse, projects
 
     def incremental(self, todo: increments.Plan, state: increments.State):
@@ -270,7 +271,7 @@ class _Job:
         # engine's scans (each opens every file again); a large one is read where it lies.
         window_bytes = sum(self.stats[p]["size"] for source in meeting.values() for p in source.files)
         in_memory = EVENT_TABLES if window_bytes <= WINDOW_IN_MEMORY_BYTES else ()
-        fresh, projects = _compute(validated, self.catalogue, self.backend, bool(ranges), in_memory=in_memory)
+        fresh, projects = _compute(validated, self.catalogue, self.engine, bool(ranges), in_memory=in_memory)
         read, total = (sum(len(s.files) for s in group.values()) for group in (meeting, _events(self.sources)))
         how = {
             "build": "incremental",
@@ -299,18 +300,18 @@ def _summary(meta: dict) -> str:
 def _compute(
     validated,
     catalogue: Catalogue,
-    backend: Backend,
+    engine: Engine,
     rows: bool,
     staged: Path | None = None,
     in_memory: tuple[str, ...] = SMALL_TABLES,
 ) -> tuple[pd.DataFrame, dict[str, Project]]:
     """The sparse values of ``validated``'s tables (``rows``: whether they hold any event) and its
-    projects, on ``backend`` (``Backend.tables`` says how it gets them)."""
-    with backend.tables(validated, in_memory=in_memory, staged=staged) as projects:
+    projects, on ``engine`` (``Engine.tables`` says how it gets them)."""
+    with engine.tables(validated, in_memory=in_memory, staged=staged) as projects:
         if not rows:
             return compute_nothing(), projects
         # A full build's validation counted the transactions per day; a window's was not validated whole.
-        return sparse_values(backend, catalogue, validated.rows_per_day.get("transactions")), projects
+        return sparse_values(engine, catalogue, validated.rows_per_day.get("transactions")), projects
 
 
 def _build_connection():
@@ -319,7 +320,9 @@ def _build_connection():
     return store.connect(memory_limit=BUILD_MEMORY_LIMIT, temp_directory=files.cache_dir() / "duckdb-tmp")
 
 
-ENGINES = ("duckdb", "spark")
+# The engines by the name ``--engine`` takes (``engine=``): the build asks the engine's class, never
+# compares its name.
+ENGINES: dict[str, EngineKind] = {"duckdb": DuckDB, "spark": Spark}
 
 
 def is_url(data: str | os.PathLike) -> bool:
@@ -337,49 +340,29 @@ def build_on_engine(
     rebuild: bool = False,
     log=print,
 ) -> Aggregates:
-    """Build ``data`` on ``engine`` (``metrics-kit build --out`` or ``--engine spark``).
+    """Build ``data`` on the engine named ``engine`` (``metrics-kit build --out`` or ``--engine spark``).
 
     ``data`` is a data folder, validated on DuckDB whatever the engine, and built incrementally
     when a saved build of it applies; Spark then reads what it computes as the normalised layout.
-    For Spark, ``data`` may also be the path or URL of a normalised layout written before, which
-    is built in full."""
-    if engine not in ENGINES:
+    For Spark, ``data`` may also be the path or URL of raw exports or of a normalised layout
+    written before, which is built in full."""
+    kind = ENGINES.get(engine)
+    if kind is None:
         raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}", setting="engine")
-    if engine != "spark" and spark_master:
-        raise ConfigurationError("spark_master= is for engine='spark'", setting="spark_master")
-    if engine != "spark" and spark_stall_timeout is not None:
-        raise ConfigurationError("spark_stall_timeout= is for engine='spark'", setting="spark_stall_timeout")
-    if spark_stall_timeout is not None and not spark_stall_timeout >= 0:
-        raise ConfigurationError(
-            f"spark_stall_timeout={spark_stall_timeout}: give seconds >= 0 (0: no limit)", setting="spark_stall_timeout"
-        )
-    if is_url(data) and engine != "spark":
-        raise ConfigurationError(
-            f"data={data}: only engine='spark' reads a URL; DuckDB reads a local data folder", setting="data"
-        )
-    if engine == "duckdb":
-        return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage)
-
-    started = time.perf_counter()
-    stall = STALL_SECONDS if spark_stall_timeout is None else spark_stall_timeout
-    with spark.backend(spark_master) as backend, watched(backend, stall):
-        where = f" (Spark Connect {backend.remote})" if backend.remote else ""
-        log(f"Spark {backend.con.version}{where} started in {time.perf_counter() - started:.1f} s")
-        if is_url(data):
+    kind.check(spark_master=spark_master, spark_stall_timeout=spark_stall_timeout)
+    if is_url(data):
+        with kind.started_for_url(
+            str(data), spark_master=spark_master, spark_stall_timeout=spark_stall_timeout, log=log
+        ) as reader:
             started, why = time.perf_counter(), "a URL is always built in full"
-            raw = exports.open_exports(backend, str(data))
-            if raw is None:  # the normalised layout, validated when it was written
-                layout = open_layout(backend, str(data))
-                aggregates = build_in_full(layout, catalogue, backend=backend, started=started, why=why)
-            else:
-                log(f"Validated {data} on Spark")
-                per_day = raw.rows_per_day
-                aggregates = build_in_full(
-                    raw.store, catalogue, backend=backend, transactions_per_day=per_day, started=started, why=why
-                )
+            events, per_day = reader.open_url(str(data), log)
+            aggregates = build_in_full(
+                events, catalogue, engine=reader, transactions_per_day=per_day, started=started, why=why
+            )
             log(_summary(aggregates.meta))
             return aggregates
-        return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage, on=backend)
+    with kind.started(spark_master=spark_master, spark_stall_timeout=spark_stall_timeout, log=log) as on:
+        return build_folder(Path(data), catalogue, rebuild=rebuild, log=log, stage=stage, on=on)
 
 
 def build(*args: Any, **kwargs: Any) -> Aggregates:

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 import ibis
-import ibis.expr.datatypes as dt
+import ibis.expr.datatypes as datatypes
 import pandas as pd
 
-from metrics_kit.server.building.engines import Backend
+from metrics_kit.server.building.engines import Engine
 from metrics_kit.server.building.passes import no_values, transaction_metrics
 from metrics_kit.server.metrics.expressions import AMOUNT, NET_KEY, nets, sums
 from metrics_kit.spec.calendar import GRANULARITIES
@@ -37,7 +37,7 @@ def _split(rows: pd.DataFrame, names: list[str]) -> dict[str, pd.DataFrame]:
     return {g: found[g].drop(columns="granularity") if g in found else no_values() for g in GRANULARITIES}
 
 
-def _small_tables(con, by_source: Mapping[str, list[Metric]]) -> dict[str, pd.DataFrame]:
+def _small_tables(backend, by_source: Mapping[str, list[Metric]]) -> dict[str, pd.DataFrame]:
     """The metrics of the tables other than transactions, per granularity, in one query: each kind
     of metric of each table is a part, and the parts are stacked (UNION ALL) with a column per
     metric (missing where a part has no such metric). One round trip: on a small table, as in an
@@ -45,7 +45,7 @@ def _small_tables(con, by_source: Mapping[str, list[Metric]]) -> dict[str, pd.Da
     DuckDB's work."""
     parts = []
     for source, metrics in by_source.items():
-        t = con.table(source)
+        t = backend.table(source)
         summed = [m for m in metrics if m.aggregation not in ("positive_net", "negative_net")]
         if summed:
             parts.append(sums(t, summed))
@@ -58,13 +58,13 @@ def _small_tables(con, by_source: Mapping[str, list[Metric]]) -> dict[str, pd.Da
         return {g: no_values() for g in GRANULARITIES}
     keys = ["granularity", "project", "period_start"]
     names = [c for part in parts for c in part.columns if c not in keys]
-    missing = ibis.null(dt.float64)
+    missing = ibis.null(datatypes.float64)
     padded = [part.select(*keys, **{n: part[n] if n in part.columns else missing for n in names}) for part in parts]
-    return _split(con.execute(ibis.union(*padded)), names)
+    return _split(backend.execute(ibis.union(*padded)), names)
 
 
 def compute(
-    backend: Backend, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None
+    engine: Engine, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None
 ) -> Iterator[tuple[str, pd.DataFrame]]:
     """Yield (granularity, sparse long frame) for every metric of the catalogue.
 
@@ -77,14 +77,14 @@ def compute(
     for metric in catalogue:
         by_source.setdefault(metric.source, []).append(metric)
     transactions = by_source.pop("transactions", [])
-    con = backend.con
+    backend = engine.backend
     per_granularity = (
-        [transaction_metrics(backend, con.table("transactions"), transactions, transactions_per_day)]
+        [transaction_metrics(engine, backend.table("transactions"), transactions, transactions_per_day)]
         if transactions
         else []
     )
     if by_source:
-        per_granularity.append(_small_tables(con, by_source))
+        per_granularity.append(_small_tables(backend, by_source))
     for granularity in GRANULARITIES:
         # Frames without rows are left out: their columns are untyped, and pandas 2 warns that a
         # concatenation will one day let them decide the result's types.

@@ -29,7 +29,7 @@ import functools
 import re
 
 import ibis
-import ibis.expr.datatypes as dt
+import ibis.expr.datatypes as datatypes
 import ibis.expr.types as ir
 import sqlglot
 import sqlglot.expressions as exp
@@ -42,7 +42,7 @@ from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
 
 DIALECT = "duckdb"
 COLUMNS_RETURNED = ("granularity", "project", "period_start", "value")
-_DTYPES = {"str": dt.string, "float": dt.float64, "bool": dt.boolean, "time": dt.timestamp}
+_DTYPES = {"str": datatypes.string, "float": datatypes.float64, "bool": datatypes.boolean, "time": datatypes.timestamp}
 # The column a distinct count counts: active users are signers, transactions their tx_id.
 DISTINCT = {"distinct_count": "signer", "count": "tx_id"}
 _KEYS = ["granularity", "project", "period_start"]
@@ -68,9 +68,9 @@ def _coverage() -> ir.Table:
 def _periods() -> ir.Table:
     """Every period of each granularity that holds a day of coverage: the days of coverage, each
     in its period of each granularity, as the engine puts an event's time in them."""
-    coverage = ibis.table({"first_day": dt.date, "last_day": dt.date}, name="coverage")
+    coverage = ibis.table({"first_day": datatypes.date, "last_day": datatypes.date}, name="coverage")
     one_day = ibis.interval(days=1)
-    first, last = coverage.first_day.cast(dt.timestamp), coverage.last_day.cast(dt.timestamp)
+    first, last = coverage.first_day.cast(datatypes.timestamp), coverage.last_day.cast(datatypes.timestamp)
     days = coverage.select(block_time=ibis.range(first, last + one_day, one_day).unnest())
     days, period = expressions.each_granularity(days)
     return days.select(granularity=days.granularity, period_start=period).distinct()
@@ -87,7 +87,7 @@ def _per_period(metric: Metric) -> ir.Table:
     groups = {"granularity": rows.granularity, "project": rows.project, "period_start": period}
     if metric.aggregation in DISTINCT:
         return rows.group_by(**groups).aggregate(value=rows[DISTINCT[metric.aggregation]].nunique())
-    return rows.group_by(**groups).aggregate(value=expressions.amount_of(rows, metric).sum().cast(dt.float64))
+    return rows.group_by(**groups).aggregate(value=expressions.amount_of(rows, metric).sum().cast(datatypes.float64))
 
 
 def _projects(metric: Metric) -> ir.Table:
@@ -107,7 +107,7 @@ def _projects(metric: Metric) -> ir.Table:
 def _served(metric: Metric, per_period: ir.Table, projects: ir.Table) -> ir.Table:
     """Every (project, period) the service serves: the value of a period without rows is 0; an
     ending balance is the project's initial supply plus the flows of every period up to this one."""
-    periods = ibis.table({"granularity": dt.string, "period_start": dt.date}, name="periods")
+    periods = ibis.table({"granularity": datatypes.string, "period_start": datatypes.date}, name="periods")
     per_period = ibis.table(per_period.schema(), name="per_period")
     projects = ibis.table(projects.schema(), name="projects_with_metric")
     grid = projects.cross_join(periods)
