@@ -3,6 +3,12 @@
 It knows nothing of HTTP beyond status codes; the server module is a thin shell around it.
 Parameters are checked in the order a person would fix them: missing or repeated, then metric,
 granularity, date and project format (400), then existence (404).
+
+:class:`QueryError` is the server's error answer, and lives here rather than in ``errors.py``:
+``errors.py`` is the tree of exceptions a user of metrics_kit catches, and a QueryError never
+reaches one. The query layer and the HTTP shell (``http/app.py``) raise it and turn it into an
+answer, its status and ``wire.error_body``; a client reads that answer back as the library's
+``APIError`` (``wire.api_error``).
 """
 
 from __future__ import annotations
@@ -51,8 +57,9 @@ def _page_number(text: str | None, name: str, default: int, lowest: int, highest
 
 
 class QueryError(Exception):
-    """An error answer: its status, code (:class:`~metrics_kit.spec.wire.ErrorCode`), message and
-    the parameter it is about."""
+    """An error answer of the service: its status, code (:class:`~metrics_kit.spec.wire.ErrorCode`),
+    message and the parameter it is about; :meth:`body` is the answer's body. Not an exception of
+    the library (``errors.py``): it never leaves the server (see the module's docstring)."""
 
     def __init__(self, status: int, code: ErrorCode, message: str, param: str | None = None):
         super().__init__(message)
@@ -150,31 +157,29 @@ class MetricService:
         if metric.aggregation == "ending_balance":
             opening = self._opening_balance(metric.name, project, granularity, first)
         following = offset + len(rows) if offset + len(rows) < total else None
-        body = wire.explain_body(
-            {
-                wire.METRIC_NAME: metric.name,
-                wire.PROJECT: project,
-                wire.GRANULARITY: granularity,
-                wire.DATE: date_text,
-                "period_start": start,
-                "period_end": end,
-                "unit": metric.unit,
-                "value": value,
-                "complete": complete,
-                "aggregation": metric.aggregation,
-                "source": metric.source,
-                "select": {column: list(values) for column, values in metric.select.items()},
-                "formula": explanation.formula,
-                "value_column": explanation.value_column,
-                "counted_column": explanation.counted_column,
-                "opening_balance": opening,
-                "columns": explanation.columns,
-                "rows": rows,
-                "total_rows": total,
-                wire.OFFSET: offset,
-                wire.LIMIT: limit,
-                "next_offset": following,
-            }
+        body = wire.explain_page_body(
+            metric_name=metric.name,
+            project=project,
+            granularity=granularity,
+            date=date_text,
+            period_start=start,
+            period_end=end,
+            unit=metric.unit,
+            value=value,
+            complete=complete,
+            aggregation=metric.aggregation,
+            source=metric.source,
+            select={column: list(values) for column, values in metric.select.items()},
+            formula=explanation.formula,
+            value_column=explanation.value_column,
+            counted_column=explanation.counted_column,
+            opening_balance=opening,
+            columns=explanation.columns,
+            rows=rows,
+            total_rows=total,
+            offset=offset,
+            limit=limit,
+            next_offset=following,
         )
         return body, complete
 
@@ -263,7 +268,7 @@ class MetricService:
         metric = self.catalogue.get(name)
         try:
             if metric is None:
-                raise ids.unknown_metric(name, self.catalogue.canonical_names, "GET /catalogue")
+                raise ids.unknown_metric(name, self.catalogue.canonical_names, f"GET {wire.CATALOGUE_PATH}")
             ids.check_granularity(granularity)
             day = ids.parse_date(date_text)
             ids.check_project(project)
@@ -275,7 +280,7 @@ class MetricService:
             raise QueryError(
                 404,
                 ErrorCode.UNKNOWN_PROJECT,
-                f"unknown project {ids.clip(project)}; GET /projects lists the projects",
+                f"unknown project {ids.clip(project)}; GET {wire.PROJECTS_PATH} lists the projects",
                 wire.PROJECT,
             )
         if not metric.applies_to(info["kinds"], info["regular_pools"]):
