@@ -80,7 +80,7 @@ def state_path(directory: Path, catalogue_key: str, engine_name: str) -> Path:
 
 
 def normalise(sparse: pd.DataFrame) -> pd.DataFrame:
-    """Sparse rows with one dtype per column, whichever backend computed them."""
+    """Sparse rows with one dtype per column, whichever engine computed them."""
     out = sparse.dropna(subset=["value"]).reset_index(drop=True)
 
     def text(column: pd.Series) -> pd.Series:
