@@ -105,9 +105,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     import trivial_app
 
-    from metrics_kit.server import build as aggregates
+    from metrics_kit.server.building import build as aggregates
     from metrics_kit.server.http.app import App
-    from metrics_kit.server.service import MetricService
+    from metrics_kit.server.serving.service import MetricService
     from metrics_kit.spec.catalogue import default_catalogue
 
     catalogue = default_catalogue(None)

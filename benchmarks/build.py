@@ -105,7 +105,7 @@ def _run(cmd: list[str], env: dict[str, str], timeout: float, what: str) -> comm
 
 
 def _equal(a: Path, b: Path) -> bool:
-    from metrics_kit.server.build import Aggregates
+    from metrics_kit.server.serving.aggregates import Aggregates
 
     x, y = Aggregates.read(a), Aggregates.read(b)
     if x.values.keys() != y.values.keys() or x.meta["coverage"] != y.meta["coverage"]:

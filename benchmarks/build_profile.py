@@ -95,8 +95,9 @@ def _run(args, data: Path) -> int:
     started = time.perf_counter()
     import ibis  # noqa: F401 (its import time is part of the first phase)
 
-    from metrics_kit.server import build as aggregates
-    from metrics_kit.server import engine, passes
+    from metrics_kit.server.building import build as aggregates
+    from metrics_kit.server.building import compute as engine
+    from metrics_kit.server.building import passes
     from metrics_kit.server.data import store
     from metrics_kit.spec.catalogue import default_catalogue
 

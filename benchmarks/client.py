@@ -367,9 +367,10 @@ def start_breakdown(spec: dict) -> dict:
 
     t2 = perf()
     from metrics_kit import embedded  # noqa: F401
-    from metrics_kit.server import build, service  # noqa: F401
+    from metrics_kit.server.building import build  # noqa: F401
     from metrics_kit.server.data import demo  # noqa: F401
     from metrics_kit.server.http import app  # noqa: F401
+    from metrics_kit.server.serving import service  # noqa: F401
 
     t3 = perf()
     transport = embedded.transport()

@@ -29,7 +29,7 @@ _STARTED = re.compile(r"Spark \S+ started in ([0-9.]+) s")
 
 def _compare(duckdb_file: Path, spark_file: Path) -> dict:
     sys.path.insert(0, str(common.REPO))
-    from metrics_kit.server.build import Aggregates
+    from metrics_kit.server.serving.aggregates import Aggregates
 
     a, b = Aggregates.read(duckdb_file), Aggregates.read(spark_file)
     counts = set(a.meta["count_metrics"])

@@ -1,1 +1,1 @@
-"""The reference metrics service: event data, the engine, aggregates, the query layer and HTTP."""
+"""The reference metrics service: event data, the metrics over it, building its aggregates, serving them, HTTP."""

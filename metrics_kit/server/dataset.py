@@ -3,6 +3,10 @@
 
 ``metrics-kit serve``, the embedded default and ``metrics-kit lab`` all open their service here,
 so the demo data is generated, validated and aggregated the same way for each.
+
+The one module that joins the build (``building/``) and serving (``serving/``): prebuilt aggregates
+and a data folder's cached ones are read by serving alone; only a data folder that needs a build
+imports the build's modules (DuckDB, Ibis), when it does.
 """
 
 from __future__ import annotations
@@ -14,9 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from metrics_kit.errors import ConfigurationError
-from metrics_kit.server import build
-from metrics_kit.server.completeness import Clock, clock_from_environment, lag_from_environment, read_declaration
-from metrics_kit.server.service import MetricService
+from metrics_kit.server.serving.aggregates import cached, read_prebuilt
+from metrics_kit.server.serving.completeness import (
+    Clock,
+    clock_from_environment,
+    lag_from_environment,
+    read_declaration,
+)
+from metrics_kit.server.serving.service import MetricService
 from metrics_kit.spec.catalogue import Catalogue, default_catalogue
 
 
@@ -38,7 +47,7 @@ def open_service(
     the catalogue they were built for: refused if ``catalogue`` has another chain unit, or if this
     version's metric definitions differ from theirs.
 
-    Which periods are complete (``server/completeness.py``): ``watermark`` declares the data's
+    Which periods are complete (``server/serving/completeness.py``): ``watermark`` declares the data's
     watermark (it wins over the data folder's ``watermark.json``, which wins over the one prebuilt
     aggregates recorded); ``lag`` in seconds (None: ``$METRICS_KIT_LAG``, else 0); ``clock`` the
     service's time (None: the system's, or ``$METRICS_KIT_NOW``'s, a testing hook)."""
@@ -51,7 +60,7 @@ def open_service(
                 setting="aggregates_file",
             )
         chain_unit = None if catalogue is None else catalogue.chain_unit
-        prebuilt, catalogue = build.read_prebuilt(Path(aggregates_file), chain_unit)
+        prebuilt, catalogue = read_prebuilt(Path(aggregates_file), chain_unit)
         log(f"Serving the aggregates {aggregates_file} (built {prebuilt.meta['built_at']})")
         declared = watermark or prebuilt.declared_watermark
         return MetricService(prebuilt, catalogue, watermark=declared, lag=lag, clock=clock)
@@ -64,7 +73,11 @@ def open_service(
         log(f"Serving the SYNTHETIC demo data set ({data})")
     # Read before the data files: a declaration written after new files never claims them.
     declared = watermark or read_declaration(Path(data))
-    aggregates = build.load_or_build(data, catalogue, rebuild=rebuild, log=log)
+    aggregates = None if rebuild else cached(data, catalogue, log=log)
+    if aggregates is None:
+        from metrics_kit.server.building import build  # only a build loads DuckDB and Ibis
+
+        aggregates = build.build_and_save(data, catalogue, rebuild=rebuild, log=log)
     return MetricService(
         aggregates,
         catalogue,

@@ -273,6 +273,178 @@ def error_body(code: str, message: str, param: str | None = None) -> bytes:
     return json.dumps({"error": {"code": str(code), "message": message, "param": param}}).encode()
 
 
+# -- server ---------------------------------------------------------------------------------------
+# What the reference service writes besides the value and error bodies above: its other paths, the
+# headers of caching and content negotiation, every field of its bodies by name, the bodies of
+# discovery (GET /projects, GET /catalogue) and the columns of GET /explain's rows with their types.
+
+PROJECTS_PATH = "/projects"  # discovery (an extension): the projects, their kinds and coverage
+CATALOGUE_PATH = "/catalogue"  # discovery (an extension): the metric catalogue, with each metric's SQL
+OPENAPI_PATH = "/openapi.json"  # the OpenAPI document of the service, answered without a key
+# Every path the reference service answers, in the order it names them (a 404 lists them).
+SERVED_PATHS = (METRICS_PATH, PROJECTS_PATH, CATALOGUE_PATH, EXPLAIN_PATH, OPENAPI_PATH)
+
+# Caching: every 200 carries an ETag (the data version in quotes, INCOMPLETE_TAG appended for a value
+# whose period is not complete yet), and a request naming it in If-None-Match gets a 304.
+ETAG_HEADER = "etag"
+IF_NONE_MATCH_HEADER = "if-none-match"
+INCOMPLETE_TAG = "-incomplete"
+# Content negotiation: every body is JSON (406 when Accept rules it out); a 405 names the methods.
+ACCEPT_HEADER = "accept"
+CONTENT_TYPE_HEADER = "content-type"
+JSON_TYPE = "application/json"
+ALLOW_HEADER = "allow"
+METHODS = ("GET", "HEAD")
+
+# The fields of a value's body after its parameters (VALUE_FIELDS), and of an explain page's after the
+# value's (EXPLAIN_FIELDS), by name.
+PERIOD_START, PERIOD_END, UNIT, VALUE, COMPLETE = "period_start", "period_end", "unit", "value", "complete"
+AGGREGATION, SOURCE, SELECT, FORMULA = "aggregation", "source", "select", "formula"
+VALUE_COLUMN, COUNTED_COLUMN, OPENING_BALANCE = "value_column", "counted_column", "opening_balance"
+COLUMNS, ROWS, TOTAL_ROWS, NEXT_OFFSET = "columns", "rows", "total_rows", "next_offset"
+# The error body's fields: {ERROR: {CODE, MESSAGE, PARAM}} (error_body writes it).
+ERROR, CODE, MESSAGE, PARAM = "error", "code", "message", "param"
+
+# GET /projects: {DATA_VERSION, PROJECTS: [{PROJECT, KINDS, REGULAR_POOLS, COVERAGE, METRICS}], COVERAGE,
+# LAST_EVENT}; a coverage is {START, END}, the first and last day with an event (null: no events).
+DATA_VERSION, PROJECTS, COVERAGE, LAST_EVENT = "data_version", "projects", "coverage", "last_event"
+KINDS, REGULAR_POOLS, METRICS = "kinds", "regular_pools", "metrics"
+START, END = "start", "end"
+# GET /catalogue: {CHAIN_UNIT, CATALOGUE_GRANULARITIES, METRICS: [each metric's catalogue entry, with
+# COMPUTED, how it is computed in words, and SQL, its standalone query]}.
+CHAIN_UNIT, CATALOGUE_GRANULARITIES, COMPUTED, SQL = "chain_unit", "granularities", "computed", "sql"
+
+
+def coverage_field(coverage: tuple[str, str] | None) -> dict[str, str] | None:
+    """A coverage as the bodies write it: its first and last day (ISO dates), or None."""
+    return None if coverage is None else {START: coverage[0], END: coverage[1]}
+
+
+def project_entry(
+    project: str, kinds: list[str], regular_pools: bool, coverage: tuple[str, str] | None, metrics: list[str]
+) -> dict[str, Any]:
+    """One project of GET /projects: its kinds, whether it has regular pools, its coverage and the
+    metrics that apply to it (canonical names)."""
+    return {
+        PROJECT: project,
+        KINDS: kinds,
+        REGULAR_POOLS: regular_pools,
+        COVERAGE: coverage_field(coverage),
+        METRICS: metrics,
+    }
+
+
+def projects_body(
+    data_version: str, projects: list[dict[str, Any]], coverage: tuple[str, str] | None, last_event: str | None
+) -> bytes:
+    """The body of GET /projects: the data version, every project (``project_entry``), the data set's
+    coverage and the time of its last event (ISO 8601 UTC; None when not known)."""
+    body = {DATA_VERSION: data_version, PROJECTS: projects, COVERAGE: coverage_field(coverage), LAST_EVENT: last_event}
+    return json.dumps(body).encode()
+
+
+def catalogue_entry(described: dict[str, Any], computed: str, sql: str) -> dict[str, Any]:
+    """One metric of GET /catalogue: its catalogue entry (``Metric.describe``), how it is computed in
+    words and its standalone SQL query."""
+    return {**described, COMPUTED: computed, SQL: sql}
+
+
+def catalogue_body(chain_unit: str, granularities: list[str], metrics: list[dict[str, Any]]) -> bytes:
+    """The body of GET /catalogue: the chain unit, the granularities, every metric (``catalogue_entry``)."""
+    return json.dumps({CHAIN_UNIT: chain_unit, CATALOGUE_GRANULARITIES: granularities, METRICS: metrics}).encode()
+
+
+def explain_page_body(
+    *,
+    metric_name: str,
+    project: str,
+    granularity: str,
+    date: str,
+    period_start: str,
+    period_end: str,
+    unit: str,
+    value: int | float,
+    complete: bool,
+    aggregation: str,
+    source: str,
+    select: dict[str, list[str]],
+    formula: str,
+    value_column: str | None,
+    counted_column: str | None,
+    opening_balance: float | None,
+    columns: list[str],
+    rows: list[list[Any]],
+    total_rows: int,
+    offset: int,
+    limit: int,
+    next_offset: int | None,
+) -> bytes:
+    """The body of one page of GET /explain, a keyword for each of EXPLAIN_FIELDS, in their order (see
+    there); each row a list in the order of ``columns``, its cells as ``explain_cell`` writes them."""
+    values = (
+        *(metric_name, project, granularity, date, period_start, period_end, unit, value, complete),
+        *(aggregation, source, select, formula, value_column, counted_column, opening_balance),
+        *(columns, rows, total_rows, offset, limit, next_offset),
+    )
+    return explain_body(dict(zip(EXPLAIN_FIELDS, values, strict=True)))
+
+
+class ColumnType(StrEnum):
+    """How a column of GET /explain's rows carries its values."""
+
+    TIME = "time"  # ISO 8601 text in UTC, with microseconds (EXPLAIN_TIME_FORMAT)
+    COUNT = "count"  # a whole number
+    AMOUNT = "amount"  # a number
+    FLAG = "flag"  # true or false
+    TEXT = "text"  # a string, or null
+
+
+EXPLAIN_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # a naive time of the event tables, which are UTC
+# The columns explain adds to the event tables': for active users, a signer's distinct transactions
+# and its first and last block_time; whether a row enters the value; a flow's amount with its sign;
+# a key's net over the period (the column named after the key: net_column).
+TRANSACTIONS, FIRST_BLOCK_TIME, LAST_BLOCK_TIME = "transactions", "first_block_time", "last_block_time"
+COUNTED, SIGNED_AMOUNT = "counted", "signed_amount"
+
+
+def net_column(key: str) -> str:
+    """The column of the net of each ``key`` (``account_net``) in the rows of a net metric."""
+    return f"{key}_net"
+
+
+# Every column GET /explain's rows may have, with its type: the event tables' columns
+# (docs/data-format.md), then explain's own.
+EXPLAIN_COLUMN_TYPES: dict[str, ColumnType] = {
+    "block_time": ColumnType.TIME,
+    "tx_id": ColumnType.TEXT,
+    "signer": ColumnType.TEXT,
+    PROJECT: ColumnType.TEXT,
+    "action": ColumnType.TEXT,
+    "pool_type": ColumnType.TEXT,
+    "fee_type": ColumnType.TEXT,
+    "recipient": ColumnType.TEXT,
+    "amount_usd": ColumnType.AMOUNT,
+    "flow": ColumnType.TEXT,
+    "amount": ColumnType.AMOUNT,
+    "account": ColumnType.TEXT,
+    "reward_type": ColumnType.TEXT,
+    TRANSACTIONS: ColumnType.COUNT,
+    FIRST_BLOCK_TIME: ColumnType.TIME,
+    LAST_BLOCK_TIME: ColumnType.TIME,
+    COUNTED: ColumnType.FLAG,
+    SIGNED_AMOUNT: ColumnType.AMOUNT,
+    net_column("account"): ColumnType.AMOUNT,
+}
+
+
+def explain_cell(column_type: ColumnType, value: Any) -> Any:
+    """A cell of an explain page's rows as the body carries it: a time as EXPLAIN_TIME_FORMAT's text
+    (a naive time is UTC), anything else as it is (None: null)."""
+    if column_type is ColumnType.TIME and isinstance(value, dt.datetime):
+        return value.strftime(EXPLAIN_TIME_FORMAT)
+    return value
+
+
 # -- reading (the client) ---------------------------------------------------------------------------
 
 _SHOWN = 200

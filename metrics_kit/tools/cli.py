@@ -469,12 +469,13 @@ def _build(args) -> int:
 
 
 def _build_checked(args, catalogue) -> int:
-    from metrics_kit.server import build as aggregates
+    from metrics_kit.server.building import build as aggregates
 
     spark_only = args.spark_master or args.spark_stall_timeout is not None
     # A URL goes to build_on_engine, which says that only Spark reads one.
     local = not aggregates.is_url(args.data)
-    if args.engine == "duckdb" and args.out is None and args.stage is None and not spark_only and local:
+    default = aggregates.ENGINES[args.engine].default  # the engine whose builds the cache holds
+    if default and args.out is None and args.stage is None and not spark_only and local:
         built = aggregates.load_or_build(args.data, catalogue, rebuild=args.rebuild)
     else:
         built = aggregates.build_on_engine(

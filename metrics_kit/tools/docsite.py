@@ -17,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from metrics_kit.server.definitions import definitions, rows_rule, value_rule
+from metrics_kit.server.metrics.definitions import definitions, rows_rule, value_rule
 from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric, default_catalogue
 
-# The section of a metric's page that holds its standalone SQL query (server/definitions.py).
+# The section of a metric's page that holds its standalone SQL query (server/metrics/definitions.py).
 SQL_DEFINITION = "SQL definition"
 # The example charts' span: half a year of whole weeks inside the demo data's coverage.
 EXAMPLE_START, EXAMPLE_END, EXAMPLE_GRANULARITY = "2025-01-06", "2025-06-29", "1_week"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support import ServerProcess, split_by_day
 
-from metrics_kit.server import build as aggregates
+from metrics_kit.server.building import build as aggregates
 from metrics_kit.spec.catalogue import default_catalogue
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "data"
@@ -84,8 +84,8 @@ def test_a_failed_load_leaves_the_saved_aggregates_alone(data):
 def test_the_cache_key_is_the_same_in_every_process():
     # Set and dict orders follow the per-process hash seed: the key must not.
     code = (
-        "from metrics_kit.server import build as aggregates; from metrics_kit.spec.catalogue import Catalogue; "
-        "print(aggregates.catalogue_key(Catalogue('sol')))"
+        "from metrics_kit.server.serving.aggregates import catalogue_key; "
+        "from metrics_kit.spec.catalogue import Catalogue; print(catalogue_key(Catalogue('sol')))"
     )
     keys = {
         subprocess.run(
@@ -124,6 +124,33 @@ def test_build_out_writes_what_serve_aggregates_serves_without_the_data(data, tm
         for (metric, project, granularity), series in list(built.values.items())[:40]:
             start = built.periods[granularity][-1][0]
             assert server.value(metric, project, granularity, start) == series[-1]
+
+
+# What serving prebuilt aggregates must not load: the build's modules, the metrics' expressions (for
+# /explain and /catalogue only, which prebuilt aggregates do not answer or answer later), and the
+# engines' libraries.
+NOT_FOR_SERVING = ("metrics_kit.server.building", "metrics_kit.server.metrics", "duckdb", "ibis", "sqlglot", "pyspark")
+
+
+def test_serving_prebuilt_aggregates_loads_no_build_module(data, tmp_path):
+    """`metrics-kit serve --aggregates FILE` answers /metrics and /projects without loading a module
+    of the build (server/building/): serving is apart from the build in the tree, not by a comment
+    in it. The child's own record of its imports (PYTHONPROFILEIMPORTTIME, as -X importtime) names
+    every module it loaded, at its start and while it answered."""
+    out = tmp_path / "agg.parquet"
+    done = _cli("build", "--data", str(data), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    built = aggregates.Aggregates.read(out)
+    (metric, project, granularity), series = next(iter(built.values.items()))
+    start = built.periods[granularity][-1][0]
+    with ServerProcess(None, "--aggregates", str(out), env={"PYTHONPROFILEIMPORTTIME": "1"}) as server:
+        assert server.value(metric, project, granularity, start) == series[-1]
+        assert server.get("/projects").status_code == 200
+        server.stop()  # its output, the record of its imports, read to the end
+    imported = {line.rpartition("|")[2].strip() for line in server.output if line.startswith("import time:")}
+    assert "metrics_kit.server.http.app" in imported  # the record holds what serving loaded
+    loaded = sorted(m for m in imported if any(m == n or m.startswith(n + ".") for n in NOT_FOR_SERVING))
+    assert loaded == [], loaded
 
 
 def test_serve_aggregates_refuses_a_missing_or_foreign_file(tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ import sys
 import pytest
 from support import ServerProcess, live_exports, utc
 
-from metrics_kit.server import build
+from metrics_kit.server.building import build
 from metrics_kit.server.dataset import open_service
 from metrics_kit.server.http.app import App
 from metrics_kit.spec.catalogue import default_catalogue

@@ -1,6 +1,6 @@
 """Each metric's standalone SQL definition, run on DuckDB over the golden data, gives the build's values.
 
-For every metric of the catalogue, the generated query text (``server/definitions.py``, as
+For every metric of the catalogue, the generated query text (``server/metrics/definitions.py``, as
 ``docs/metrics.md`` and ``GET /catalogue`` publish it) runs on a real DuckDB connection holding
 the golden data's tables under their names, and must return exactly the rows the service serves:
 every (granularity, project, period_start) of the build, no more, no fewer, with the build's value
@@ -26,9 +26,10 @@ import pyarrow.parquet as pq
 import pytest
 from support import GOLDEN, ServerProcess
 
-from metrics_kit.server import build, definitions
+from metrics_kit.server.building import build
 from metrics_kit.server.data import demo, store
 from metrics_kit.server.data.schema import COLUMNS
+from metrics_kit.server.metrics import definitions
 from metrics_kit.spec.catalogue import default_catalogue
 
 CATALOGUE = default_catalogue("sol")

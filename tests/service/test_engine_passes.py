@@ -1,4 +1,4 @@
-"""The transaction passes (metrics_kit/server/passes.py) against a plain count of distinct values.
+"""The transaction passes (metrics_kit/server/building/passes.py) against a plain count of distinct values.
 
 Every transaction metric, for every day, ISO week and month, is compared with pandas' ``nunique``
 over the same rows: distinct signers, distinct tx_ids, distinct tx_ids among the regular-pool rows.
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metrics_kit.server import backends, engine, passes
+from metrics_kit.server.building import compute, engines, passes
 from metrics_kit.spec.catalogue import default_catalogue
 
 CATALOGUE_METRICS = [m for m in default_catalogue() if m.source == "transactions"]
@@ -69,13 +69,13 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
 def _computed(
     rows: pd.DataFrame, hash64, by_sorting: bool | None = None, rows_per_day: pd.DataFrame | None = None
 ) -> dict[str, pd.DataFrame]:
-    con = ibis.duckdb.connect()
-    con.raw_sql("SET TimeZone = 'UTC'")
-    con.create_table("transactions", rows)
-    backend = backends.DuckDB(con, hash64=hash64)
+    backend = ibis.duckdb.connect()
+    backend.raw_sql("SET TimeZone = 'UTC'")
+    backend.create_table("transactions", rows)
+    engine = engines.DuckDB(backend, hash64=hash64)
     if by_sorting is not None:
-        backend.repeats_by_sorting = by_sorting
-    return passes.transaction_metrics(backend, con.table("transactions"), METRICS, rows_per_day)
+        engine.repeats_by_sorting = by_sorting
+    return passes.transaction_metrics(engine, backend.table("transactions"), METRICS, rows_per_day)
 
 
 def _per_day(rows: pd.DataFrame) -> pd.DataFrame:
@@ -217,7 +217,7 @@ def test_tx_ids_whose_narrowed_hashes_collide_count_apart():
         ]
     )
     # The engine's own hash, narrowed since validation's day counts are handed over.
-    computed = _computed(rows, backends.DuckDB(ibis.duckdb.connect()).hash64, rows_per_day=_per_day(rows))
+    computed = _computed(rows, engines.DuckDB(ibis.duckdb.connect()).hash64, rows_per_day=_per_day(rows))
     _assert_same(computed, rows)
     weeks = computed["1_week"].set_index("metric")["value"]
     assert weeks["swap_transaction_count"] == 2 and weeks["regular_pool_swap_transaction_count"] == 2
@@ -234,11 +234,11 @@ def test_only_periods_with_events_appear():
 
 def test_compute_uses_the_passes_for_transactions_and_yields_every_granularity():
     rows = _random_rows(4, 500)
-    con = ibis.duckdb.connect()
-    con.raw_sql("SET TimeZone = 'UTC'")
-    con.create_table("transactions", rows)
+    backend = ibis.duckdb.connect()
+    backend.raw_sql("SET TimeZone = 'UTC'")
+    backend.create_table("transactions", rows)
     # compute only iterates the catalogue: the transaction metrics suffice
-    out = dict(engine.compute(backends.DuckDB(con), METRICS))
+    out = dict(compute.compute(engines.DuckDB(backend), METRICS))
     assert list(out) == ["1_day", "1_week", "1_month"]
     for granularity, frame in out.items():
         pd.testing.assert_frame_equal(

@@ -33,10 +33,10 @@ from support import GOLDEN, ServerProcess
 from metrics_kit import Client, ConfigurationError, ValidationError
 from metrics_kit.client.transports import ASGITransport
 from metrics_kit.errors import APIError
-from metrics_kit.server.build import load_or_build
+from metrics_kit.server.building.build import load_or_build
 from metrics_kit.server.dataset import open_service
-from metrics_kit.server.explain import Events
 from metrics_kit.server.http.app import App
+from metrics_kit.server.serving.explain import Events
 from metrics_kit.spec import wire
 from metrics_kit.spec.calendar import GRANULARITIES, period_bounds, period_starts
 from metrics_kit.spec.catalogue import FLOW_SIGNS, default_catalogue
@@ -515,16 +515,16 @@ def test_the_first_answer_does_not_load_explain():
     """/explain's modules load on its first request, not with the service: /metrics stays as quick to start."""
     script = f"""
 import sys
-from metrics_kit.server.build import load_or_build
+from metrics_kit.server.building.build import load_or_build
 from metrics_kit.server.dataset import open_service
 from metrics_kit.server.http.app import App
 service = open_service({str(GOLDEN)!r}, log=lambda message: None)
 App(service, ["k-0123456789"])
 asked = [("metric_name", "swap_active_users"), ("project", "swapx"), ("granularity", "1_day"), ("date", "2025-01-02")]
 service.answer(asked)
-assert "metrics_kit.server.explain" not in sys.modules, "loaded with the service"
+assert "metrics_kit.server.serving.explain" not in sys.modules, "loaded with the service"
 service.explain(asked)
-assert "metrics_kit.server.explain" in sys.modules
+assert "metrics_kit.server.serving.explain" in sys.modules
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr

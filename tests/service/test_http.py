@@ -27,7 +27,7 @@ import pytest
 import requests
 from support import TEST_KEY, ServerProcess
 
-from metrics_kit.server import definitions
+from metrics_kit.server.metrics import definitions
 from metrics_kit.spec.catalogue import default_catalogue
 
 DATA = Path(__file__).parents[1] / "http_data"

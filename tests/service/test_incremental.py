@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
-from metrics_kit.server import build as aggregates
+from metrics_kit.server.building import build as aggregates
 from metrics_kit.server.data import store
 from metrics_kit.spec.catalogue import default_catalogue
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics_kit.server.build import Aggregates
+from metrics_kit.server.serving.aggregates import Aggregates
 
 # Spark binds its driver, master and worker to this address only, and its executors run this Python.
 SPARK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}

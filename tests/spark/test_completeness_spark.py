@@ -13,8 +13,8 @@ import pytest
 from spark_support import cli
 from support import live_exports
 
-from metrics_kit.server.build import Aggregates
-from metrics_kit.server.service import MetricService
+from metrics_kit.server.serving.aggregates import Aggregates
+from metrics_kit.server.serving.service import MetricService
 from metrics_kit.spec.catalogue import default_catalogue
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]

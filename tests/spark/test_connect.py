@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from spark_support import ConnectServer, assert_same_values, cli, run_cli
 
-from metrics_kit.server.build import Aggregates
+from metrics_kit.server.serving.aggregates import Aggregates
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 

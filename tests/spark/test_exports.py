@@ -23,7 +23,7 @@ import pytest
 from spark_support import SPARK_ENV, assert_same_values, cli, mixed_exports, run_cli
 from support import split_by_day
 
-from metrics_kit.server.build import Aggregates
+from metrics_kit.server.serving.aggregates import Aggregates
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 

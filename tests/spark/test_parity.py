@@ -15,9 +15,9 @@ import pytest
 from spark_support import assert_same_values, cli, mixed_exports, same_value
 from support import ServerProcess, split_by_day
 
-from metrics_kit.server.build import Aggregates
-from metrics_kit.server.completeness import Completeness
 from metrics_kit.server.data import demo
+from metrics_kit.server.serving.aggregates import Aggregates
+from metrics_kit.server.serving.completeness import Completeness
 
 # A Spark build starts a JVM (and here a cluster): far beyond the suite's default timeout on a busy machine.
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from spark_support import SPARK_ENV, SUBMIT_ARGS, _Daemon, assert_same_values, cli, run_cli
 
-from metrics_kit.server.build import Aggregates
 from metrics_kit.server.data import demo
+from metrics_kit.server.serving.aggregates import Aggregates
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1500)]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from metrics_kit.errors import ConfigurationError
-from metrics_kit.server.build import build_on_engine
+from metrics_kit.server.building.build import build_on_engine
+from metrics_kit.server.building.spark import connect_url, local_master, masked
 from metrics_kit.server.dataset import open_service
-from metrics_kit.server.spark import connect_url, local_master, masked
 from metrics_kit.spec.catalogue import default_catalogue
 from metrics_kit.tools.cli import flagged, main, masked_arguments
 

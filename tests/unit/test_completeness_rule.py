@@ -1,4 +1,4 @@
-"""server/completeness.py: the one rule for which periods are complete, with a clock the test sets.
+"""server/serving/completeness.py: the one rule for which periods are complete, with a clock the test sets.
 
 A period is complete when it starts on or after the first day of coverage and its end (midnight UTC
 after its last day) is at or before the watermark: the declared one (never ahead of the clock),
@@ -13,7 +13,7 @@ import json
 import pytest
 
 from metrics_kit.errors import ConfigurationError, DataFormatError
-from metrics_kit.server.completeness import Completeness, parse_instant, parse_lag, read_declaration
+from metrics_kit.server.serving.completeness import Completeness, parse_instant, parse_lag, read_declaration
 from metrics_kit.spec.calendar import period_index
 
 UTC = dt.UTC

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics_kit.server.definitions import definitions
+from metrics_kit.server.metrics.definitions import definitions
 from metrics_kit.spec.catalogue import AGGREGATIONS, Metric, default_catalogue
 from metrics_kit.tools import docsite
 

@@ -1,4 +1,4 @@
-"""How an incremental build decides what to compute again (``server/increments.py``), without a build."""
+"""How an incremental build decides what to compute again (``server/building/increments.py``), without a build."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from metrics_kit.server import increments
+from metrics_kit.server.building import increments
 from metrics_kit.server.data.sources import find_sources, fingerprint
 
 D = dt.date

@@ -1,7 +1,8 @@
 """The layers of metrics_kit (docs/architecture.md): who may import whom, checked on every import
-statement of every module, imports inside functions and ``if TYPE_CHECKING:`` blocks included; no
-import cycle at run time (imports inside functions count, ``if TYPE_CHECKING:`` blocks do not); and
-docs/architecture.md names exactly the modules there are."""
+statement of every module, imports inside functions and ``if TYPE_CHECKING:`` blocks included (the
+parts of server/ too: serving never imports the build); no import cycle at run time (imports inside
+functions count, ``if TYPE_CHECKING:`` blocks do not); and docs/architecture.md names exactly the
+modules there are."""
 
 from __future__ import annotations
 
@@ -127,6 +128,113 @@ def violations(root: Path) -> list[str]:
             if there != here and there not in ALLOWED[here]:
                 problems.append(f"{path.relative_to(root)}:{line}: {name} ({here}) imports {target} ({there})")
     return problems
+
+
+# Inside server/, each folder is a layer of its own, with what it may import of the others; the
+# modules directly in server/ (dataset.py: it opens a service, reading aggregates or building them)
+# sit above them all. Serving (aggregates -> answers) never imports the build (events -> aggregates):
+# serving prebuilt aggregates loads no build code (tests/service/test_aggregates.py checks the
+# modules a `metrics-kit serve --aggregates` loads). The build writes the aggregates serving reads.
+SERVER = f"{PACKAGE}.server"
+SERVER_PARTS = {
+    "data": set(),  # event data: the format, the files, validation, the demo
+    "metrics": {"data"},  # the metrics as expressions over the event tables, and as SQL
+    "serving": {"data", "metrics"},
+    "building": {"data", "metrics", "serving"},
+    "http": {"serving", "metrics"},  # the HTTP shell over serving (the catalogue's SQL definitions)
+}
+_TOP = "server/ itself"
+
+
+def server_part(name: str, packages: set[str]) -> str | None:
+    """The part of server/ a module is in: its folder's name, or _TOP for a module directly in
+    server/ (and the package itself); None outside server/."""
+    if name != SERVER and not name.startswith(SERVER + "."):
+        return None
+    below = name.removeprefix(SERVER).lstrip(".").split(".")
+    folder = f"{SERVER}.{below[0]}"
+    return below[0] if below[0] and folder in packages else _TOP
+
+
+def server_violations(root: Path) -> list[str]:
+    """Every import inside server/ that breaks SERVER_PARTS, as 'file:line: module (part) imports
+    module (part)'; a folder of server/ missing from SERVER_PARTS is named."""
+    found = modules(root)
+    known = set(found)
+    packages = {name for name, path in found.items() if path.name == "__init__.py"}
+    problems = []
+    for name, path in found.items():
+        here = server_part(name, packages)
+        if here is None:
+            continue
+        if here != _TOP and here not in SERVER_PARTS:
+            problems.append(f"{path.relative_to(root)}: {name} is in no part of server/: add {here} to SERVER_PARTS")
+            continue
+        for line, target in imported(path, name, known):
+            there = server_part(target, packages)
+            if there is None or there == here or here == _TOP:
+                continue
+            if there == _TOP or there not in SERVER_PARTS[here]:
+                problems.append(f"{path.relative_to(root)}:{line}: {name} ({here}) imports {target} ({there})")
+    return problems
+
+
+def test_every_import_inside_the_server_follows_its_parts():
+    assert server_violations(ROOT) == []
+
+
+def test_the_server_checker_sees_each_part_out_of_place(tmp_path):
+    """A made-up server/: serving importing the build in a function and for the type checker only,
+    the event data importing an engine, HTTP importing the build, a part importing server/ itself,
+    and a folder in no part; beside them the imports that are allowed."""
+    files = {
+        "__init__.py": "",
+        "server/__init__.py": "",
+        "server/dataset.py": (
+            "from metrics_kit.server.building import build\nfrom metrics_kit.server.serving import a\n"
+        ),
+        "server/data/__init__.py": "",
+        "server/data/store.py": (
+            "from typing import TYPE_CHECKING\n"
+            "from metrics_kit.server.data import schema\n"
+            "if TYPE_CHECKING:\n"
+            "    from metrics_kit.server.building.engines import Engine\n"
+        ),
+        "server/data/schema.py": "",
+        "server/metrics/__init__.py": "",
+        "server/metrics/expressions.py": "from metrics_kit.server.data import schema\n",
+        "server/serving/__init__.py": "",
+        "server/serving/a.py": (
+            "from metrics_kit.server.metrics import expressions\n"
+            "def answer():\n"
+            "    from metrics_kit.server.building import build\n"
+        ),
+        "server/serving/b.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..building.engines import Engine\n"
+        ),
+        "server/building/__init__.py": "",
+        "server/building/engines.py": "from metrics_kit.server.data import store\n",
+        "server/building/build.py": (
+            "from metrics_kit.server.serving import a\nfrom metrics_kit.server import dataset\n"
+        ),
+        "server/http/__init__.py": "",
+        "server/http/app.py": "from metrics_kit.server.serving import a\nimport metrics_kit.server.building.build\n",
+        "server/extra/__init__.py": "",
+    }
+    made_up_package(tmp_path, files)
+    expected = [
+        "server/data/store.py:4: metrics_kit.server.data.store (data) imports metrics_kit.server.building.engines"
+        " (building)",
+        "server/serving/a.py:3: metrics_kit.server.serving.a (serving) imports metrics_kit.server.building.build"
+        " (building)",
+        "server/serving/b.py:3: metrics_kit.server.serving.b (serving) imports metrics_kit.server.building.engines"
+        " (building)",
+        "server/building/build.py:2: metrics_kit.server.building.build (building) imports metrics_kit.server.dataset"
+        f" ({_TOP})",
+        "server/http/app.py:2: metrics_kit.server.http.app (http) imports metrics_kit.server.building.build (building)",
+        "server/extra/__init__.py: metrics_kit.server.extra is in no part of server/: add extra to SERVER_PARTS",
+    ]
+    assert sorted(p.replace("metrics_kit/", "", 1) for p in server_violations(tmp_path)) == sorted(expected)
 
 
 def made_up_package(root: Path, files: dict[str, str]) -> None:

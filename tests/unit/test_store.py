@@ -926,9 +926,9 @@ def test_a_0_byte_part_is_an_empty_part(tmp_path):
 def _open_layout(folder: Path):
     import ibis
 
-    from metrics_kit.server.backends import DuckDB
+    from metrics_kit.server.building.engines import DuckDB, open_layout
 
-    return store.open_parquet(DuckDB(ibis.duckdb.from_connection(store.connect())), str(folder))
+    return open_layout(DuckDB(ibis.duckdb.from_connection(store.connect())), str(folder))
 
 
 def test_normalised_layout_has_microsecond_utc_times_and_the_same_tables(tmp_path):

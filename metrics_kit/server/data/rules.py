@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import ibis
-import ibis.expr.datatypes as dt
+import ibis.expr.datatypes as datatypes
 import ibis.expr.types as ir
 
 from metrics_kit.server.data.schema import (
@@ -40,7 +40,7 @@ def expected(kind: str) -> str:
     return {"time": "a timestamp", "float": "double", "str": "varchar", "bool": "boolean"}[kind]
 
 
-def kind_ok(kind: str, found: dt.DataType) -> bool:
+def kind_ok(kind: str, found: datatypes.DataType) -> bool:
     """Whether a column found of type ``found`` is one that the normalisation of ``kind`` reads."""
     if kind == "time":
         return found.is_timestamp() or found.is_date() or found.is_string()
@@ -74,11 +74,15 @@ def normalised(raw: ir.Table, table: str) -> dict[str, ir.Value]:
     for column, kind in COLUMNS[table].items():
         value = raw[column]
         if kind == "time":
-            out[column] = value.try_cast(dt.timestamp) if value.type().is_string() else value.cast(dt.timestamp)
+            out[column] = (
+                value.try_cast(datatypes.timestamp) if value.type().is_string() else value.cast(datatypes.timestamp)
+            )
         elif kind == "float":
-            out[column] = value.strip().try_cast(dt.float64) if value.type().is_string() else value.cast(dt.float64)
+            out[column] = (
+                value.strip().try_cast(datatypes.float64) if value.type().is_string() else value.cast(datatypes.float64)
+            )
         elif kind == "str":
-            text = value if value.type().is_string() else value.cast(dt.string)
+            text = value if value.type().is_string() else value.cast(datatypes.string)
             out[column] = text.nullif("")
         else:
             out[column] = value

@@ -11,9 +11,9 @@ Providing the validated tables is separate, so that any Ibis backend can compute
   ``block_time`` as a naive UTC ``TIMESTAMP`` (microseconds, truncated, never rounded into the
   next day), strings as ``VARCHAR``, amounts as ``DOUBLE``;
 - :func:`write_parquet` writes the same normalised tables as Parquet (the *normalised layout*,
-  ``block_time`` as microsecond UTC timestamps, which Spark 4 reads; it refuses nanoseconds), and
-  :func:`open_parquet` registers such a layout, from a local path or an object-store URL, in a
-  backend such as Spark's.
+  ``block_time`` as microsecond UTC timestamps, which Spark 4 reads; it refuses nanoseconds), which
+  an engine registers, from a local path or an object-store URL (``building/engines.py``,
+  ``open_layout``: the engines build on the store, never the other way round).
 
 Either way the projects and the coverage are read with Ibis from the provided tables.
 """
@@ -25,7 +25,6 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
 import ibis
@@ -48,9 +47,6 @@ from metrics_kit.server.data.sources import (  # noqa: F401 (find_sources: the s
 )
 from metrics_kit.spec.catalogue import KINDS
 from metrics_kit.spec.ids import PROJECT_PATTERN
-
-if TYPE_CHECKING:  # the backends build on the store: only their type here
-    from metrics_kit.server.backends import Backend
 
 _SQL_TYPE = {"str": "VARCHAR", "float": "DOUBLE", "bool": "BOOLEAN", "time": "TIMESTAMP"}
 _TIMESTAMP_SOURCES = ("TIMESTAMP", "VARCHAR", "DATE")
@@ -103,12 +99,12 @@ class Validated:
     """A data folder whose every row passed: each table as a DuckDB query of normalised columns.
 
     ``days`` holds, per event table and file checked, the days its rows fall on: what an
-    incremental build (``server/increments.py``) needs to know which periods a file touches.
+    incremental build (``server/building/increments.py``) needs to know which periods a file touches.
     ``rows_per_day`` holds, per event table checked whole, its rows per day and combination of its
     low-cardinality columns (``_GROUPED``): the validation scan counts them anyway, and the engine
     takes the transactions' counts from here rather than scanning again. ``last`` holds, per event
     table and file checked, the time of its last row (naive UTC): the aggregates record the data's
-    last event, and the service's completeness rule reads it (``server/completeness.py``)."""
+    last event, and the service's completeness rule reads it (``server/serving/completeness.py``)."""
 
     con: duckdb.DuckDBPyConnection
     directory: Path
@@ -704,7 +700,7 @@ def load(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | None = N
 def open_views(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | None = None) -> ibis.BaseBackend:
     """A data folder's tables as views with normalised columns, as :func:`load` makes them, without
     checking a row: only for a folder whose files passed validation before (the caller compares
-    its fingerprint with that of the build, as ``server/explain.py`` does)."""
+    its fingerprint with that of the build, as ``server/serving/explain.py`` does)."""
     directory = Path(directory)
     sources = find_sources(directory)
     con = con or connect()
@@ -717,13 +713,13 @@ def open_views(directory: str | os.PathLike, con: duckdb.DuckDBPyConnection | No
 
 def views(validated: Validated) -> EventStore:
     """The validated tables as views in the validating DuckDB connection."""
-    return _store(provide(validated), str(validated.directory), validated.fingerprint)
+    return event_store(provide(validated), str(validated.directory), validated.fingerprint)
 
 
 def provide(validated: Validated, in_memory: tuple[str, ...] = ()) -> ibis.BaseBackend:
     """The validated tables in the validating DuckDB connection, as an Ibis backend: views, but
     the tables named in ``in_memory`` read once into temporary tables (over a folder of many files,
-    every read of a view opens each file again; ``build.SMALL_TABLES`` says what a build reads)."""
+    every read of a view opens each file again; ``building/build.py``'s ``SMALL_TABLES`` says what a build reads)."""
     # Only now that every table passed does anything become visible.
     for table, relation in validated.relations.items():
         kind = "TABLE" if table in in_memory else "VIEW"
@@ -762,39 +758,8 @@ def write_parquet(validated: Validated, out: Path) -> None:
     (out / LAYOUT_FILE).write_text(json.dumps(marker) + "\n", encoding="utf-8")
 
 
-def open_parquet(backend: Backend, location: str, given: str | None = None) -> EventStore:
-    """Register the normalised layout at ``location`` (a path or a URL the backend reads, such as
-    ``s3a://bucket/events``) as the backend's five tables. Its rows were validated when it was
-    written, so only the marker is checked. ``given``: what the user gave for it (``--data``), which
-    an error names when the backend cannot read ``location``."""
-    root = location.rstrip("/")
-    try:
-        marker = backend.con.read_json(f"{root}/{LAYOUT_FILE}").to_pyarrow().to_pylist()
-    except Exception as exc:
-        raise backend.unreadable(given or location, location, exc) or DataFormatError(
-            f"{given or location}: not a normalised layout (no readable {LAYOUT_FILE}): {str(exc).splitlines()[0]}; "
-            "write one with `metrics-kit build --data FOLDER --stage DIR` (docs/spark.md)"
-        ) from None
-    if len(marker) != 1 or marker[0].get("layout") != LAYOUT_VERSION:
-        raise DataFormatError(f"{location}/{LAYOUT_FILE}: not a layout this version reads ({LAYOUT_VERSION})")
-    register_parquet(backend, location, given)
-    return _store(backend.con, location, str(marker[0]["fingerprint"]))
-
-
-def register_parquet(backend: Backend, location: str, given: str | None = None) -> None:
-    """Register the tables of the normalised layout at ``location`` in ``backend``, reading none
-    of its rows: for a layout this build has just written (no marker to check)."""
-    root = location.rstrip("/")
-    for table in TABLES:
-        try:
-            backend.register_written(root, table)
-        except Exception as exc:
-            raise backend.unreadable(given or location, location, exc) or DataFormatError(
-                f"{given or location}: cannot read {root}/{table}: {str(exc).splitlines()[0]}"
-            ) from None
-
-
-def _store(backend: ibis.BaseBackend, location: str, fingerprint: str) -> EventStore:
+def event_store(backend: ibis.BaseBackend, location: str, fingerprint: str) -> EventStore:
+    """The event store of the five tables ``backend`` holds (validated before): its projects and coverage read."""
     return EventStore(backend, location, read_projects(backend), read_coverage(backend), fingerprint)
 
 

@@ -21,22 +21,26 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl
 
 from metrics_kit.server.http import openapi, settings
-from metrics_kit.server.service import MetricService, QueryError
+from metrics_kit.server.serving.service import MetricService, QueryError
 from metrics_kit.spec import wire
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import Catalogue
 from metrics_kit.spec.wire import API_KEY_HEADER, ErrorCode
 
 log = logging.getLogger("metrics_kit.server")
-_JSON = [(b"content-type", b"application/json")]
-_METHODS = (b"GET", b"HEAD")
+_JSON = [(wire.CONTENT_TYPE_HEADER.encode(), wire.JSON_TYPE.encode())]
+_METHODS = tuple(method.encode() for method in wire.METHODS)
 DATA_VERSION_HEADER = wire.DATA_VERSION_HEADER.encode()
 _KEY_HEADER = API_KEY_HEADER.encode()
 _RETRY_AFTER = wire.RETRY_AFTER_HEADER.encode()
+_ETAG = wire.ETAG_HEADER.encode()
+_ACCEPT = wire.ACCEPT_HEADER.encode()
+_IF_NONE_MATCH = wire.IF_NONE_MATCH_HEADER.encode()
 # RFC 9110 asks a 401 to name the way to authenticate; there is no registered scheme for a key header.
-_CHALLENGE = [(b"www-authenticate", f'ApiKey header="{API_KEY_HEADER}"'.encode())]
+_CHALLENGE = [(wire.AUTHENTICATE_HEADER.encode(), f'ApiKey header="{API_KEY_HEADER}"'.encode())]
+_ALLOW = [(wire.ALLOW_HEADER.encode(), ", ".join(wire.METHODS).encode())]
 # Appended to the data version in the ETag of a value whose period is not complete yet.
-INCOMPLETE_TAG = b"-incomplete"
+INCOMPLETE_TAG = wire.INCOMPLETE_TAG.encode()
 
 
 @functools.lru_cache(maxsize=256)
@@ -46,7 +50,7 @@ def accepts_json(accept: str) -> bool:
     for item in accept.split(","):
         media, *params = (part.strip() for part in item.split(";"))
         media = media.lower()
-        specificity = {"application/json": 3, "application/*": 2, "*/*": 1}.get(media)
+        specificity = {wire.JSON_TYPE: 3, "application/*": 2, "*/*": 1}.get(media)
         if specificity is None:
             continue
         q = 1.0
@@ -110,14 +114,14 @@ class App:
         self._versioned = [(DATA_VERSION_HEADER, version)]
         # complete -> (the ETag, the headers that carry it)
         self._tags = {
-            complete: (tag, [(DATA_VERSION_HEADER, version), (b"etag", tag)])
+            complete: (tag, [(DATA_VERSION_HEADER, version), (_ETAG, tag)])
             for complete, tag in ((True, b'"' + version + b'"'), (False, b'"' + version + INCOMPLETE_TAG + b'"'))
         }
         aggregates, catalogue = service.aggregates, service.catalogue
         projects = sorted(aggregates.projects)
         coverage = aggregates.meta["coverage"]
         self.openapi = json.dumps(openapi.build(catalogue, projects, coverage)).encode()
-        self.projects = json.dumps(_projects_body(aggregates, catalogue, service.data_version)).encode()
+        self.projects = _projects_body(aggregates, catalogue, service.data_version)
         # Made on the first request, not here: its SQL definitions take Ibis's compiler, which a
         # start from prebuilt aggregates, and the embedded default's first value, need not load.
         self.catalogue: bytes | None = None
@@ -125,8 +129,8 @@ class App:
         self.routes = {
             wire.METRICS_PATH: self._metrics,
             wire.EXPLAIN_PATH: self._explain,
-            "/projects": self._static(self.projects),
-            "/catalogue": self._catalogue,
+            wire.PROJECTS_PATH: self._static(self.projects),
+            wire.CATALOGUE_PATH: self._catalogue,
         }
 
     async def __call__(self, scope, receive, send):
@@ -145,7 +149,7 @@ class App:
     async def _dispatch(self, scope, send) -> None:
         path, method = scope["path"], scope["method"].encode()
         head = method == b"HEAD"
-        if path == "/openapi.json":
+        if path == wire.OPENAPI_PATH:
             handler = None
         else:
             handler = self.routes.get(path)
@@ -153,16 +157,15 @@ class App:
                 error = QueryError(
                     404,
                     ErrorCode.NOT_FOUND,
-                    f"no such path {path[:80]!r}; the API serves /metrics (and /projects, /catalogue, "
-                    f"{wire.EXPLAIN_PATH}, /openapi.json)",
+                    f"no such path {path[:80]!r}; the API serves {wire.SERVED_PATHS[0]} "
+                    f"(and {', '.join(wire.SERVED_PATHS[1:])})",
                 )
                 await self._send(send, 404, error.body(), head)
                 return
         if method not in _METHODS:
-            error = QueryError(
-                405, ErrorCode.METHOD_NOT_ALLOWED, f"method {scope['method'][:20]} is not allowed; use GET"
-            )
-            await self._send(send, 405, error.body(), False, [(b"allow", b"GET, HEAD")])
+            allowed = f"method {scope['method'][:20]} is not allowed; use {wire.METHODS[0]}"
+            error = QueryError(405, ErrorCode.METHOD_NOT_ALLOWED, allowed)
+            await self._send(send, 405, error.body(), False, _ALLOW)
             return
         if handler is None:
             # Not tagged: the document also changes with the package version, which the data version ignores.
@@ -172,9 +175,9 @@ class App:
         for name, value in scope["headers"]:
             if name == _KEY_HEADER:
                 key = value
-            elif name == b"accept":  # several Accept lines form one list (RFC 9110, 5.3)
+            elif name == _ACCEPT:  # several Accept lines form one list (RFC 9110, 5.3)
                 accept = value if accept is None else accept + b", " + value
-            elif name == b"if-none-match":
+            elif name == _IF_NONE_MATCH:
                 if_none_match = value if if_none_match is None else if_none_match + b", " + value
         status, body, extra = self._gate(key, accept)
         if status:
@@ -243,7 +246,7 @@ class App:
                 QueryError(
                     406,
                     ErrorCode.NOT_ACCEPTABLE,
-                    "this service answers only application/json; send Accept: application/json",
+                    f"this service answers only {wire.JSON_TYPE}; send Accept: {wire.JSON_TYPE}",
                 ).body(),
                 [],
             )
@@ -288,8 +291,7 @@ class App:
                 # for the event tables would hold up the catalogue behind them.
                 with ThreadPoolExecutor(max_workers=1, thread_name_prefix="catalogue") as own:
                     loop = asyncio.get_running_loop()
-                    body = await loop.run_in_executor(own, _catalogue_body, self.service.catalogue)
-                self.catalogue = json.dumps(body).encode()
+                    self.catalogue = await loop.run_in_executor(own, _catalogue_body, self.service.catalogue)
         return 200, self.catalogue, True
 
 
@@ -303,35 +305,25 @@ async def _lifespan(receive, send) -> None:
             return
 
 
-def _projects_body(aggregates, catalogue: Catalogue, version: str) -> dict:
+def _projects_body(aggregates, catalogue: Catalogue, version: str) -> bytes:
     coverage = aggregates.meta["coverage"]
-    out = []
-    for name, info in sorted(aggregates.projects.items()):
-        metrics = [m.name for m in catalogue.applicable(info["kinds"], info["regular_pools"])]
-        out.append(
-            {
-                "project": name,
-                "kinds": info["kinds"],
-                "regular_pools": info["regular_pools"],
-                "coverage": None if coverage is None else {"start": coverage[0], "end": coverage[1]},
-                "metrics": metrics,
-            }
+    projects = [
+        wire.project_entry(
+            name,
+            info["kinds"],
+            info["regular_pools"],
+            coverage,
+            [m.name for m in catalogue.applicable(info["kinds"], info["regular_pools"])],
         )
-    return {
-        "data_version": version,
-        "projects": out,
-        "coverage": None if coverage is None else {"start": coverage[0], "end": coverage[1]},
-        "last_event": aggregates.meta.get("last_event"),
-    }
+        for name, info in sorted(aggregates.projects.items())
+    ]
+    return wire.projects_body(version, projects, coverage, aggregates.meta.get("last_event"))
 
 
-def _catalogue_body(catalogue: Catalogue) -> dict:
+def _catalogue_body(catalogue: Catalogue) -> bytes:
     """Each metric's entry, with how it is computed in words and its standalone SQL query."""
-    from metrics_kit.server.definitions import definitions, in_words
+    from metrics_kit.server.metrics.definitions import definitions, in_words
 
     queries = definitions(catalogue)
-    return {
-        "chain_unit": catalogue.chain_unit,
-        "granularities": list(GRANULARITIES),
-        "metrics": [m.describe() | {"computed": in_words(m), "sql": queries[m.name]} for m in catalogue],
-    }
+    metrics = [wire.catalogue_entry(m.describe(), in_words(m), queries[m.name]) for m in catalogue]
+    return wire.catalogue_body(catalogue.chain_unit, list(GRANULARITIES), metrics)

@@ -21,23 +21,29 @@ from metrics_kit.spec.wire import API_KEY_HEADER, ERROR_CODES, ErrorCode
 Schema = dict[str, Any]
 
 
-# The header names as the document writes them (HTTP header names are case-insensitive).
+# The header names as the document writes them (HTTP header names are case-insensitive): each part
+# capitalised, the acronyms in capitals (ETag, WWW-Authenticate).
+_ACRONYMS = {wire.ETAG_HEADER: "ETag", "www": "WWW"}
+
+
 def _shown(header: str) -> str:
-    return "-".join(part.capitalize() for part in header.split("-"))
+    return "-".join(_ACRONYMS.get(part, part.capitalize()) for part in header.split("-"))
 
 
 _VERSION = _shown(wire.DATA_VERSION_HEADER)  # X-Data-Version
+_ETAG = _shown(wire.ETAG_HEADER)  # ETag
+_JSON = wire.JSON_TYPE
 _ERROR_WHEN = {
     400: f"A parameter is missing, repeated or malformed (an unknown {wire.METRIC_NAME} gets the closest names), or "
     f"the HTTP parser rejected the request ({ErrorCode.MALFORMED_REQUEST}).",
     401: f"The {API_KEY_HEADER} header is missing or empty ({ErrorCode.MISSING_API_KEY}) or holds an unknown key "
     f"({ErrorCode.INVALID_API_KEY}).",
     404: "Unknown project, a metric that does not apply to the project, a date outside coverage.",
-    405: "A method other than GET or HEAD.",
-    406: "The Accept header rules out application/json.",
+    405: f"A method other than {' or '.join(wire.METHODS)}.",
+    406: f"The {_shown(wire.ACCEPT_HEADER)} header rules out {_JSON}.",
     408: "The request line and headers did not arrive in time.",
     409: f"{wire.EXPLAIN_PATH} only: the event files changed after the service built its values.",
-    429: "The per-key rate limit is exceeded; retry after Retry-After seconds.",
+    429: f"The per-key rate limit is exceeded; retry after {_shown(wire.RETRY_AFTER_HEADER)} seconds.",
     431: "The request line and headers are larger than the server accepts (64 KiB).",
     500: "The server failed unexpectedly (a bug).",
     501: f"{wire.EXPLAIN_PATH} only: the service serves aggregates without their event data.",
@@ -73,27 +79,27 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
     kinds = sorted({k for m in catalogue for k in m.kinds})
     coverage = _object(
         {
-            "start": {"type": "string", "format": "date", "description": "First day with any event."},
-            "end": {"type": "string", "format": "date", "description": "Last day with any event."},
+            wire.START: {"type": "string", "format": "date", "description": "First day with any event."},
+            wire.END: {"type": "string", "format": "date", "description": "Last day with any event."},
         },
         "The days the data set covers, inclusive.",
     )
     metric_value = _object(
         {
-            "metric_name": {
+            wire.METRIC_NAME: {
                 "type": "string",
                 "description": "Canonical name, even when an alias was asked. Open: other servers and "
                 "catalogues name other metrics.",
                 "examples": names[:3],
             },
-            "project": {"type": "string"},
-            "granularity": {"type": "string", "examples": list(GRANULARITIES)},
-            "date": {"type": "string", "format": "date", "description": "The date asked."},
-            "period_start": {"type": "string", "format": "date", "description": "First day of the period."},
-            "period_end": {"type": "string", "format": "date", "description": "Last day of the period (inclusive)."},
-            "unit": {"type": "string", "description": "Open: the chain unit varies by server.", "examples": units},
-            "value": {"type": "number", "description": "Integer for counts, float for amounts."},
-            "complete": {
+            wire.PROJECT: {"type": "string"},
+            wire.GRANULARITY: {"type": "string", "examples": list(GRANULARITIES)},
+            wire.DATE: {"type": "string", "format": "date", "description": "The date asked."},
+            wire.PERIOD_START: {"type": "string", "format": "date", "description": "First day of the period."},
+            wire.PERIOD_END: {"type": "string", "format": "date", "description": "Last day of the period (inclusive)."},
+            wire.UNIT: {"type": "string", "description": "Open: the chain unit varies by server.", "examples": units},
+            wire.VALUE: {"type": "number", "description": "Integer for counts, float for amounts."},
+            wire.COMPLETE: {
                 "type": "boolean",
                 "description": "Whether the period is complete, as the service decides when it answers: it "
                 "starts on or after the first day of coverage and its end (midnight UTC after its last day) is "
@@ -106,32 +112,32 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
     )
     error_detail = _object(
         {
-            "code": {
+            wire.CODE: {
                 "type": "string",
                 "description": "Stable machine-readable code. Open: a client must accept codes it does not know.",
                 "examples": [code for codes in ERROR_CODES.values() for code in codes],
             },
-            "message": {"type": "string", "description": "What was wrong and what is allowed."},
-            "param": {"type": ["string", "null"], "description": "The parameter at fault, if any."},
+            wire.MESSAGE: {"type": "string", "description": "What was wrong and what is allowed."},
+            wire.PARAM: {"type": ["string", "null"], "description": "The parameter at fault, if any."},
         },
         "What went wrong.",
     )
     project = _object(
         {
-            "project": {"type": "string", "examples": ["demoswap"]},
-            "kinds": _strings("The project's kinds.", kinds[:2]),
-            "regular_pools": {"type": "boolean", "description": "Whether it has regular (non-concentrated) pools."},
-            "coverage": _nullable(_ref("Coverage")),
-            "metrics": _strings("The metrics that apply to it, canonical names.", names[:2]),
+            wire.PROJECT: {"type": "string", "examples": ["demoswap"]},
+            wire.KINDS: _strings("The project's kinds.", kinds[:2]),
+            wire.REGULAR_POOLS: {"type": "boolean", "description": "Whether it has regular (non-concentrated) pools."},
+            wire.COVERAGE: _nullable(_ref("Coverage")),
+            wire.METRICS: _strings("The metrics that apply to it, canonical names.", names[:2]),
         },
         "A project of the data set.",
     )
     projects = _object(
         {
-            "data_version": {"type": "string", "description": f"The data version, as in the {_VERSION} header."},
-            "projects": {"type": "array", "items": _ref("Project")},
-            "coverage": _nullable(_ref("Coverage")),
-            "last_event": {
+            wire.DATA_VERSION: {"type": "string", "description": f"The data version, as in the {_VERSION} header."},
+            wire.PROJECTS: {"type": "array", "items": _ref("Project")},
+            wire.COVERAGE: _nullable(_ref("Coverage")),
+            wire.LAST_EVENT: {
                 "type": ["string", "null"],
                 "format": "date-time",
                 "description": "The time of the data set's last event, UTC (null without events, or from "
@@ -144,15 +150,15 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
         {
             "name": {"type": "string", "examples": names[:1]},
             "families": _strings("The families it belongs to.", ["dex"]),
-            "unit": {"type": "string", "examples": units},
-            "aggregation": {"type": "string", "examples": ["distinct_count", "sum"]},
+            wire.UNIT: {"type": "string", "examples": units},
+            wire.AGGREGATION: {"type": "string", "examples": ["distinct_count", "sum"]},
             "description": {"type": "string"},
             "aliases": _strings("Other accepted names.", []),
-            "kinds": _strings("The project kinds it applies to.", kinds[:1]),
+            wire.KINDS: _strings("The project kinds it applies to.", kinds[:1]),
             "regular_pools_only": {"type": "boolean"},
             "applies_to": {"type": "string", "description": "The same in words."},
-            "computed": {"type": "string", "description": "How a period's value follows from the events, in words."},
-            "sql": {
+            wire.COMPUTED: {"type": "string", "description": "How a period's value follows from the events, in words."},
+            wire.SQL: {
                 "type": "string",
                 "description": "Its definition as one standalone SQL query (DuckDB) over the event tables, "
                 "returning (granularity, project, period_start, value) for every project it applies to and "
@@ -163,47 +169,47 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
     )
     catalogue_body = _object(
         {
-            "chain_unit": {"type": "string", "examples": [catalogue.chain_unit]},
-            "granularities": _strings("The granularities.", list(GRANULARITIES)),
-            "metrics": {"type": "array", "items": _ref("CatalogueMetric")},
+            wire.CHAIN_UNIT: {"type": "string", "examples": [catalogue.chain_unit]},
+            wire.CATALOGUE_GRANULARITIES: _strings("The granularities.", list(GRANULARITIES)),
+            wire.METRICS: {"type": "array", "items": _ref("CatalogueMetric")},
         },
         "The metric catalogue.",
     )
-    error = _object({"error": _ref("ErrorDetail")}, "The one error shape.")
+    error = _object({wire.ERROR: _ref("ErrorDetail")}, "The one error shape.")
     explain_page = _object(
         {
             **metric_value["properties"],
-            "aggregation": {"type": "string", "examples": ["distinct_count", "count", "sum"]},
-            "source": {"type": "string", "description": "The event table the rows are from.", "examples": ["fees"]},
-            "select": {
+            wire.AGGREGATION: {"type": "string", "examples": ["distinct_count", "count", "sum"]},
+            wire.SOURCE: {"type": "string", "description": "The event table the rows are from.", "examples": ["fees"]},
+            wire.SELECT: {
                 "type": "object",
                 "additionalProperties": {"type": "array", "items": {"type": "string"}},
                 "description": "Column -> the values that pick the metric's rows (besides project and period).",
             },
-            "formula": {"type": "string", "description": "How the value follows from the rows, in words."},
-            "value_column": {
+            wire.FORMULA: {"type": "string", "description": "How the value follows from the rows, in words."},
+            wire.VALUE_COLUMN: {
                 "type": ["string", "null"],
                 "description": "The column summed; null: the value counts rows.",
             },
-            "counted_column": {
+            wire.COUNTED_COLUMN: {
                 "type": ["string", "null"],
                 "description": "The boolean column of the rows that enter the value; null: every row.",
             },
-            "opening_balance": {
+            wire.OPENING_BALANCE: {
                 "type": ["number", "null"],
                 "description": "A balance's value at the end of the previous period (the initial supply "
                 "in the first); the value is it plus the rows' sum. Null for other metrics.",
             },
-            "columns": _strings("The rows' columns, in order (docs/data-format.md names).", ["block_time"]),
-            "rows": {
+            wire.COLUMNS: _strings("The rows' columns, in order (docs/data-format.md names).", ["block_time"]),
+            wire.ROWS: {
                 "type": "array",
                 "items": {"type": "array", "items": {"type": ["string", "number", "boolean", "null"]}},
                 "description": "This page's rows, each a list in the order of columns; times as ISO 8601 UTC.",
             },
-            "total_rows": {"type": "integer", "minimum": 0, "description": "The value's rows, all pages."},
+            wire.TOTAL_ROWS: {"type": "integer", "minimum": 0, "description": "The value's rows, all pages."},
             wire.OFFSET: {"type": "integer", "minimum": 0, "description": "The first row of this page."},
             wire.LIMIT: {"type": "integer", "minimum": 1, "description": "The most rows of this page."},
-            "next_offset": {
+            wire.NEXT_OFFSET: {
                 "type": ["integer", "null"],
                 "description": f"The {wire.OFFSET} of the next page; null after the last.",
             },
@@ -236,7 +242,7 @@ def _error_response(status: int, explain: bool = False) -> Schema:
     response: Schema = {
         "description": _ERROR_WHEN[status] + " Codes: " + ", ".join(_codes(status, explain)) + ".",
         "headers": _headers(_VERSION),
-        "content": {"application/json": {"schema": _ref("Error")}},
+        "content": {_JSON: {"schema": _ref("Error")}},
     }
     if status == 429:
         response["headers"][_shown(wire.RETRY_AFTER_HEADER)] = {
@@ -244,9 +250,15 @@ def _error_response(status: int, explain: bool = False) -> Schema:
             "description": "Seconds to wait.",
         }
     if status == 401:
-        response["headers"]["WWW-Authenticate"] = {"schema": {"type": "string"}, "description": "How to authenticate."}
+        response["headers"][_shown(wire.AUTHENTICATE_HEADER)] = {
+            "schema": {"type": "string"},
+            "description": "How to authenticate.",
+        }
     if status == 405:
-        response["headers"]["Allow"] = {"schema": {"type": "string"}, "description": "GET, HEAD."}
+        response["headers"][_shown(wire.ALLOW_HEADER)] = {
+            "schema": {"type": "string"},
+            "description": f"{', '.join(wire.METHODS)}.",
+        }
     return response
 
 
@@ -254,12 +266,13 @@ def _responses(body: str, description: str, errors: tuple[int, ...], explain: bo
     return {
         "200": {
             "description": description,
-            "headers": _headers(_VERSION, "ETag"),
-            "content": {"application/json": {"schema": _ref(body)}},
+            "headers": _headers(_VERSION, _ETAG),
+            "content": {_JSON: {"schema": _ref(body)}},
         },
         "304": {
-            "description": "If-None-Match named the answer's current ETag: the answer is unchanged.",
-            "headers": _headers(_VERSION, "ETag"),
+            "description": f"{_shown(wire.IF_NONE_MATCH_HEADER)} named the answer's current {_ETAG}: the answer is "
+            "unchanged.",
+            "headers": _headers(_VERSION, _ETAG),
         },
         **{str(status): _error_response(status, explain) for status in errors},
     }
@@ -287,7 +300,7 @@ def _explain_operation(parameters: list[Schema]) -> Schema:
             "operationId": "explainMetric",
             "summary": "The event rows behind one metric value",
             "description": "Extension of the reference service, not part of the metrics service specification: "
-            "the rows of the event tables that make up the value of /metrics for the same parameters, in a "
+            f"the rows of the event tables that make up the value of {wire.METRICS_PATH} for the same parameters, in a "
             "fixed order, a page at a time, and how the value follows from them. Needs the event data "
             f"(501 {ErrorCode.EXPLAIN_UNAVAILABLE} when the service serves aggregates alone).",
             "x-extension": True,
@@ -300,10 +313,10 @@ def _explain_operation(parameters: list[Schema]) -> Schema:
 def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] | None) -> Schema:
     date_example = coverage[1] if coverage else "2025-01-01"
     if_none_match = {
-        "name": "If-None-Match",
+        "name": _shown(wire.IF_NONE_MATCH_HEADER),
         "in": "header",
         "required": False,
-        "description": "An ETag from an earlier answer: 304 without a body while the answer's ETag is the same.",
+        "description": f"An {_ETAG} from an earlier answer: 304 without a body while the answer's {_ETAG} is the same.",
         "schema": {"type": "string"},
     }
     parameters = [
@@ -311,8 +324,9 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
             "name": wire.METRIC_NAME,
             "in": "query",
             "required": True,
-            "description": "A metric of the catalogue (canonical name or alias; GET /catalogue lists them). "
-            f"Any other name is answered with 400 {ErrorCode.UNKNOWN_METRIC} and the closest names.",
+            "description": "A metric of the catalogue (canonical name or alias; "
+            f"GET {wire.CATALOGUE_PATH} lists them). Any other name is answered with 400 "
+            f"{ErrorCode.UNKNOWN_METRIC} and the closest names.",
             "schema": {"type": "string", "minLength": 1, "examples": list(catalogue.canonical_names[:3])},
         },
         {
@@ -353,7 +367,7 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
             "version": __version__,
             "description": "Read-only blockchain protocol metrics: one metric for one project at "
             "one granularity for one date. All periods are UTC. Every answer carries the data "
-            f"version ({_VERSION}); a 200 also as its ETag, marked -incomplete for a value whose period "
+            f"version ({_VERSION}); a 200 also as its {_ETAG}, marked {wire.INCOMPLETE_TAG} for a value whose period "
             "is not complete yet.",
         },
         "security": [{"apiKey": []}],
@@ -371,7 +385,7 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
                 }
             },
             wire.EXPLAIN_PATH: _explain_operation(parameters),
-            "/projects": {
+            wire.PROJECTS_PATH: {
                 "get": {
                     "operationId": "listProjects",
                     "summary": "Projects, their kinds and coverage, and the data version",
@@ -381,7 +395,7 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
                     "responses": _responses("Projects", "Projects.", _DISCOVERY_ERRORS),
                 }
             },
-            "/catalogue": {
+            wire.CATALOGUE_PATH: {
                 "get": {
                     "operationId": "getCatalogue",
                     "summary": "The metric catalogue",
@@ -400,10 +414,10 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
                     "or what a metric computes changes.",
                     "schema": {"type": "string"},
                 },
-                "ETag": {
+                _ETAG: {
                     "description": f'The data version in quotes, "<{_VERSION}>"; for a value (or an explanation) '
-                    f'whose period is not complete yet, "<{_VERSION}>-incomplete". A period turning complete '
-                    f"changes the ETag of its answers, not the {_VERSION}.",
+                    f'whose period is not complete yet, "<{_VERSION}>{wire.INCOMPLETE_TAG}". A period turning '
+                    f"complete changes the {_ETAG} of its answers, not the {_VERSION}.",
                     "schema": {"type": "string"},
                 },
             },

@@ -84,9 +84,14 @@ def parser_message(error: Exception, start: bytes) -> str:
 def error_response(status: int, code: ErrorCode, message: str, extra: bytes = b"") -> bytes:
     """A whole HTTP/1.1 answer in the JSON error shape, closing the connection."""
     body = wire.error_body(code, message)
-    return (
-        b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%sconnection: close\r\n\r\n%s"
-        % (status, _REASONS[status], len(body), extra, body)
+    return b"HTTP/1.1 %d %s\r\n%s: %s\r\ncontent-length: %d\r\n%sconnection: close\r\n\r\n%s" % (
+        status,
+        _REASONS[status],
+        wire.CONTENT_TYPE_HEADER.encode(),
+        wire.JSON_TYPE.encode(),
+        len(body),
+        extra,
+        body,
     )
 
 

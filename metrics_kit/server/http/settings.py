@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 
 from metrics_kit.errors import ConfigurationError
-from metrics_kit.server import completeness
+from metrics_kit.server.serving import completeness
 from metrics_kit.spec import wire
 
 MAX_LATENCY_MS = 60_000.0
@@ -66,7 +66,7 @@ def host(value: object) -> str:
 
 def lag(value: object) -> float:
     """Seconds the service waits past a period's end before it counts the period complete, for exports
-    that arrive late (``server/completeness.py``); a duration such as 2h, 90m, 45s or 1d."""
+    that arrive late (``server/serving/completeness.py``); a duration such as 2h, 90m, 45s or 1d."""
     return completeness.parse_lag(value, "lag")
 
 

@@ -3,6 +3,12 @@
 It knows nothing of HTTP beyond status codes; the server module is a thin shell around it.
 Parameters are checked in the order a person would fix them: missing or repeated, then metric,
 granularity, date and project format (400), then existence (404).
+
+:class:`QueryError` is the server's error answer, and lives here rather than in ``errors.py``:
+``errors.py`` is the tree of exceptions a user of metrics_kit catches, and a QueryError never
+reaches one. The query layer and the HTTP shell (``http/app.py``) raise it and turn it into an
+answer, its status and ``wire.error_body``; a client reads that answer back as the library's
+``APIError`` (``wire.api_error``).
 """
 
 from __future__ import annotations
@@ -16,15 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from metrics_kit.errors import ValidationError
-from metrics_kit.server.build import Aggregates, catalogue_key
-from metrics_kit.server.completeness import Clock, Completeness
+from metrics_kit.server.serving.aggregates import Aggregates, catalogue_key
+from metrics_kit.server.serving.completeness import Clock, Completeness
 from metrics_kit.spec import ids, wire
 from metrics_kit.spec.calendar import period_index
 from metrics_kit.spec.catalogue import Catalogue, Metric
 from metrics_kit.spec.wire import ErrorCode
 
 if TYPE_CHECKING:
-    from metrics_kit.server.explain import Events
+    from metrics_kit.server.serving.explain import Events
 
 PARAMETERS = wire.PARAMETERS
 # The 400 code of each parameter's format check (spec/ids.py raises ValidationError naming it).
@@ -51,8 +57,9 @@ def _page_number(text: str | None, name: str, default: int, lowest: int, highest
 
 
 class QueryError(Exception):
-    """An error answer: its status, code (:class:`~metrics_kit.spec.wire.ErrorCode`), message and
-    the parameter it is about."""
+    """An error answer of the service: its status, code (:class:`~metrics_kit.spec.wire.ErrorCode`),
+    message and the parameter it is about; :meth:`body` is the answer's body. Not an exception of
+    the library (``errors.py``): it never leaves the server (see the module's docstring)."""
 
     def __init__(self, status: int, code: ErrorCode, message: str, param: str | None = None):
         super().__init__(message)
@@ -87,7 +94,7 @@ class MetricService:
         """``events``: the data folder the aggregates were built from, whose rows ``/explain`` lists
         (None: the service has no event data, as when it serves prebuilt aggregates).
 
-        Which periods are complete (``server/completeness.py``): ``watermark``, the one declared
+        Which periods are complete (``server/serving/completeness.py``): ``watermark``, the one declared
         with the data set (None: none declared), ``lag`` in seconds, and ``clock``, the service's
         time in seconds since the epoch (tests set it).
 
@@ -150,31 +157,29 @@ class MetricService:
         if metric.aggregation == "ending_balance":
             opening = self._opening_balance(metric.name, project, granularity, first)
         following = offset + len(rows) if offset + len(rows) < total else None
-        body = wire.explain_body(
-            {
-                wire.METRIC_NAME: metric.name,
-                wire.PROJECT: project,
-                wire.GRANULARITY: granularity,
-                wire.DATE: date_text,
-                "period_start": start,
-                "period_end": end,
-                "unit": metric.unit,
-                "value": value,
-                "complete": complete,
-                "aggregation": metric.aggregation,
-                "source": metric.source,
-                "select": {column: list(values) for column, values in metric.select.items()},
-                "formula": explanation.formula,
-                "value_column": explanation.value_column,
-                "counted_column": explanation.counted_column,
-                "opening_balance": opening,
-                "columns": explanation.columns,
-                "rows": rows,
-                "total_rows": total,
-                wire.OFFSET: offset,
-                wire.LIMIT: limit,
-                "next_offset": following,
-            }
+        body = wire.explain_page_body(
+            metric_name=metric.name,
+            project=project,
+            granularity=granularity,
+            date=date_text,
+            period_start=start,
+            period_end=end,
+            unit=metric.unit,
+            value=value,
+            complete=complete,
+            aggregation=metric.aggregation,
+            source=metric.source,
+            select={column: list(values) for column, values in metric.select.items()},
+            formula=explanation.formula,
+            value_column=explanation.value_column,
+            counted_column=explanation.counted_column,
+            opening_balance=opening,
+            columns=explanation.columns,
+            rows=rows,
+            total_rows=total,
+            offset=offset,
+            limit=limit,
+            next_offset=following,
         )
         return body, complete
 
@@ -209,7 +214,7 @@ class MetricService:
 
     def _event_tables(self, directory: Path) -> Events:
         # Imported here: the first /metrics answer never waits for /explain's modules.
-        from metrics_kit.server.explain import Events
+        from metrics_kit.server.serving.explain import Events
 
         with self._events_lock:
             if self._events is None:
@@ -263,7 +268,7 @@ class MetricService:
         metric = self.catalogue.get(name)
         try:
             if metric is None:
-                raise ids.unknown_metric(name, self.catalogue.canonical_names, "GET /catalogue")
+                raise ids.unknown_metric(name, self.catalogue.canonical_names, f"GET {wire.CATALOGUE_PATH}")
             ids.check_granularity(granularity)
             day = ids.parse_date(date_text)
             ids.check_project(project)
@@ -275,7 +280,7 @@ class MetricService:
             raise QueryError(
                 404,
                 ErrorCode.UNKNOWN_PROJECT,
-                f"unknown project {ids.clip(project)}; GET /projects lists the projects",
+                f"unknown project {ids.clip(project)}; GET {wire.PROJECTS_PATH} lists the projects",
                 wire.PROJECT,
             )
         if not metric.applies_to(info["kinds"], info["regular_pools"]):

@@ -1,11 +1,12 @@
 """The event rows behind one value (``GET /explain``), read from the event tables with Ibis.
 
 The rows are chosen as the engine chooses them: the metric's table (``Metric.source``), its
-selection (``Metric.select`` through ``passes.where``), the project, and the period's bounds from
+selection (``Metric.select`` through ``expressions.where``), the project, and the period's bounds from
 ``spec/calendar.py`` (every ``block_time`` from the first day's midnight to the last day's end,
 UTC); what is summed and which nets are kept are the engine's own expressions (``amount_of``,
 ``kept_net``). Each kind of metric shows the rows its value is made of, with the data format's column names
-(docs/data-format.md) in a fixed order, and says how the value follows from them:
+(docs/data-format.md) in a fixed order, and says how the value follows from them (every column,
+with the type its cells have in the answer, is in ``spec/wire.py``'s ``EXPLAIN_COLUMN_TYPES``):
 
 - ``distinct_count`` (active users): one row per signer (``signer``, ``transactions``: its distinct
   tx_ids, ``first_block_time``, ``last_block_time``); the value is the number of rows;
@@ -37,13 +38,12 @@ import ibis.expr.types as ir
 from metrics_kit.server.data import store
 from metrics_kit.server.data.schema import COLUMNS
 from metrics_kit.server.data.sources import find_sources, fingerprint
-from metrics_kit.server.engine import AMOUNT, NET_KEY, amount_of, kept_net
-from metrics_kit.server.passes import where
+from metrics_kit.server.metrics.expressions import AMOUNT, NET_KEY, amount_of, kept_net, where
+from metrics_kit.spec import wire
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Metric
+from metrics_kit.spec.wire import COUNTED, FIRST_BLOCK_TIME, LAST_BLOCK_TIME, SIGNED_AMOUNT, TRANSACTIONS
 
-SIGNED = "signed_amount"
 CLOSE_WAIT = 10.0  # seconds Events.close waits for a page being read
-COUNTED = "counted"
 
 
 @dataclass(frozen=True)
@@ -81,12 +81,16 @@ def explain(backend: ibis.BaseBackend, metric: Metric, project: str, first: dt.d
     aggregation = metric.aggregation
     if aggregation == "distinct_count":
         signers = t.group_by("signer").aggregate(
-            transactions=t.tx_id.nunique(), first_block_time=t.block_time.min(), last_block_time=t.block_time.max()
+            **{
+                TRANSACTIONS: t.tx_id.nunique(),
+                FIRST_BLOCK_TIME: t.block_time.min(),
+                LAST_BLOCK_TIME: t.block_time.max(),
+            }
         )
         return Explanation(
             signers,
-            [ibis.desc("transactions"), "signer"],
-            f"the number of rows: one row per signer of {rows_of} (transactions: its distinct tx_ids in them)",
+            [ibis.desc(TRANSACTIONS), "signer"],
+            f"the number of rows: one row per signer of {rows_of} ({TRANSACTIONS}: its distinct tx_ids in them)",
             None,
             None,
         )
@@ -104,18 +108,18 @@ def explain(backend: ibis.BaseBackend, metric: Metric, project: str, first: dt.d
     amount = AMOUNT[metric.source]
     order = ["block_time", *(c for c in columns if c != "block_time")]
     if aggregation in ("net_sum", "ending_balance"):
-        rows = t.select(*columns, **{SIGNED: amount_of(t, metric).cast("float64")})
+        rows = t.select(*columns, **{SIGNED_AMOUNT: amount_of(t, metric).cast("float64")})
         signed = ", ".join(f"{flow} {'+' if sign > 0 else '-'}" for flow, sign in FLOW_SIGNS.items())
-        formula = f"the sum of {SIGNED} over the rows: {rows_of}, each {amount} signed by its flow ({signed})"
+        formula = f"the sum of {SIGNED_AMOUNT} over the rows: {rows_of}, each {amount} signed by its flow ({signed})"
         if aggregation == "ending_balance":
             formula = (
                 "opening_balance (the balance at the end of the previous period; in the first period of "
                 f"coverage, the initial circulating supply) plus {formula}"
             )
-        return Explanation(rows, order, formula, SIGNED, None)
+        return Explanation(rows, order, formula, SIGNED_AMOUNT, None)
     if aggregation in ("positive_net", "negative_net"):
         key = NET_KEY[metric.source]
-        net = f"{key}_net"
+        net = wire.net_column(key)
         per_key = t[amount].sum().over(ibis.window(group_by=t[key]))
         rows = t.select(*columns, **{net: per_key})
         above = aggregation == "positive_net"
@@ -128,12 +132,6 @@ def explain(backend: ibis.BaseBackend, metric: Metric, project: str, first: dt.d
         return Explanation(rows, order, formula, amount, COUNTED)
     assert aggregation == "sum", aggregation
     return Explanation(t.select(*columns), order, f"the sum of {amount} over the rows: {rows_of}", amount, None)
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # the views hold naive UTC times
-    return value
 
 
 class Events:
@@ -179,6 +177,9 @@ class Events:
             rows: list[list[Any]] = []
             if offset < total:
                 page = found.rows.order_by(found.order).limit(limit, offset=offset).to_pyarrow()
+                # Each cell as the contract types its column (a column not in it is a bug, never sent).
+                types = [wire.EXPLAIN_COLUMN_TYPES[c] for c in found.columns]
                 columns = [page.column(c).to_pylist() for c in found.columns]
-                rows = [[_json(v) for v in row] for row in zip(*columns, strict=True)]
+                cells = zip(*columns, strict=True)
+                rows = [[wire.explain_cell(k, v) for k, v in zip(types, row, strict=True)] for row in cells]
             return found, total, rows

@@ -24,7 +24,7 @@ join for every row, not only for the repeated ones.
 **Active users.** The signer pass groups the rows by (project, action, signer, month) -- the
 signer's own address, never a hash, so no two signers can merge -- and keeps a 31-bit mask of the
 days of the month the signer acted on (``bit_or``). From those rows (far fewer than the
-events, read twice by one query: DuckDB materialises them once, other backends cache them first),
+events, read twice by one query: DuckDB materialises them once, other engines cache them first),
 per (project, action, month):
 
 - month users: the rows;
@@ -51,16 +51,16 @@ the 64-bit hash, for a few more rows in its result.
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Mapping
+import datetime as dt
 
 import ibis
-import ibis.expr.datatypes as dt
+import ibis.expr.datatypes as datatypes
 import ibis.expr.types as ir
 import numpy as np
 import pandas as pd
 
-from metrics_kit.server.backends import Backend, Hash64
+from metrics_kit.server.building.engines import Engine, Hash64
+from metrics_kit.server.metrics.expressions import where
 from metrics_kit.spec.calendar import GRANULARITIES
 from metrics_kit.spec.catalogue import Metric
 
@@ -79,15 +79,6 @@ _NARROW_UP_TO = 1 << 25
 @ibis.udf.agg.builtin(name="bit_or")
 def _bit_or(value: int) -> int:  # type: ignore[empty-body]
     """``bit_or``, which DuckDB and Spark both have, while Ibis compiles its own only for DuckDB."""
-
-
-def where(t: ir.Table, select: Mapping[str, tuple[str, ...]] | Restriction) -> ir.BooleanValue | None:
-    """The rows whose columns hold one of the selected values (None: no selection, every row)."""
-    predicate = None
-    for column, values in dict(select).items():
-        term = t[column].isin(list(values))
-        predicate = term if predicate is None else predicate & term
-    return predicate
 
 
 def measure_key(metric: Metric) -> tuple[str, Restriction]:
@@ -169,28 +160,28 @@ def _narrowed(hash64: Hash64) -> Hash64:
     def upper(value: ir.StringValue) -> ir.Value:
         hashed = hash64(value)
         if hashed.type().is_uint64():
-            return (hashed >> 32).cast(dt.uint32)
+            return (hashed >> 32).cast(datatypes.uint32)
         if hashed.type().is_int64():
-            return (hashed >> 32).cast(dt.int32)
+            return (hashed >> 32).cast(datatypes.int32)
         return hashed
 
     return upper
 
 
-def _repeated(con, t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: bool) -> pd.DataFrame:
-    return _as_periods(con.execute(_repeated_rows(t, measures, hash64, by_sorting)), "day")
+def _repeated(backend, t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: bool) -> pd.DataFrame:
+    return _as_periods(backend.execute(_repeated_rows(t, measures, hash64, by_sorting)), "day")
 
 
 def _counted(
-    con, t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: bool
+    backend, t: ir.Table, measures: Measures, hash64: Hash64, by_sorting: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The day counts and the repeated rows, in one round trip: stacked, the day counts with a
     missing tx_id (validated transactions have none, and ``repeated`` tells them apart anyway)."""
     counts = list(measures.row_counts)
-    days = _day_counts(t, measures).mutate(tx_id=ibis.null(dt.string), repeated=False)
+    days = _day_counts(t, measures).mutate(tx_id=ibis.null(datatypes.string), repeated=False)
     repeats = _repeated_rows(t, measures, hash64, by_sorting).mutate(repeated=True)
     columns = ["project", "action", "day", "tx_id", *counts, "repeated"]
-    both = _as_periods(con.execute(ibis.union(days.select(*columns), repeats.select(*columns))), "day")
+    both = _as_periods(backend.execute(ibis.union(days.select(*columns), repeats.select(*columns))), "day")
     repeated = both.pop("repeated").to_numpy(dtype=bool)
     return both[~repeated].drop(columns="tx_id").reset_index(drop=True), both[repeated].reset_index(drop=True)
 
@@ -200,20 +191,20 @@ def _counted(
 
 def _signer_months(t: ir.Table, measures: Measures) -> ir.Table:
     """One row per (project, action, signer, month): the days of the month it acted on, as bits."""
-    bit = ibis.literal(1, dt.int64) << (t.block_time.day() - 1).cast(dt.int64)
+    bit = ibis.literal(1, datatypes.int64) << (t.block_time.day() - 1).cast(datatypes.int64)
     masks = {name: _bit_or(bit, where=where(t, r)) for name, r in measures.user_masks.items()}
     month = t.block_time.truncate("M").date()
     return t.group_by(project=t.project, action=t.action, signer=t.signer, month=month).aggregate(**masks)
 
 
-def _per_month(months: ir.Table, measures: Measures, month_starts: list[datetime.date]) -> ir.Table:
+def _per_month(months: ir.Table, measures: Measures, month_starts: list[dt.date]) -> ir.Table:
     """Per (project, action, month) and mask: its signers, signers per day, signers per week slot,
     and the signers of a week split with the month before who acted in both parts (``_both``)."""
     # Shifted by the weekday of the 1st (Monday 0), a mask's bit 7k..7k+6 are the month's days in its k-th week.
-    offset = months.month.day_of_week.index().cast(dt.int64)
+    offset = months.month.day_of_week.index().cast(datatypes.int64)
     aggregations = {}
     for name in measures.user_masks:
-        mask = months[name].cast(dt.int64)
+        mask = months[name].cast(datatypes.int64)
         active = mask.notnull() & (mask != 0)
         aggregations[f"{name}_month"] = months.count(where=active)
         for k in range(_DAYS):
@@ -227,12 +218,12 @@ def _per_month(months: ir.Table, measures: Measures, month_starts: list[datetime
         # No month with rows follows another (as in a window of one month): no week has signers
         # in two months, and the join would find nothing. Without it the query is smaller, and
         # compiles faster.
-        return per_month.mutate(**{f"{n}_both": ibis.literal(0, dt.int64) for n in measures.user_masks})
+        return per_month.mutate(**{f"{n}_both": ibis.literal(0, datatypes.int64) for n in measures.user_masks})
     # One query for both: each is small next to the cost of a round trip through Ibis.
     return per_month.left_join(_split_weeks(months, measures, month_starts), ["project", "action", "month"])
 
 
-def _split_weeks(months: ir.Table, measures: Measures, month_starts: list[datetime.date]) -> ir.Table:
+def _split_weeks(months: ir.Table, measures: Measures, month_starts: list[dt.date]) -> ir.Table:
     """Per (project, action, month) and mask (``{mask}_both``): the signers active both in the last
     days of the previous month and in the first days of this one, within the ISO week they share."""
     calendar = pd.DataFrame(
@@ -243,12 +234,12 @@ def _split_weeks(months: ir.Table, measures: Measures, month_starts: list[dateti
         calendar[column] = pd.to_datetime(calendar[column])
     edges = ibis.memtable(calendar)
     # A dtype, not its name: parsing "date" builds Ibis's type grammar, a noticeable part of a small build.
-    edges = edges.mutate(month=edges.month.cast(dt.date), next_month=edges.next_month.cast(dt.date))
+    edges = edges.mutate(month=edges.month.cast(datatypes.date), next_month=edges.next_month.cast(datatypes.date))
     rows = months.join(edges, "month")
     # A restricted mask's days are among the unrestricted mask's, so rows that meet an edge by the
     # latter are all the candidates; each mask then counts its own.
-    everyone = rows[_EVERYONE].cast(dt.int64)
-    masks = {name: rows[name].cast(dt.int64) for name in measures.user_masks}
+    everyone = rows[_EVERYONE].cast(datatypes.int64)
+    masks = {name: rows[name].cast(datatypes.int64) for name in measures.user_masks}
     keys = ["project", "action", "signer"]
     tails = rows.filter((everyone & rows.tail_bits) != 0).select(
         *keys, month=rows.next_month, **{f"t_{n}": m & rows.tail_bits for n, m in masks.items()}
@@ -261,18 +252,18 @@ def _split_weeks(months: ir.Table, measures: Measures, month_starts: list[dateti
     return both.group_by("project", "action", "month").aggregate(**counts)
 
 
-def _signers(backend: Backend, t: ir.Table, measures: Measures, month_starts: list[datetime.date]) -> pd.DataFrame:
+def _signers(engine: Engine, t: ir.Table, measures: Measures, month_starts: list[dt.date]) -> pd.DataFrame:
     """``_per_month`` of ``t``'s signer months, in one query, which reads them twice (the counts
-    and the split weeks): kept as the backend keeps such a table (``Backend.reused``)."""
-    with backend.reused(_signer_months(t, measures)) as months:
-        return _as_periods(backend.con.execute(_per_month(months, measures, month_starts)), "month")
+    and the split weeks): kept as the engine keeps such a table (``Engine.reused``)."""
+    with engine.reused(_signer_months(t, measures)) as months:
+        return _as_periods(engine.backend.execute(_per_month(months, measures, month_starts)), "month")
 
 
-def _next_month(month: datetime.date) -> datetime.date:
-    return datetime.date(month.year + month.month // 12, month.month % 12 + 1, 1)
+def _next_month(month: dt.date) -> dt.date:
+    return dt.date(month.year + month.month // 12, month.month % 12 + 1, 1)
 
 
-def _edges(month: datetime.date) -> tuple[int, int]:
+def _edges(month: dt.date) -> tuple[int, int]:
     """Day-of-month bits of the month's first days in a week begun the month before, and of its
     last days in a week that ends the month after (0 where the month starts on a Monday or ends on
     a Sunday)."""
@@ -379,29 +370,29 @@ def _users(per_month: pd.DataFrame, names: list[str], granularity: str) -> pd.Da
 
 
 def transaction_metrics(
-    backend: Backend,
+    engine: Engine,
     t: ir.Table,
     metrics: list[Metric],
     rows_per_day: pd.DataFrame | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Per granularity, the sparse long frame (project, period_start, metric, value) of ``metrics``.
 
-    The backend's ``hash64`` finds repeated tx_ids, by sorting the hashes or grouping them as its
+    The engine's ``hash64`` finds repeated tx_ids, by sorting the hashes or grouping them as its
     ``repeats_by_sorting`` says. ``rows_per_day``: the rows of ``t`` already counted per (day,
     project, action, pool_type) (column ``n``), as validation does; then the day counts take no scan."""
-    con, hash64, by_sorting = backend.con, backend.hash64, backend.repeats_by_sorting
+    backend, hash64, by_sorting = engine.backend, engine.hash64, engine.repeats_by_sorting
     measures = Measures(metrics)
     if rows_per_day is None:
-        rows, repeated = _counted(con, t, measures, hash64, by_sorting)
+        rows, repeated = _counted(backend, t, measures, hash64, by_sorting)
     else:
         rows = _counted_before(rows_per_day, measures)
         if not rows.empty:
             few = int(rows["n"].sum()) <= _NARROW_UP_TO
-            repeated = _repeated(con, t, measures, _narrowed(hash64) if few else hash64, by_sorting)
+            repeated = _repeated(backend, t, measures, _narrowed(hash64) if few else hash64, by_sorting)
     if rows.empty:  # no transactions (an empty table or window): nothing to count, nothing to join
         return {granularity: no_values() for granularity in GRANULARITIES}
     month_starts = sorted({d.date() for d in rows["day"].dt.to_period("M").dt.to_timestamp()})
-    per_month = _signers(backend, t, measures, month_starts)
+    per_month = _signers(engine, t, measures, month_starts)
     # Which metric each (action, measure) is: the wide columns become long rows by one merge.
     named = pd.DataFrame(
         [(m.select["action"][0], measures.source(measure_key(m)), m.name) for m in metrics],

@@ -71,15 +71,16 @@ class State:
         return cls(manifest, normalise(table.to_pandas()))
 
 
-def state_path(directory: Path, catalogue_key: str, engine: str) -> Path:
-    """Where the build of ``directory`` on ``engine`` is kept: one per engine, so that a build asked
-    of Spark is computed by Spark even when DuckDB built the same data before."""
+def state_path(directory: Path, catalogue_key: str, engine_name: str) -> Path:
+    """Where the build of ``directory`` on the engine named ``engine_name`` (``Engine.name``) is kept:
+    one per engine, so that a build asked of Spark is computed by Spark even when DuckDB built the
+    same data before."""
     folder = hashlib.sha256(str(Path(directory).resolve()).encode()).hexdigest()[:16]
-    return files.cache_dir() / "builds" / f"{folder}-{catalogue_key}-{engine}.parquet"
+    return files.cache_dir() / "builds" / f"{folder}-{catalogue_key}-{engine_name}.parquet"
 
 
 def normalise(sparse: pd.DataFrame) -> pd.DataFrame:
-    """Sparse rows with one dtype per column, whichever backend computed them."""
+    """Sparse rows with one dtype per column, whichever engine computed them."""
     out = sparse.dropna(subset=["value"]).reset_index(drop=True)
 
     def text(column: pd.Series) -> pd.Series:

@@ -2,12 +2,12 @@
 
 The query is generated, never written by hand: from the metric's catalogue entry (its table, its
 row selection, its aggregation, the projects it applies to) and the engine's own building blocks
-(``passes.where`` for the selection, ``engine.amount_of`` for what is added up, ``engine.kept_net``
-for the per-account nets, ``engine.each_granularity`` for the periods, ``store.coverage_of`` for
+(``expressions``: ``where`` for the selection, ``amount_of`` for what is added up, ``kept_net``
+for the per-account nets, ``each_granularity`` for the periods; ``store.coverage_of`` for
 the coverage), as Ibis expressions compiled with ``ibis.to_sql`` and pretty-printed by sqlglot.
 
-The engine computes the transaction metrics by a faster scheme (``passes``), and fills the
-periods without events after it (``build``); a definition is the plain meaning
+The engine computes the transaction metrics by a faster scheme (``building/passes.py``), and fills the
+periods without events after it (``building/build.py``); a definition is the plain meaning
 (``count(DISTINCT signer)``, ``count(DISTINCT tx_id)``, the zeros and carried balances in SQL), so
 ``tests/service/test_definitions.py`` runs every query on DuckDB over the golden and the demo data
 and checks it returns the build's values. ``docs/metrics.md`` (``tools/docgen``), the site's metric
@@ -29,20 +29,20 @@ import functools
 import re
 
 import ibis
-import ibis.expr.datatypes as dt
+import ibis.expr.datatypes as datatypes
 import ibis.expr.types as ir
 import sqlglot
 import sqlglot.expressions as exp
 
-from metrics_kit.server import engine
 from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES, TABLES
 from metrics_kit.server.data.store import coverage_of
-from metrics_kit.server.passes import where
+from metrics_kit.server.metrics import expressions
+from metrics_kit.server.metrics.expressions import where
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
 
 DIALECT = "duckdb"
 COLUMNS_RETURNED = ("granularity", "project", "period_start", "value")
-_DTYPES = {"str": dt.string, "float": dt.float64, "bool": dt.boolean, "time": dt.timestamp}
+_DTYPES = {"str": datatypes.string, "float": datatypes.float64, "bool": datatypes.boolean, "time": datatypes.timestamp}
 # The column a distinct count counts: active users are signers, transactions their tx_id.
 DISTINCT = {"distinct_count": "signer", "count": "tx_id"}
 _KEYS = ["granularity", "project", "period_start"]
@@ -68,11 +68,11 @@ def _coverage() -> ir.Table:
 def _periods() -> ir.Table:
     """Every period of each granularity that holds a day of coverage: the days of coverage, each
     in its period of each granularity, as the engine puts an event's time in them."""
-    coverage = ibis.table({"first_day": dt.date, "last_day": dt.date}, name="coverage")
+    coverage = ibis.table({"first_day": datatypes.date, "last_day": datatypes.date}, name="coverage")
     one_day = ibis.interval(days=1)
-    first, last = coverage.first_day.cast(dt.timestamp), coverage.last_day.cast(dt.timestamp)
+    first, last = coverage.first_day.cast(datatypes.timestamp), coverage.last_day.cast(datatypes.timestamp)
     days = coverage.select(block_time=ibis.range(first, last + one_day, one_day).unnest())
-    days, period = engine.each_granularity(days)
+    days, period = expressions.each_granularity(days)
     return days.select(granularity=days.granularity, period_start=period).distinct()
 
 
@@ -80,14 +80,14 @@ def _per_period(metric: Metric) -> ir.Table:
     """The metric's value in every (granularity, project, period) with selected rows."""
     t = _table(metric.source)
     if metric.aggregation in ("positive_net", "negative_net"):  # the engine's own query, for this metric alone
-        nets = engine.nets(t, [metric], engine.NET_KEY[metric.source], engine.AMOUNT[metric.source])
+        nets = expressions.nets(t, [metric], expressions.NET_KEY[metric.source], expressions.AMOUNT[metric.source])
         return nets.select(*_KEYS, value=nets[metric.name])
     selected = where(t, metric.select)
-    rows, period = engine.each_granularity(t if selected is None else t.filter(selected))
+    rows, period = expressions.each_granularity(t if selected is None else t.filter(selected))
     groups = {"granularity": rows.granularity, "project": rows.project, "period_start": period}
     if metric.aggregation in DISTINCT:
         return rows.group_by(**groups).aggregate(value=rows[DISTINCT[metric.aggregation]].nunique())
-    return rows.group_by(**groups).aggregate(value=engine.amount_of(rows, metric).sum().cast(dt.float64))
+    return rows.group_by(**groups).aggregate(value=expressions.amount_of(rows, metric).sum().cast(datatypes.float64))
 
 
 def _projects(metric: Metric) -> ir.Table:
@@ -107,7 +107,7 @@ def _projects(metric: Metric) -> ir.Table:
 def _served(metric: Metric, per_period: ir.Table, projects: ir.Table) -> ir.Table:
     """Every (project, period) the service serves: the value of a period without rows is 0; an
     ending balance is the project's initial supply plus the flows of every period up to this one."""
-    periods = ibis.table({"granularity": dt.string, "period_start": dt.date}, name="periods")
+    periods = ibis.table({"granularity": datatypes.string, "period_start": datatypes.date}, name="periods")
     per_period = ibis.table(per_period.schema(), name="per_period")
     projects = ibis.table(projects.schema(), name="projects_with_metric")
     grid = projects.cross_join(periods)
@@ -218,8 +218,8 @@ def rows_rule(metric: Metric) -> str:
 
 def value_rule(metric: Metric) -> str:
     """How one period's value follows from those rows, in words (Markdown)."""
-    column = engine.AMOUNT.get(metric.source, "amount")
-    key = engine.NET_KEY.get(metric.source, "account")
+    column = expressions.AMOUNT.get(metric.source, "amount")
+    key = expressions.NET_KEY.get(metric.source, "account")
     up = " and ".join(f"`{f}`" for f, s in FLOW_SIGNS.items() if s > 0)
     down = " and ".join(f"`{f}`" for f, s in FLOW_SIGNS.items() if s < 0)
     rules = {

@@ -22,27 +22,83 @@ import csv
 import hashlib
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
 import ibis
-import ibis.expr.datatypes as dt
+import ibis.expr.datatypes as datatypes
 import pandas as pd
 
-from metrics_kit.errors import DataFormatError
-from metrics_kit.server.backends import EXPORT_SETTINGS, PartGroup, Spark
+from metrics_kit.errors import DataFormatError, MetricsKitError
 from metrics_kit.server.data import rules, store
 from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES, TABLES
 from metrics_kit.server.data.sources import DELTA_LOG, FORMATS, delta_table, hive_levels, skipped
 
 _SHOWN_ROWS = 5
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-_IBIS_TYPE = {"str": dt.string, "float": dt.float64, "bool": dt.boolean, "time": dt.timestamp}
+_IBIS_TYPE = {
+    "str": datatypes.string,
+    "float": datatypes.float64,
+    "bool": datatypes.boolean,
+    "time": datatypes.timestamp,
+}
 _TIMES = {"timestamp", "timestamp_ntz", "date"}
 _NUMBERS = {"tinyint", "smallint", "int", "bigint", "float", "double"}
+
+
+# Spark's reading of raw exports, so that it takes what DuckDB takes: Parquet nanosecond timestamps
+# (which Spark 4 refuses as a type) as 64-bit integers, converted here; a timestamp without a time
+# zone as a timestamp like any other (UTC: the session's zone), not as a type of its own that does
+# not mix with the others across parts; and the vectorized reader, with which the nanosecond probe
+# (``Spark.nanosecond``) tells those integers from plain ones.
+EXPORT_SETTINGS = {
+    "spark.sql.legacy.parquet.nanosAsLong": "true",
+    "spark.sql.parquet.inferTimestampNTZ.enabled": "false",
+    "spark.sql.parquet.enableVectorizedReader": "true",
+}
+
+
+@dataclass(frozen=True)
+class PartGroup:
+    """Parts of one table that Spark reads together: the same columns of the same types (``schema``,
+    a pyspark StructType, as Spark found it in each), and the same values supplied by their folders."""
+
+    paths: tuple[str, ...]  # as the listing gives them
+    schema: Any
+    supplied: dict[str, str | None]  # column -> value, from Hive-style folder levels
+    nanos: frozenset[str]  # 64-bit integer columns that hold nanosecond timestamps
+
+
+class Cluster(Protocol):
+    """What the validation of raw exports asks of the engine that reads them where a cluster reads
+    them: the Spark engine (``spark.Spark``), which also reads the URL (``Spark.open_url``)."""
+
+    @property
+    def backend(self) -> Any: ...  # its Ibis backend
+
+    @property
+    def session(self) -> Any: ...  # its pyspark session
+
+    def listing(self, root: str) -> list[tuple[str, int, int]]: ...
+
+    def folders_named(self, root: str, name: str) -> list[str] | None: ...
+
+    def contents(self, paths: Sequence[str]) -> dict[str, bytes]: ...
+
+    def schemas(self, fmt: str, paths: Sequence[str]) -> list[Any]: ...
+
+    def nanosecond(self, paths: Sequence[str], column: str) -> set[str]: ...
+
+    def raw(
+        self, name: str, fmt: str, groups: Sequence[PartGroup], types: dict[str, str]
+    ) -> tuple[ibis.Table, list[str]]: ...
+
+    def not_utf8(self, paths: Sequence[str]) -> tuple[str, bytes] | None: ...
+
+    def unreadable(self, given: str, location: str, exc: Exception) -> MetricsKitError | None: ...
 
 
 @dataclass(frozen=True)
@@ -153,10 +209,10 @@ class _Part:
     supplied: dict[str, str | None]  # the table's columns its folders give
 
 
-def _projects(backend: Spark, source: _Source) -> dict[str, store.Project]:
+def _projects(engine: Cluster, source: _Source) -> dict[str, store.Project]:
     """The projects table, a few rows: copied here and validated as a local folder's is."""
     parts = source.parts()
-    contents = backend.contents([path for path, _name in parts]) if parts else {}
+    contents = engine.contents([path for path, _name in parts]) if parts else {}
     _all_read(source, map(_plain, contents))
     with tempfile.TemporaryDirectory() as tmp:
         for path, name in zip(source.paths, source.names, strict=True):
@@ -177,9 +233,9 @@ def _all_read(source: _Source, read: Iterable[str]) -> None:
         )
 
 
-def _utf8(backend: Spark, source: _Source, parts: list[_Part]) -> None:
+def _utf8(engine: Cluster, source: _Source, parts: list[_Part]) -> None:
     """Refuse CSV files that are not UTF-8, as DuckDB does, naming the file and the column."""
-    found = backend.not_utf8([part.path for part in parts])
+    found = engine.not_utf8([part.path for part in parts])
     if found is None:
         return
     uri, line = found
@@ -207,7 +263,7 @@ def _empty(table: str) -> ibis.Table:
     return ibis.memtable(pd.DataFrame({c: pd.Series([], dtype=object) for c in schema.names}), schema=schema)
 
 
-def _parts(backend: Spark, source: _Source) -> list[_Part]:
+def _parts(engine: Cluster, source: _Source) -> list[_Part]:
     """Each part that holds rows, with its own columns, checked against the table's: every column
     there, in the file or from its folders but not both, of a type the format reads; else the part
     named, as on DuckDB."""
@@ -215,11 +271,11 @@ def _parts(backend: Spark, source: _Source) -> list[_Part]:
 
     wanted = COLUMNS[source.table]
     listed = source.parts()
-    found = backend.schemas(source.fmt, [path for path, _name in listed])
+    found = engine.schemas(source.fmt, [path for path, _name in listed])
     parts = []
     for (path, name), schema in zip(listed, found, strict=True):
         if isinstance(schema, Exception):
-            raise backend.unreadable(name, path, schema) or DataFormatError(
+            raise engine.unreadable(name, path, schema) or DataFormatError(
                 f"{name}: cannot be read as {source.fmt.upper()}: {_first_line(schema)}"
             ) from None
         own = {field.name: field.dataType for field in schema.fields}
@@ -257,7 +313,7 @@ def _integer_time(kind: str, found: Any) -> bool:
     return kind == "time" and found.simpleString() == "bigint"
 
 
-def _nanosecond(backend: Spark, source: _Source, parts: list[_Part]) -> set[tuple[str, str]]:
+def _nanosecond(engine: Cluster, source: _Source, parts: list[_Part]) -> set[tuple[str, str]]:
     """(part's path, column) of each 64-bit integer time column that holds nanosecond timestamps;
     a plain integer column is refused as DuckDB refuses it."""
     times = [c for c, kind in COLUMNS[source.table].items() if kind == "time"]
@@ -266,7 +322,7 @@ def _nanosecond(backend: Spark, source: _Source, parts: list[_Part]) -> set[tupl
         integers = [p for p in parts if column in p.columns and _integer_time("time", p.columns[column])]
         if not integers:
             continue
-        found = backend.nanosecond([p.path for p in integers], column)
+        found = engine.nanosecond([p.path for p in integers], column)
         for part in integers:
             if part.path not in found:
                 raise DataFormatError(f"{part.name}, column {column!r}: has type BIGINT; expected a timestamp")
@@ -312,20 +368,20 @@ def _common(types: set[str]) -> str:
     return "string"
 
 
-def _check(backend: Spark, source: _Source, projects: list[str]) -> ibis.Table:
+def _check(engine: Cluster, source: _Source, projects: list[str]) -> ibis.Table:
     """The table's rows, normalised, after every rule passed; else the first problem, named."""
-    parts = _parts(backend, source)
+    parts = _parts(engine, source)
     if not parts:
         return _empty(source.table)
-    groups, types = _groups(source, parts, _nanosecond(backend, source, parts))
+    groups, types = _groups(source, parts, _nanosecond(engine, source, parts))
     try:
-        raw, read = backend.raw(f"_metrics_kit_raw_{source.table}", source.fmt, groups, types)
+        raw, read = engine.raw(f"_metrics_kit_raw_{source.table}", source.fmt, groups, types)
         problem = rules.type_problem(source.table, raw.schema())
     except Exception as exc:
         raise DataFormatError(f"{source.label}: cannot be read as {source.fmt.upper()}: {_first_line(exc)}") from None
     _all_read(source, map(_from_uri, read))
     if source.fmt == "csv":
-        _utf8(backend, source, parts)
+        _utf8(engine, source, parts)
     if problem is not None:
         column, what = problem
         raise DataFormatError(f"{source.label}, column {column!r}: {what}")
@@ -356,39 +412,39 @@ def _shown(source: _Source, row: dict) -> str:
     return f"  {source.name(row['_file'])}: {'(empty)' if value is None or value == '' else repr(value)}"
 
 
-def open_exports(backend: Spark, location: str) -> Exports | None:
+def open_exports(engine: Cluster, location: str) -> Exports | None:
     """Validate the raw exports at ``location`` on Spark and register their tables; None when
-    ``location`` holds the normalised layout instead (``store.open_parquet`` reads it)."""
+    ``location`` holds the normalised layout instead (``engines.open_layout`` reads it)."""
     root = location.rstrip("/")
     try:
-        listing = backend.listing(root)
+        listing = engine.listing(root)
     except Exception as exc:
-        raise backend.unreadable(location, location, exc) or DataFormatError(
+        raise engine.unreadable(location, location, exc) or DataFormatError(
             f"data={location}: cannot be listed: {_first_line(exc)}"
         ) from None
     if any(PurePosixPath(_plain(path)).name == store.LAYOUT_FILE for path, _s, _m in listing):
         return None
     # Spark's listing leaves out names starting with '_': a Delta table's log is asked for by name.
-    logs = backend.folders_named(root, DELTA_LOG)
+    logs = engine.folders_named(root, DELTA_LOG)
     if logs is not None:
         where = PurePosixPath(_plain(logs[0])).relative_to(PurePosixPath(_plain(root) or "/")).parts if logs else ()
         raise delta_table(f"{where[0]}/" if len(where) > 2 else f"data={location}")
     sources = _sources(root, listing)
     for key, value in EXPORT_SETTINGS.items():
-        backend.session.conf.set(key, value)
-    projects = _projects(backend, sources["projects"])
-    con = backend.con
+        engine.session.conf.set(key, value)
+    projects = _projects(engine, sources["projects"])
+    backend = engine.backend
     for table in EVENT_TABLES:
         source = sources.get(table)
-        rows = _empty(table) if source is None else _check(backend, source, list(projects))
-        con.create_view(table, rows, overwrite=True)
+        rows = _empty(table) if source is None else _check(engine, source, list(projects))
+        backend.create_view(table, rows, overwrite=True)
     per_day = None
     if "transactions" in sources:
-        t = con.table("transactions")
+        t = backend.table("transactions")
         per_day = t.group_by(
             day=t.block_time.date(), project=t.project, action=t.action, pool_type=t.pool_type
         ).aggregate(n=t.count())
         per_day = per_day.to_pandas()
         per_day["day"] = pd.to_datetime(per_day["day"]).astype("datetime64[us]")
-    coverage = store.read_coverage(con)
-    return Exports(store.EventStore(con, location, projects, coverage, fingerprint(location, listing)), per_day)
+    coverage = store.read_coverage(backend)
+    return Exports(store.EventStore(backend, location, projects, coverage, fingerprint(location, listing)), per_day)
