@@ -96,7 +96,7 @@ def test_a_half_set_environment_closes_the_old_default_and_says_what_is_missing(
     with pytest.raises(ConfigurationError, match="METRICS_KIT_API_KEY") as caught:
         mk.value(*QUESTION)
     assert held.is_closed  # was: still open, answering the demo data
-    assert "closed" in str(caught.value) and caught.value.setting == "api_key"
+    assert "closed" in str(caught.value) and caught.value.argument == "api_key"
     with pytest.raises(ClientClosedError):
         held.value(*QUESTION)
     monkeypatch.setenv("METRICS_KIT_API_KEY", KEY_A)
