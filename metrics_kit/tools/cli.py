@@ -12,8 +12,10 @@ from typing import Any, TypeVar
 
 from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV
 from metrics_kit.errors import MetricsKitError
+from metrics_kit.spec import wire
 
-SAMPLE_QUERY = {"metric_name": "swap_active_users", "granularity": "1_week"}
+# The query that serve prints to try: a weekly metric of a project it applies to.
+SAMPLE_METRIC, SAMPLE_GRANULARITY = "swap_active_users", "1_week"
 T = TypeVar("T")
 
 
@@ -28,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metrics-kit", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="serve GET /metrics over an event data folder")
+    serve = commands.add_parser("serve", help=f"serve GET {wire.METRICS_PATH} over an event data folder")
     serve.add_argument(
         "--data",
         type=Path,
@@ -46,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         "--latency-ms",
         default="0",
         metavar="MS",
-        help="delay every /metrics answer by 0 to 60000 ms, to imitate a remote service",
+        help=f"delay every {wire.METRICS_PATH} answer by 0 to 60000 ms, to imitate a remote service",
     )
     serve.add_argument(
         "--head-timeout",
@@ -435,12 +437,13 @@ def _serve(args) -> int:
     host, port = sock.getsockname()[:2]
     base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     project = _sample_project(built, catalogue)
-    date = service.last_complete(SAMPLE_QUERY["granularity"]) or (built.coverage and built.coverage[1])
+    date = service.last_complete(SAMPLE_GRANULARITY) or (built.coverage and built.coverage[1])
     if project and date:
-        query = "&".join(f"{k}={v}" for k, v in {**SAMPLE_QUERY, "project": project, "date": date.isoformat()}.items())
+        sample = {wire.METRIC_NAME: SAMPLE_METRIC, wire.GRANULARITY: SAMPLE_GRANULARITY}
+        query = "&".join(f"{k}={v}" for k, v in {**sample, wire.PROJECT: project, wire.DATE: date.isoformat()}.items())
         print(
-            f"Try:\n  curl -H 'Accept: application/json' -H \"x-api-key: $METRICS_KIT_API_KEY\" "
-            f"'{base}/metrics?{query}'",
+            f"Try:\n  curl -H 'Accept: application/json' -H \"{wire.API_KEY_HEADER}: ${API_KEY_ENV}\" "
+            f"'{base}{wire.METRICS_PATH}?{query}'",
             flush=True,
         )
     print(f"Serving {base} (Ctrl+C to stop)", flush=True)
@@ -452,7 +455,7 @@ def _serve(args) -> int:
 
 
 def _sample_project(built, catalogue) -> str | None:
-    metric = catalogue.get(SAMPLE_QUERY["metric_name"])
+    metric = catalogue.get(SAMPLE_METRIC)
     for name, info in sorted(built.projects.items()):
         if metric.applies_to(info["kinds"], info["regular_pools"]):
             return name
