@@ -1,4 +1,4 @@
-"""The one exception tree of metrics_kit.
+"""The one exception tree of metrics_kit::
 
     MetricsKitError
     ├── ConfigurationError        a setting is missing or wrong (base URL, key, timeouts, cache folder)
