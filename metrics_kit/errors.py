@@ -1,4 +1,4 @@
-"""The one exception tree of metrics_kit.
+"""The one exception tree of metrics_kit::
 
     MetricsKitError
     ├── ConfigurationError        a setting is missing or wrong (base URL, key, timeouts, cache folder)
@@ -21,28 +21,65 @@
     CacheWarning (a UserWarning): a cache write failed (a full disk); the values are returned, not cached
     UnconfirmedDataWarning (a UserWarning): cached values read while the service could not confirm its data version
 
-Every message says what was wrong and what is allowed. No message, repr or attribute holds an
-API key: requests are described by their URL, and the key travels only in a header; a service's
-text (an error's message, code and param, the start of a body, a redirect's Location) is masked
-for the key in use before it goes into one (Secret.mask), whatever the service echoes.
+Every message says what was wrong and what is allowed. An error about one argument or setting names
+it in ``argument``, by its Python name (``port``, ``base_url``, ``start``; None when no one argument
+is at fault): a program reads which one from there, never from the message, whose wording may
+change. ``metrics-kit`` names its flag for it that way. ``ConfigurationError.setting`` is the old
+name of ``argument``, kept as a deprecated alias: reading it warns (DeprecationWarning), and the
+keyword ``setting=`` is still accepted.
+
+No message, repr or attribute holds an API key: requests are described by their URL, and the key
+travels only in a header; a service's text (an error's message, code and param, the start of a
+body, a redirect's Location) is masked for the key in use before it goes into one (Secret.mask),
+whatever the service echoes.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 
 class MetricsKitError(Exception):
-    """Root of every error metrics_kit raises on purpose."""
+    """Root of every error metrics_kit raises on purpose. ``argument`` names the argument or setting
+    at fault, when one is."""
+
+    #: The argument or setting at fault, by its Python name (``"port"``, ``"start"``), or None.
+    argument: str | None = None
 
 
 class ConfigurationError(MetricsKitError):
-    """A setting is missing or has a value that cannot be used. ``setting`` names it, when one does."""
+    """A setting is missing or has a value that cannot be used. ``argument`` names it, when one does.
 
-    def __init__(self, message: str, setting: str | None = None):
+    ``setting`` is its old name: reading it warns (DeprecationWarning); ``setting=`` is accepted
+    in place of ``argument=``."""
+
+    def __init__(self, message: str, argument: str | None = None, *, setting: str | None = None):
+        if argument is not None and setting is not None:
+            raise TypeError("give argument= alone (setting= is its old name)")
         super().__init__(message)
-        self.setting = setting
+        self.argument = argument if argument is not None else setting
+
+    @property
+    def setting(self) -> str | None:
+        """Deprecated: :attr:`argument`."""
+        _renamed()
+        return self.argument
+
+    @setting.setter
+    def setting(self, value: str | None) -> None:
+        _renamed()
+        self.argument = value
+
+
+def _renamed() -> None:
+    # stacklevel 3: the line that reads or sets ``setting``, not the property.
+    warnings.warn(
+        "ConfigurationError.setting is deprecated: read .argument, which every MetricsKitError has",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 class ClientClosedError(ConfigurationError, RuntimeError):

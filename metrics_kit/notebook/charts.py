@@ -22,7 +22,6 @@ For example::
 
 from __future__ import annotations
 
-import base64
 import io
 import re
 import threading
@@ -169,10 +168,6 @@ def png(fig: Figure) -> bytes:
     with _RENDERING:
         FigureCanvasAgg(fig).print_png(buffer)
     return buffer.getvalue()
-
-
-def data_uri(fig: Figure) -> str:
-    return "data:image/png;base64," + base64.b64encode(png(fig)).decode("ascii")
 
 
 def _units(frame: pd.DataFrame | pd.Series, units: Mapping[str, str | None] | None) -> tuple[pd.DataFrame, dict]:

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV
 from metrics_kit.errors import MetricsKitError
+from metrics_kit.spec import wire
 
-SAMPLE_QUERY = {"metric_name": "swap_active_users", "granularity": "1_week"}
+# The query that serve prints to try: a weekly metric of a project it applies to.
+SAMPLE_METRIC, SAMPLE_GRANULARITY = "swap_active_users", "1_week"
+T = TypeVar("T")
 
 
 def _positive_float(text: str) -> float:
@@ -26,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metrics-kit", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="serve GET /metrics over an event data folder")
+    serve = commands.add_parser("serve", help=f"serve GET {wire.METRICS_PATH} over an event data folder")
     serve.add_argument(
         "--data",
         type=Path,
@@ -44,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         "--latency-ms",
         default="0",
         metavar="MS",
-        help="delay every /metrics answer by 0 to 60000 ms, to imitate a remote service",
+        help=f"delay every {wire.METRICS_PATH} answer by 0 to 60000 ms, to imitate a remote service",
     )
     serve.add_argument(
         "--head-timeout",
@@ -284,60 +288,73 @@ def _by_interrupt(error: BaseException) -> bool:
     return False
 
 
-# A library error names what was wrong in the library's terms: the argument, as ``name=value`` (or
-# ``name=`` alone). The command names its flags instead.
-_ARGUMENT_FLAGS = {
-    "aggregates_file": "--aggregates",
-    "base_url": "--base-url",
-    "chain_unit": "--chain-unit",
-    "data": "--data",
-    "host": "--host",
-    "port": "--port",
-    "rebuild": "--rebuild",
-    "spark_master": "--spark-master",
-    "spark_stall_timeout": "--spark-stall-timeout",
-    "stage": "--stage",
+# What each command calls the library's arguments it sets: its flags, and for the key the
+# environment variable it comes from (no command has a flag for it). A library error names the
+# argument at fault in its ``argument`` (errors.py); the command names the flag from there (said()),
+# never from the words of the message, which the library may change.
+FLAGS: dict[str, dict[str, str]] = {
+    "serve": {
+        "aggregates_file": "--aggregates",
+        "chain_unit": "--chain-unit",
+        "data": "--data",
+        "head_timeout": "--head-timeout",
+        "host": "--host",
+        "lag": "--lag",
+        "latency_ms": "--latency-ms",
+        "port": "--port",
+        "rate_limit": "--rate-limit",
+        "rebuild": "--rebuild",
+        "watermark": "--watermark",
+    },
+    "build": {
+        "chain_unit": "--chain-unit",
+        "data": "--data",
+        "engine": "--engine",
+        "rebuild": "--rebuild",
+        "spark_master": "--spark-master",
+        "spark_stall_timeout": "--spark-stall-timeout",
+        "stage": "--stage",
+    },
+    "fetch": {
+        "api_key": API_KEY_ENV,
+        "base_url": "--base-url",
+        "end": "--end",
+        "granularity": "--granularity",
+        "start": "--start",
+    },
+    "report": {"out": "--out"},
 }
-_ARGUMENT = re.compile(r"\b(" + "|".join(_ARGUMENT_FLAGS) + r")=(\S?)")
-_NAMED_VALUE = re.compile(r"\b(engine|errors)='(\w+)'")
-# A message that begins with the name of what was wrong (``port must be ...``; with the error's
-# ``setting`` or ``argument``, any ``start '...' is not a date``) begins with its flag or variable.
-_SUBJECTS = {
-    **_ARGUMENT_FLAGS,
-    "api_key": API_KEY_ENV,
-    "end": "--end",
-    "granularity": "--granularity",
-    "head_timeout": "--head-timeout",
-    "lag": "--lag",
-    "latency_ms": "--latency-ms",
-    "projects": "--project",
-    "rate_limit": "--rate-limit",
-    "start": "--start",
-    "watermark": "--watermark",
-}
-_LEADING_MUST = re.compile(r"^(" + "|".join(_SUBJECTS) + r") must\b")
-# What the library offers that the command does not: the key as an argument, dates as Python objects.
-_LIBRARY_ONLY = ((" as api_key= or in ", " in "), (", a datetime.date, a datetime or a pandas Timestamp", ""))
 
 
-def flagged(message: str, subject: str | None = None) -> str:
-    """A library error's message as the command says it: ``data=DIR`` is ``--data DIR``,
-    ``engine='spark'`` is ``--engine spark``, ``rebuild=`` alone is ``--rebuild``, a leading
-    ``port must`` is ``--port must``, and a message that begins with ``subject`` (the error's
-    ``setting`` or ``argument``) begins with its flag, or its environment variable."""
-    for library, command in _LIBRARY_ONLY:
-        message = message.replace(library, command)
-    if subject in _SUBJECTS and message.startswith(subject + " "):
-        message = _SUBJECTS[subject] + message[len(subject) :]
-    else:
-        message = _LEADING_MUST.sub(lambda match: _SUBJECTS[match[1]] + " must", message)
+def said(error: MetricsKitError, flags: Mapping[str, str]) -> str:
+    """What the command says of a library error: the message, with the flag of the argument at fault
+    (``error.argument``, looked up in ``flags``) in the place of the argument's name where the
+    message begins with it (``port must be ...``, ``data=DIR: ...``, ``spark_master= is ...``), else
+    before the message (``--host: cannot listen on ...``)."""
+    message = _said_once(error)
+    name = error.argument
+    flag = flags.get(name) if name else None
+    if name is None or flag is None:
+        return message
+    after = message[len(name) :] if message.startswith(name) else None
+    if after is None or after[:1] not in (" ", "=", ":"):
+        return f"{flag}: {message}"
+    if after.startswith("="):  # name=value (the flag's value follows it), or name= alone
+        after = after[1:] if after[1:2] in ("", " ", ":", ",", ";") else " " + after[1:]
+    return flag + after
 
-    def flag(match: re.Match[str]) -> str:
-        name = _ARGUMENT_FLAGS[match[1]]
-        after = match[2]  # the value's first character, if a value follows
-        return f"{name} {after}" if after.strip() and after not in ",;)]" else f"{name}{after}"
 
-    return _NAMED_VALUE.sub(r"--\1 \2", _ARGUMENT.sub(flag, message))
+def _setting(name: str, check: Callable[[Any], T], value: object) -> T:
+    """``check(value)``, the library's check of a setting the command gives from a flag: an error of
+    it names ``name`` (the library's) when it names none itself, so that the command names the flag."""
+    from metrics_kit.errors import ConfigurationError
+
+    try:
+        return check(value)
+    except ConfigurationError as error:
+        if error.argument is not None:
+            raise
+        raise ConfigurationError(str(error), name) from None
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -355,8 +372,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     except MetricsKitError as error:
         if _by_interrupt(error):
             return _interrupted()
-        subject = getattr(error, "setting", None) or getattr(error, "argument", None)
-        print("metrics-kit: error:", flagged(_said_once(error), subject), file=sys.stderr)
+        print("metrics-kit: error:", said(error, FLAGS.get(args.command, {})), file=sys.stderr)
         return 2
     except Exception as error:
         if _by_interrupt(error):
@@ -369,20 +385,21 @@ def _said_once(error: MetricsKitError) -> str:
     error once, with how many points it concerned, not once per point."""
     from metrics_kit.errors import APIError, FetchError
 
-    if isinstance(error, FetchError):
-        # An error of the service is the same one whatever the point: its URL aside (which names the point).
-        said = {
-            f"{failure.status}{' ' + failure.code if failure.code else ''}: {failure.message}"
-            if isinstance(failure, APIError)
-            else str(failure)
-            for failure in error.failures.values()
-        }
-        if len(said) == 1:
-            return (
-                f"{len(error.failures)} of {error.total} points failed, each with: {said.pop()} "
-                "(errors='coerce' returns NaN for them instead)"
-            )
-    return str(error)
+    if not isinstance(error, FetchError):
+        return str(error)
+    instead = "(--errors coerce returns NaN for them instead)"
+    # An error of the service is the same one whatever the point: its URL aside (which names the point).
+    said = {
+        f"{failure.status}{' ' + failure.code if failure.code else ''}: {failure.message}"
+        if isinstance(failure, APIError)
+        else str(failure)
+        for failure in error.failures.values()
+    }
+    if len(said) == 1:
+        return f"{len(error.failures)} of {error.total} points failed, each with: {said.pop()} {instead}"
+    lines = [f"  {' '.join(map(str, point))}: {failure}" for point, failure in list(error.failures.items())[:20]]
+    more = [f"  ... and {len(error.failures) - 20} more"] if len(error.failures) > 20 else []
+    return "\n".join([f"{len(error.failures)} of {error.total} points failed {instead}:", *lines, *more])
 
 
 def _serve(args) -> int:
@@ -392,12 +409,15 @@ def _serve(args) -> int:
     from metrics_kit.spec.catalogue import default_catalogue
 
     # Every setting is checked before the (possibly long) build of the aggregates.
-    host, port = settings.host(args.host), settings.port(args.port)
-    rate_limit, latency_ms = settings.rate_limit(args.rate_limit), settings.latency_ms(args.latency_ms)
-    head_timeout = settings.head_timeout(args.head_timeout)
-    lag = settings.lag(args.lag) if args.lag is not None else None
-    watermark = settings.watermark(args.watermark)
-    catalogue = default_catalogue(args.chain_unit) if args.chain_unit is not None else None
+    host, port = _setting("host", settings.host, args.host), _setting("port", settings.port, args.port)
+    rate_limit = _setting("rate_limit", settings.rate_limit, args.rate_limit)
+    latency_ms = _setting("latency_ms", settings.latency_ms, args.latency_ms)
+    head_timeout = _setting("head_timeout", settings.head_timeout, args.head_timeout)
+    lag = _setting("lag", settings.lag, args.lag) if args.lag is not None else None
+    watermark = _setting("watermark", settings.watermark, args.watermark)
+    catalogue = _setting("chain_unit", default_catalogue, args.chain_unit) if args.chain_unit is not None else None
+    if args.aggregates is not None and (args.data is not None or args.rebuild):  # open_service's rule, in flags
+        return _fail("--aggregates serves prebuilt aggregates: give it without --data and --rebuild")
     if args.aggregates is not None and not args.aggregates.is_file():  # before a key is made for nothing
         return _fail(f"--aggregates {args.aggregates}: no such file; write one with metrics-kit build --out")
     keys = run.api_keys()
@@ -417,12 +437,13 @@ def _serve(args) -> int:
     host, port = sock.getsockname()[:2]
     base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     project = _sample_project(built, catalogue)
-    date = service.last_complete(SAMPLE_QUERY["granularity"]) or (built.coverage and built.coverage[1])
+    date = service.last_complete(SAMPLE_GRANULARITY) or (built.coverage and built.coverage[1])
     if project and date:
-        query = "&".join(f"{k}={v}" for k, v in {**SAMPLE_QUERY, "project": project, "date": date.isoformat()}.items())
+        sample = {wire.METRIC_NAME: SAMPLE_METRIC, wire.GRANULARITY: SAMPLE_GRANULARITY}
+        query = "&".join(f"{k}={v}" for k, v in {**sample, wire.PROJECT: project, wire.DATE: date.isoformat()}.items())
         print(
-            f"Try:\n  curl -H 'Accept: application/json' -H \"x-api-key: $METRICS_KIT_API_KEY\" "
-            f"'{base}/metrics?{query}'",
+            f"Try:\n  curl -H 'Accept: application/json' -H \"{wire.API_KEY_HEADER}: ${API_KEY_ENV}\" "
+            f"'{base}{wire.METRICS_PATH}?{query}'",
             flush=True,
         )
     print(f"Serving {base} (Ctrl+C to stop)", flush=True)
@@ -434,7 +455,7 @@ def _serve(args) -> int:
 
 
 def _sample_project(built, catalogue) -> str | None:
-    metric = catalogue.get(SAMPLE_QUERY["metric_name"])
+    metric = catalogue.get(SAMPLE_METRIC)
     for name, info in sorted(built.projects.items()):
         if metric.applies_to(info["kinds"], info["regular_pools"]):
             return name
@@ -453,8 +474,10 @@ def _demo_data(args) -> int:
 def _build(args) -> int:
     from metrics_kit.spec.catalogue import default_catalogue
 
-    catalogue = default_catalogue(args.chain_unit)
-    problem = _unwritable_out(args.out) if args.out is not None else None
+    catalogue = _setting("chain_unit", default_catalogue, args.chain_unit)
+    problem = _unfit_flags(args) or (_unwritable_out(args.out) if args.out is not None else None)
+    if problem is None and args.spark_master:
+        _check_master(args.spark_master)
     if problem is None and args.stage is not None and args.stage.exists() and not args.stage.is_dir():
         problem = f"--stage {args.stage} is a file; give a folder (new or one written by --stage)"
     if problem:
@@ -466,6 +489,34 @@ def _build(args) -> int:
         return _fail(
             f"the build stopped on a file error{where}: {_reason(error)} (writing --out, --stage or the cache)"
         )
+
+
+def _unfit_flags(args) -> str | None:
+    """Flags of build that do not go together, said in the command's terms before anything runs: the
+    engine's class says which options it takes and whether it reads a URL (the library refuses the
+    same arguments, in its own terms)."""
+    from metrics_kit.errors import ConfigurationError
+    from metrics_kit.server.building import build as aggregates
+
+    engine = aggregates.ENGINES[args.engine]
+    try:
+        engine.check(spark_master=args.spark_master, spark_stall_timeout=args.spark_stall_timeout)
+    except ConfigurationError as error:
+        return f"{FLAGS['build'].get(error.argument or '', '--engine')} is for --engine spark"
+    if aggregates.is_url(args.data) and not engine.reads_urls:
+        return f"--data {args.data}: only --engine spark reads a URL; DuckDB reads a local data folder"
+    return None
+
+
+def _check_master(master: str) -> None:
+    """The library's checks of a Spark Connect URL or a local master (those spark.backend() makes),
+    told that the master came from --spark-master, so that their message begins with the flag."""
+    from metrics_kit.server.building import spark
+
+    if master.startswith("sc:"):
+        spark.connect_url(master, "--spark-master")
+    elif master.startswith("local"):
+        spark.local_master(master, "--spark-master")
 
 
 def _build_checked(args, catalogue) -> int:
@@ -543,11 +594,11 @@ def _fetch(args) -> int:
             args.base_url, cache=not args.no_cache, refresh=args.refresh, progress=False if args.no_progress else None
         )
     except ConfigurationError as error:
-        if error.setting != "api_key":
-            raise
-        needed = str(error).splitlines()[0].partition(";")[0]  # "a base URL (..., from ...) needs an API key"
+        if error.argument != "api_key" or os.environ.get(API_KEY_ENV):
+            raise  # a key that is given and refused: the library's error, naming the variable
+        service = "--base-url" if args.base_url is not None else BASE_URL_ENV
         return _fail(
-            f"{flagged(needed, error.setting)}: set the environment variable {API_KEY_ENV} "
+            f"the service of {service} needs an API key: set the environment variable {API_KEY_ENV} "
             "(there is no flag for it, so that it stays out of shell history and ps)"
         )
     with client:

@@ -222,7 +222,7 @@ def test_the_deadline_bounds_a_whole_pull(server):
 def test_a_bad_deadline_is_refused(bad):
     with pytest.raises(mk.ConfigurationError, match="deadline must be a finite number of seconds") as caught:
         mk.Client("http://127.0.0.1:9", KEY, deadline=bad)
-    assert caught.value.setting == "deadline"
+    assert caught.value.argument == "deadline"
 
 
 def test_a_deadline_is_refused_where_there_is_no_connection():
@@ -263,7 +263,7 @@ def test_credentials_in_the_base_url_are_refused_and_never_shown(url, monkeypatc
         mk.Client()
     errors.append(caught.value)
     for error in errors:
-        assert error.setting == "base_url"
+        assert error.argument == "base_url"
         assert SECRET not in _error_text(error)
         assert error.__cause__ is None and error.__context__ is None
     assert all(SECRET not in f"{r.getMessage()} {r.args!r}" for r in caplog.records)

@@ -1,7 +1,8 @@
 """The client as an analyst lives with it (issue 21), against two real services on 127.0.0.1 that
 answer the same question differently: environment variables changed in the middle of a session,
-clients closed and configured again, two keys, a full disk, verbose tracebacks, two processes
-creating the cache at once.
+clients closed and configured again, two keys, a full disk (during a pull, and when an existing
+cache is opened), verbose tracebacks, a token in the base URL, two processes creating the cache at
+once.
 
 Service A serves the golden data set; service B the same with one more staking transaction on
 2025-01-02, so ``staking_transaction_count`` of ``farm`` on that day is 1 on A and 2 on B.
@@ -16,6 +17,8 @@ import sys
 import textwrap
 import time
 import traceback
+import warnings
+from pathlib import Path
 
 import pytest
 from support import GOLDEN, ServerProcess, golden_plus_one_stake
@@ -96,7 +99,7 @@ def test_a_half_set_environment_closes_the_old_default_and_says_what_is_missing(
     with pytest.raises(ConfigurationError, match="METRICS_KIT_API_KEY") as caught:
         mk.value(*QUESTION)
     assert held.is_closed  # was: still open, answering the demo data
-    assert "closed" in str(caught.value) and caught.value.setting == "api_key"
+    assert "closed" in str(caught.value) and caught.value.argument == "api_key"
     with pytest.raises(ClientClosedError):
         held.value(*QUESTION)
     monkeypatch.setenv("METRICS_KIT_API_KEY", KEY_A)
@@ -184,6 +187,60 @@ def test_a_full_disk_skips_the_cache_with_one_warning_and_keeps_every_value(serv
     assert "Traceback" not in done.stderr
 
 
+SEED = """
+    import json, sys
+    from metrics_kit import Client
+    with Client(sys.argv[1], sys.argv[2]) as client:
+        print(json.dumps({"value": client.value("staking_transaction_count", "farm", "1_day", "2025-01-02")}))
+"""
+FULL_AT_OPEN = """
+    import json, os, resource, signal, sys, warnings
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), no signal
+    size = os.path.getsize(os.path.join(os.environ["METRICS_KIT_CACHE_DIR"], "values.sqlite3"))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))  # full
+    from metrics_kit import Client
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Client(sys.argv[1], sys.argv[2]) as client:
+            cached = client.series("staking_transaction_count", "farm", "2025-01-02", "2025-01-02")
+            both = client.series("staking_transaction_count", "farm", "2025-01-02", "2025-01-03")
+    print(json.dumps({
+        "cached": [cached.tolist(), cached.attrs["from_cache"], cached.attrs["fetched"]],
+        "both": [both.tolist(), both.attrs["from_cache"], both.attrs["fetched"]],
+        "warnings": [w.category.__name__ for w in caught],
+        "texts": [str(w.message) for w in caught],
+    }))
+"""
+
+
+def test_a_full_disk_when_an_existing_cache_is_opened_reads_it_and_returns_every_value(servers, tmp_path):
+    a, _ = servers
+    cache = tmp_path / "cache"
+    assert _run(SEED, a.base_url, KEY_A, cache=cache) == {"value": 1}
+    (cache / "values.sqlite3-wal").unlink(missing_ok=True)  # a clean close leaves none: it must be made
+    (cache / "values.sqlite3-shm").unlink(missing_ok=True)
+    out = _run(FULL_AT_OPEN, a.base_url, KEY_A, cache=cache)
+    # was: ConfigurationError "cannot create or write the metric value cache ... disk I/O error" for both
+    assert out["cached"] == [[1], 1, 0]  # read from the file, which cannot be written
+    assert out["both"][0] == [1, 0] and out["both"][2] == 1  # the day not cached is fetched, and returned
+    assert out["warnings"] == ["CacheWarning"], out["texts"]  # once, when the cache was opened
+    assert KEY_A not in json.dumps(out)
+
+
+def _run(code: str, *args: str, cache: Path) -> dict:
+    """``code`` in a fresh Python with ``args``, its cache in ``cache``: its last line of output, as JSON."""
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**_child_environment(), "METRICS_KIT_CACHE_DIR": str(cache)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def _child_environment() -> dict[str, str]:
     import os
 
@@ -210,6 +267,40 @@ def test_verbose_tracebacks_never_hold_the_key(servers):
         text = verbose(caught.value)
         assert "Traceback" in text and KEY_A not in text and KEY_B not in text, text
     assert "HTTPTransport" in verbose(refused.value)  # the transport's frames are there, with their locals
+
+
+TOKEN = "sk-live-TOPSECRET-abcdef0123456789"
+
+
+def test_a_token_in_the_base_url_is_masked_in_every_message(servers, tmp_path):
+    a, _ = servers
+    url = f"{a.base_url}/{TOKEN}"  # every path under it is a 404 from the reference service
+    with Client(url, KEY_A, cache=False, retries=0) as client:
+        assert TOKEN not in repr(client) and TOKEN not in repr(client.transport)
+        with pytest.raises(mk.NotFoundError) as one:
+            client.value("staking_transaction_count", "farm", "1_day", "2025-01-02")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            series = client.series("staking_transaction_count", "farm", "2025-01-01", "2025-01-02", errors="coerce")
+    texts = [str(one.value), str(one.value.url), *(str(w.message) for w in caught), json.dumps(series.attrs)]
+    assert "***" in str(one.value.url) and "/metrics?" in str(one.value.url)  # the query we wrote is kept
+    assert caught and all(TOKEN not in text for text in texts), texts
+    closed = Client(url, KEY_A, cache=False)
+    closed.close()
+    with pytest.raises(mk.ClientClosedError) as refused:
+        closed.value("staking_transaction_count", "farm", "1_day", "2025-01-02")
+    assert TOKEN not in str(refused.value)
+    done = subprocess.run(
+        [sys.executable, "-m", "metrics_kit", "fetch", "staking_transaction_count", "--project", "farm"]
+        + ["--start", "2025-01-01", "--end", "2025-01-02", "--base-url", url, "--out", str(tmp_path / "x.csv")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**_child_environment(), "METRICS_KIT_CACHE_DIR": str(tmp_path / "cache"), "METRICS_KIT_API_KEY": KEY_A},
+    )
+    assert done.returncode == 2 and "NotFoundError" not in done.stderr and "404" in done.stderr, done.stderr
+    assert TOKEN not in done.stderr + done.stdout
+    assert "--errors coerce" in done.stderr and "errors='coerce'" not in done.stderr  # the flag, not the argument
 
 
 def _nothing_listening() -> str:

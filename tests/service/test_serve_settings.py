@@ -16,7 +16,7 @@ from metrics_kit.server.dataset import open_service
 from metrics_kit.server.http import run
 from metrics_kit.server.http.app import App
 from metrics_kit.spec.catalogue import Catalogue
-from metrics_kit.tools.cli import flagged
+from metrics_kit.tools.cli import FLAGS, said
 
 DATA = Path(__file__).parents[1] / "http_data"
 
@@ -96,9 +96,10 @@ def test_app_accepts_good_settings(service):
 def test_an_address_not_of_this_machine_blames_the_host_not_the_port():
     with pytest.raises(ConfigurationError, match="it is not an address of this machine") as caught:
         run.bind("192.0.2.1", 0)  # TEST-NET-1: never an address of this machine
-    assert caught.value.setting == "host" and "port" not in str(caught.value)
-    assert flagged(str(caught.value), caught.value.setting).endswith(
-        "--host must be one of its addresses, such as 127.0.0.1, or 0.0.0.0 for all of them"
+    assert caught.value.argument == "host" and "port" not in str(caught.value)
+    line = said(caught.value, FLAGS["serve"])  # what metrics-kit serve --host 192.0.2.1 says
+    assert line.startswith("--host: cannot listen on 192.0.2.1") and line.endswith(
+        "must be one of its addresses, such as 127.0.0.1, or 0.0.0.0 for all of them"
     )
 
 

@@ -512,7 +512,7 @@ def test_the_pull_deadline_reaches_the_worker_threads(server, make_transport):
 def test_credentials_in_the_base_url_are_refused_unechoed(url):
     with pytest.raises(ConfigurationError, match="user name or password") as caught:
         HTTPTransport(url, KEY)
-    assert caught.value.setting == "base_url"
+    assert caught.value.argument == "base_url"
     assert "pw-SECRET-1" not in f"{caught.value} {caught.value.args!r} {vars(caught.value)!r}"
     assert caught.value.__cause__ is None and caught.value.__context__ is None
 

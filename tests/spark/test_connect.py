@@ -117,6 +117,7 @@ def test_a_path_the_server_cannot_read_is_named_as_given(server, tmp_path):
         cwd=cwd,
     )
     line = _one_line_error(done)
-    assert f"--data {GOLDEN}: the Spark Connect server at {server.url} cannot read" in line, line
-    assert "--stage" in line and "s3a://" in line and "not a normalised layout" not in line, line
+    # The library's words (the error names no argument, so no flag is put in their place).
+    assert f"data={GOLDEN}: the Spark Connect server at {server.url} cannot read" in line, line
+    assert "stage=" in line and "s3a://" in line and "not a normalised layout" not in line, line
     assert not (cwd / "agg.parquet").exists()

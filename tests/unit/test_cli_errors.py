@@ -6,70 +6,138 @@ from pathlib import Path
 
 import pytest
 
-from metrics_kit.errors import ConfigurationError
+from metrics_kit.client.settings import API_KEY_ENV
+from metrics_kit.errors import ConfigurationError, ValidationError
 from metrics_kit.server.building.build import build_on_engine
 from metrics_kit.server.building.spark import connect_url, local_master, masked
 from metrics_kit.server.dataset import open_service
 from metrics_kit.spec.catalogue import default_catalogue
-from metrics_kit.tools.cli import flagged, main, masked_arguments
+from metrics_kit.tools.cli import FLAGS, _parser, main, masked_arguments, said
 
 
 @pytest.mark.parametrize(
-    ("library", "command"),
+    ("command", "error", "line"),
     [
+        # The message begins with the argument: its flag takes the argument's place.
         (
-            "data=s3a://bucket/events: only engine='spark' reads a URL",
-            "--data s3a://bucket/events: only --engine spark reads a URL",
-        ),
-        ("spark_master= is for engine='spark'", "--spark-master is for --engine spark"),
-        ("spark_master= 'sc://h:': no port after ':'", "--spark-master 'sc://h:': no port after ':'"),
-        (
-            "aggregates_file= serves prebuilt aggregates: give it without data= and rebuild=",
-            "--aggregates serves prebuilt aggregates: give it without --data and --rebuild",
+            "serve",
+            ConfigurationError("port must be a whole number from 0 to 65535", "port"),
+            "--port must be a whole number from 0 to 65535",
         ),
         (
-            "chain_unit=eth: x.parquet was built with chain unit sol",
+            "serve",
+            ConfigurationError("rate_limit must be a number above 0", "rate_limit"),
+            "--rate-limit must be a number above 0",
+        ),
+        (
+            "build",
+            ConfigurationError("chain_unit=eth: x.parquet was built with chain unit sol", "chain_unit"),
             "--chain-unit eth: x.parquet was built with chain unit sol",
         ),
-        ("chain_unit must be a lowercase identifier", "--chain-unit must be a lowercase identifier"),
-        ("port must be a whole number from 0 to 65535", "--port must be a whole number from 0 to 65535"),
-        ("rate_limit must be a number above 0", "--rate-limit must be a number above 0"),
-        ("latency_ms must be a number from 0", "--latency-ms must be a number from 0"),
-        ("granularity must be one of 1_day", "--granularity must be one of 1_day"),
-        ("api_key must be visible ASCII", "METRICS_KIT_API_KEY must be visible ASCII"),
         (
-            "no user:password@host. Give the address alone, and the key as api_key= or in METRICS_KIT_API_KEY",
-            "no user:password@host. Give the address alone, and the key in METRICS_KIT_API_KEY",
+            "build",
+            ConfigurationError("spark_master= 'sc://h:': no port after ':'", "spark_master"),
+            "--spark-master 'sc://h:': no port after ':'",
         ),
-        ("errors='coerce' leaves them empty", "--errors coerce leaves them empty"),
-        ("choose another port= (0 picks a free one)", "choose another --port (0 picks a free one)"),
         (
-            "a base URL ('http://h:9', from base_url=) needs an API key",
-            "a base URL ('http://h:9', from --base-url) needs an API key",
+            "build",
+            ConfigurationError("spark_master= is for engine='spark'", "spark_master"),
+            "--spark-master is for engine='spark'",
         ),
-        # Words that are only English stay as they are.
-        ("the data folder and its stage", "the data folder and its stage"),
-        ("port 'http' is not a number", "port 'http' is not a number"),
+        (
+            "fetch",
+            ConfigurationError("api_key must be visible ASCII", "api_key"),
+            "METRICS_KIT_API_KEY must be visible ASCII",
+        ),
+        ("fetch", ValidationError("start '2025-13-01' is not a date", "start"), "--start '2025-13-01' is not a date"),
+        # A value is the user's, whatever it holds: only the leading argument is the flag.
+        (
+            "build",
+            ConfigurationError("data=s3a://b/data=1/port=2: only engine='spark' reads a URL", "data"),
+            "--data s3a://b/data=1/port=2: only engine='spark' reads a URL",
+        ),
+        # The message does not begin with the argument: the flag comes first.
+        (
+            "serve",
+            ConfigurationError("cannot listen on 127.0.0.1:80: Permission denied; choose another port=", "port"),
+            "--port: cannot listen on 127.0.0.1:80: Permission denied; choose another port=",
+        ),
+        # No argument, or none the command gives from a flag: the message as it is.
+        ("serve", ConfigurationError("port 'http' is not a number"), "port 'http' is not a number"),
+        (
+            "build",
+            ConfigurationError("data=x: the data folder and its stage=y"),
+            "data=x: the data folder and its stage=y",
+        ),
+        ("fetch", ValidationError("unknown metric 'swap'", "metric"), "unknown metric 'swap'"),
+        ("fetch", ConfigurationError("version_ttl must be a number", "version_ttl"), "version_ttl must be a number"),
+        # report has no --start: a notebook parameter of that name is not a flag.
+        (
+            "report",
+            ValidationError("parameter start: 'x' is not a date", "start"),
+            "parameter start: 'x' is not a date",
+        ),
     ],
 )
-def test_the_command_names_its_flags(library, command):
-    assert flagged(library) == command
+def test_the_command_names_the_flag_of_the_errors_argument(command, error, line):
+    assert said(error, FLAGS[command]) == line
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "port must be a whole number from 0 to 65535, not '70000'",
+        "port has to be a number from 0 to 65535 (got '70000')",
+        "port=70000: not a port",
+        "the port is a number from 0 to 65535, not '70000'",
+        "70000 is not a port; use 0 to 65535",
+        "",
+    ],
+)
+def test_a_reworded_message_names_the_same_flag(message):
+    """The flag comes from the error's argument, not from the message: any wording of the library
+    names --port, once, and keeps every word of the library's after it."""
+    line = said(ConfigurationError(message, "port"), FLAGS["serve"])
+    assert line.startswith("--port") and line.count("--") == 1, line
+    assert message.removeprefix("port").removeprefix("=") in line, line
+
+
+def test_every_flag_of_the_table_is_a_flag_of_its_command():
+    commands = _commands()
+    for command, flags in FLAGS.items():
+        options = {option for action in commands[command]._actions for option in action.option_strings}
+        assert set(flags.values()) - {API_KEY_ENV} <= options, command
+
+
+def test_a_value_holding_an_arguments_name_is_shown_as_given(tmp_path, capsys):
+    """A path or URL is the user's: a ``data=`` in it is not the --data flag (it was: the message
+    said '.../--data 1/events')."""
+    data = tmp_path / "data=1" / "port=2"
+    assert main(["build", "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert f"'{data}'" in err and "--data 1" not in err and "--port" not in err, err
+
+
+def _commands():
+    parser = _parser()
+    actions = [action for action in parser._actions if action.dest == "command"]
+    return actions[0].choices
 
 
 def test_a_build_error_names_the_argument_not_the_flag():
     with pytest.raises(ConfigurationError) as raised:
         build_on_engine("s3a://bucket/events", default_catalogue())
     assert str(raised.value).startswith("data=s3a://bucket/events: only engine='spark' reads a URL")
-    assert raised.value.setting == "data" and "--" not in str(raised.value)
+    assert raised.value.argument == "data" and "--" not in str(raised.value)
     with pytest.raises(ConfigurationError) as raised:
         build_on_engine(Path("events"), default_catalogue(), spark_master="local[2]")
-    assert str(raised.value) == "spark_master= is for engine='spark'" and raised.value.setting == "spark_master"
+    assert str(raised.value) == "spark_master= is for engine='spark'" and raised.value.argument == "spark_master"
 
 
 def test_prebuilt_aggregates_are_opened_by_the_library_and_never_beside_data(tmp_path):
     with pytest.raises(ConfigurationError, match="without data= and rebuild=") as raised:
         open_service(tmp_path, aggregates_file=tmp_path / "a.parquet")
-    assert raised.value.setting == "aggregates_file"
+    assert raised.value.argument == "aggregates_file"
     with pytest.raises(ConfigurationError, match="no such file"):
         open_service(aggregates_file=tmp_path / "missing.parquet", log=lambda line: None)
 
@@ -150,7 +218,10 @@ FETCH = ["fetch", "swap_active_users", "--project", "p", "--end", "2025-01-02"]
         (["build", "--data", "d", "--chain-unit", "bad unit!"], "--chain-unit must be a lowercase identifier"),
         ([*FETCH, "--start", "2025-01-01", "--base-url", "not a url"], "--base-url must be"),
         ([*FETCH, "--start", "2025-01-01", "--base-url", "http://127.0.0.1:99999"], "--base-url has a port"),
-        ([*FETCH, "--start", "2025-01-01", "--base-url", "http://u:p@127.0.0.1:9"], "the key in METRICS_KIT_API_KEY"),
+        (
+            [*FETCH, "--start", "2025-01-01", "--base-url", "http://u:p@127.0.0.1:9"],
+            "--base-url must not hold a user name or password",
+        ),
         (
             [*FETCH, "--start", "2025-01-01", "--base-url", "http://127.0.0.1:9", "--granularity", "2_day"],
             "--granularity must be one of",
@@ -165,7 +236,23 @@ def test_library_errors_name_the_flags(argv, said, tmp_path, capsys, monkeypatch
     assert main([*argv, *out]) == 2
     err = capsys.readouterr().err
     assert err.startswith("metrics-kit: error: ") and err.count("\n") == 1 and said in err, err
-    assert "datetime" not in err and "api_key" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("start", "base_url", "library"),
+    [
+        ("2025-13-01", "http://127.0.0.1:9", "a datetime.date, a datetime or a pandas Timestamp"),
+        ("2025-01-01", "http://u:p@127.0.0.1:9", "the key as api_key= or in METRICS_KIT_API_KEY"),
+    ],
+)
+def test_the_library_s_words_follow_the_flag_as_they_are(start, base_url, library, tmp_path, capsys, monkeypatch):
+    """The command names the flag and never rewrites the library's message: the choices it offers a
+    library caller stay (these two were cut from the line by a rewrite until issue 28)."""
+    monkeypatch.setenv("METRICS_KIT_API_KEY", "k")
+    monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path / "cache"))
+    assert main([*FETCH, "--start", start, "--base-url", base_url, "--out", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("metrics-kit: error: --") and err.count("\n") == 1 and library in err, err
 
 
 def test_a_key_with_a_line_break_names_the_environment_variable(tmp_path, capsys, monkeypatch):
@@ -196,4 +283,51 @@ def test_build_with_a_bad_local_master_is_one_line(tmp_path, capsys):
     assert err == (
         "metrics-kit: error: --spark-master 'local[0]': not a local master; write local (one thread), local[N] "
         "(N threads, N from 1), local[*] (a thread per core) or local[N,F] (F retries of a failed task)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["build", "--data", "d", "--spark-master", "local[2]"], "--spark-master is for --engine spark"),
+        (["build", "--data", "d", "--spark-stall-timeout", "60"], "--spark-stall-timeout is for --engine spark"),
+        (
+            ["build", "--data", "s3a://bucket/events"],
+            "--data s3a://bucket/events: only --engine spark reads a URL; DuckDB reads a local data folder",
+        ),
+        (
+            ["serve", "--data", "d", "--aggregates", "a.parquet"],
+            "--aggregates serves prebuilt aggregates: give it without --data and --rebuild",
+        ),
+        (
+            ["serve", "--rebuild", "--aggregates", "a.parquet"],
+            "--aggregates serves prebuilt aggregates: give it without --data and --rebuild",
+        ),
+    ],
+)
+def test_flags_that_do_not_go_together_are_said_in_flags(argv, line, capsys):
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"metrics-kit: error: {line}\n"
+
+
+@pytest.mark.parametrize(
+    ("base_url", "env", "service"),
+    [
+        ("http://127.0.0.1:9", {}, "--base-url"),
+        (None, {"METRICS_KIT_BASE_URL": "http://127.0.0.1:9"}, "METRICS_KIT_BASE_URL"),
+    ],
+)
+def test_a_missing_key_names_where_the_service_came_from_and_the_variable(
+    base_url, env, service, tmp_path, capsys, monkeypatch
+):
+    """The command's own line, from the error's argument and the environment (it was cut out of the
+    library's message at its first ';')."""
+    monkeypatch.delenv("METRICS_KIT_API_KEY", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    flags = ["--base-url", base_url] if base_url else []
+    assert main([*FETCH, "--start", "2025-01-01", "--out", str(tmp_path / "x.csv"), *flags]) == 2
+    assert capsys.readouterr().err == (
+        f"metrics-kit: error: the service of {service} needs an API key: set the environment variable "
+        "METRICS_KIT_API_KEY (there is no flag for it, so that it stays out of shell history and ps)\n"
     )

@@ -53,7 +53,7 @@ def test_watermarks():
     assert settings.watermark("2025-07-01T02:00:00+02:00").isoformat() == "2025-07-01T00:00:00+00:00"
     with pytest.raises(ConfigurationError, match=r"^watermark must be an ISO 8601 instant with its zone") as caught:
         settings.watermark("2025-07-01")
-    assert caught.value.setting == "watermark"
+    assert caught.value.argument == "watermark"
 
 
 def test_rate_limits():

@@ -94,6 +94,9 @@ class EngineKind(Protocol):
     @property
     def default(self) -> bool: ...  # the engine ``serve --data`` builds on, whose aggregates the cache holds
 
+    @property
+    def reads_urls(self) -> bool: ...  # whether ``started_for_url`` starts one (else it says why not)
+
     def check(self, *, spark_master: str | None, spark_stall_timeout: float | None) -> None: ...
 
     def started(
@@ -127,6 +130,7 @@ class DuckDB:
     name = "duckdb"
     slow_start = False  # nothing to report before the values are computed
     default = True
+    reads_urls = False
 
     @staticmethod
     def check(*, spark_master: str | None, spark_stall_timeout: float | None) -> None:

@@ -349,6 +349,7 @@ class Spark:
     name = "pyspark"
     slow_start = True  # validation is done before the long part: say so
     default = False  # a build asked of Spark is computed by Spark, never taken from the cache
+    reads_urls = True
 
     @staticmethod
     def check(*, spark_master: str | None, spark_stall_timeout: float | None) -> None:

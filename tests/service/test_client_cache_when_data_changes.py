@@ -4,18 +4,24 @@ Serve data set A, pull 24 values (daily: the golden data set covers five weeks) 
 client, restart the service on data set B at the same URL and key: the client returns B's values,
 once its trust in A's version has run out (version_ttl) or as soon as any answer names B's
 version. And with every value cached, a fresh client answers with the service gone, saying it could
-not confirm the data version.
+not confirm the data version. A fresh process, whose cache another process filled from A a moment
+ago, answers from B.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import socket
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
 import pytest
-from support import ServerProcess
+from support import ServerProcess, golden_plus_one_stake
 
 from metrics_kit import Client, UnconfirmedDataWarning
 
@@ -109,3 +115,44 @@ def test_a_fresh_client_with_everything_cached_needs_no_service(data_sets, tmp_p
         assert series.tolist() == values and series.attrs["from_cache"] == 24
         assert series.attrs["data_version_confirmed"] is False
         assert client.projects().equals(projects)
+
+
+ASK = """
+    import json, sys
+    from metrics_kit import Client
+    with Client(sys.argv[1], sys.argv[2]) as client:
+        print(json.dumps({"value": client.value("staking_transaction_count", "farm", "1_day", "2025-01-02")}))
+"""
+KEY_A = "key-a-5f1e9c3b7d2a4e6f8091"
+
+
+@pytest.fixture(scope="module")
+def data_b(tmp_path_factory):
+    return golden_plus_one_stake(tmp_path_factory.mktemp("data-b") / "data")
+
+
+def _run(code: str, *args: str, cache: Path) -> dict:
+    """``code`` in a fresh Python with ``args``, its cache in ``cache``: its last line of output, as JSON."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**kept, "METRICS_KIT_CACHE_DIR": str(cache)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_fresh_process_never_answers_from_the_data_of_a_restarted_server(data_b, port, tmp_path):
+    """B's golden data has one more farm stake on 2025-01-02 (1 on A, 2 on B); each pull is a process
+    of its own, on one cache folder."""
+    cache = tmp_path / "cache"
+    with ServerProcess(GOLDEN, "--port", str(port), key=KEY_A, cache_dir=tmp_path / "server") as old:
+        assert _run(ASK, old.base_url, KEY_A, cache=cache) == {"value": 1}  # cached, version A seen
+    with ServerProcess(data_b, "--port", str(port), key=KEY_A, cache_dir=tmp_path / "server") as new:
+        assert new.base_url == old.base_url
+        # within version_ttl (60 s) of the other process's sighting of A: was 1, from A's data set
+        assert _run(ASK, new.base_url, KEY_A, cache=cache) == {"value": 2}
