@@ -47,6 +47,7 @@ from metrics_kit.client.checks import (
     masked_url,
     normalise_url,
     shown_request,
+    shown_service,
     shown_url,
 )
 from metrics_kit.client.transports import Transport
@@ -77,6 +78,7 @@ __all__ = [
     "normalise_url",
     "resolve",
     "shown_request",
+    "shown_service",
     "shown_url",
 ]
 
