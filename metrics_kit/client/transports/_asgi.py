@@ -171,11 +171,11 @@ class _HandedOff(Answers):
         super().__init__()
         self._hand_off = hand_off
         self.stopped = False
-        self.add = self._answers.append  # a list's append is atomic: no lock between the two threads
 
     def all(self) -> list[Reply | TransportError]:
         result_of(self._hand_off(self), ANSWER_WAIT)
-        return self._answers
+        taken = super().__iter__()
+        return [answer for _, answer in taken]
 
     def __iter__(self) -> Iterator[tuple[int, Reply | TransportError]]:
         result_of(self._hand_off(self), ANSWER_WAIT)

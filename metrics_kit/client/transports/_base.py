@@ -108,6 +108,11 @@ class Answers:
     def received(self) -> list[tuple[int, Answer]]:
         return list(enumerate(self._answers))[self._taken :]
 
+    def add(self, answer: Answer) -> None:
+        """One more answer, after those held: a transport whose answers come while they are taken
+        adds each as it comes, from its own thread (a list's append is atomic: no lock is needed)."""
+        self._answers.append(answer)
+
 
 class OneByOne(Answers):
     """Answers made one at a time, each when it is taken, by ``get_one`` (which returns the

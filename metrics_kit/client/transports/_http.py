@@ -831,7 +831,7 @@ class HTTPTransport:
 
 
 class _Pooled(Answers):
-    """The answers of requests sent by a pool of threads: ``_answers`` holds their futures. The
+    """The answers of requests sent by a pool of threads: ``_futures`` holds their futures. The
     requests are handed to the pool when the answers are first asked for, so that an interrupt that
     comes while they are handed finds the futures to take."""
 
@@ -840,9 +840,11 @@ class _Pooled(Answers):
     ) -> None:
         super().__init__()
         self._requests, self._submit = requests, submit
+        self._futures: list[Future[Reply | TransportError]] = []
+        self._taken = 0  # the answers before this one were taken
 
     def __iter__(self) -> Iterator[tuple[int, Reply | TransportError]]:
-        futures = self._answers
+        futures = self._futures
         for request in self._requests:
             futures.append(self._submit(request))
         for index, future in enumerate(futures):
@@ -850,7 +852,7 @@ class _Pooled(Answers):
             self._taken = index + 1
 
     def received(self) -> list[tuple[int, Reply | TransportError]]:
-        waiting = self._answers[self._taken :]
+        waiting = self._futures[self._taken :]
         for future in waiting:
             future.cancel()  # only a request not yet started is cancelled: it is never sent
         return [
