@@ -628,7 +628,7 @@ class Client:
         found = self.discovery()
         if found is None:
             raise ConfigurationError(
-                f"the service at {self._shown_url()} offers no project discovery (GET /projects); "
+                f"the service at {self._shown_url()} offers no project discovery (GET {parse.PROJECTS_PATH}); "
                 "name projects yourself"
             )
         return frames.projects_table(found)

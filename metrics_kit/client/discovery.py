@@ -33,7 +33,7 @@ from typing import Any
 from metrics_kit.client.cache import ValueCache
 from metrics_kit.client.fetching import detached
 from metrics_kit.client.transports import Transport
-from metrics_kit.errors import TransportError, ValidationError
+from metrics_kit.errors import ResponseFormatError, TransportError, ValidationError
 from metrics_kit.spec import wire
 from metrics_kit.spec.catalogue import Metric
 
@@ -190,7 +190,7 @@ class Discovery:
 
     def _ask(self, transport: Transport, cache: ValueCache | None) -> None:
         try:
-            reply = transport.get("/projects", {})
+            reply = transport.get(wire.PROJECTS_PATH, {})
         except TransportError as error:
             log.debug("project discovery unreachable: %s", error)
             self._confirmed = False
@@ -212,12 +212,12 @@ class Discovery:
         projects: ProjectList | None = None
         if reply.status == 200:
             try:
-                document = wire._loads(reply.body)
-                projects = ProjectList({p["project"]: p for p in document["projects"]}, reply.mask)
-                if version is None and isinstance(document.get("data_version"), str):
-                    version = document["data_version"]
-            except (ValueError, KeyError, TypeError, AttributeError) as error:
+                answer = wire.projects_answer(reply.body)
+            except ResponseFormatError as error:
                 log.debug("project discovery unreadable: %s", error)
+            else:
+                projects = ProjectList(answer.projects, reply.mask)
+                version = answer.data_version if version is None else version
         version = version or ""
         if version != self._version and self._version is not None:  # the service's text, masked for the log
             log.info("the service's data version changed from %s to %s", reply.mask(self._version), reply.mask(version))

@@ -35,11 +35,13 @@ MOST_ROWS = 10_000_000  # the highest max_rows allowed
 # A 404 with one of these codes is about the question (the service has /explain); any other 404
 # means the service has no such path.
 _ABOUT_THE_QUESTION = (ErrorCode.UNKNOWN_PROJECT, ErrorCode.METRIC_NOT_APPLICABLE, ErrorCode.DATE_OUT_OF_COVERAGE)
-_FLOATS = ("amount", "amount_usd", "signed_amount")
-# The fields of an answer that are not attrs: the question (named as the client names it), the rows, the page.
-_NOT_ATTRS = {wire.METRIC_NAME, wire.PROJECT, wire.GRANULARITY, wire.DATE, "columns", "rows", *wire.EXPLAIN_PAGE}
-_ANSWERED = tuple(name for name in wire.EXPLAIN_FIELDS if name not in _NOT_ATTRS and name != "next_offset")
-_WORDS = ("aggregation", "source", "select", "formula")  # free text of the service, in attrs
+# How the client holds each type of explain column (times: see _frame).
+_DTYPES = {
+    wire.ExplainColumn.COUNT: "int64",
+    wire.ExplainColumn.FLAG: bool,
+    wire.ExplainColumn.AMOUNT: "float64",
+    wire.ExplainColumn.TEXT: object,
+}
 Pages = tuple[wire.ExplainPage, list[list[Any]], str, float, Callable[[str], str]]
 
 
@@ -58,11 +60,13 @@ def explain(source: Source, metric: str, project: str, granularity: str, date: D
         f"while the rows of {point.metric} for {point.project} were fetched page by page",
     )
     frame = _frame(first.columns, rows)
-    fields = first.fields
-    last = dt.date.fromisoformat(str(fields["period_end"])[:10])
+    fields, value = first.fields, wire.explained(first)
+    last = dt.date.fromisoformat(str(value.period_end)[:10])
     # The service's words about the value (its formula, say) are text of the service: masked.
-    answered = {name: _hidden(fields[name], hide) if name in _WORDS else fields[name] for name in _ANSWERED}
-    answered["complete"] = complete_when_fetched(fields.get("complete"), last, sent)
+    answered = {
+        name: _hidden(fields[name], hide) if name in wire.EXPLAIN_WORDS else fields[name] for name in wire.EXPLAIN_ABOUT
+    }
+    answered["complete"] = complete_when_fetched(value.complete, last, sent)
     source.discovery.saw(version, source.cache())
     frame.attrs = {
         "metric": point.metric,
@@ -122,18 +126,10 @@ def _check_about(
     point: Point, page: wire.ExplainPage, metric: Any, calendar: Any, url: str, hide: Callable[[str], str]
 ) -> None:
     """Refuse an answer about another value than the one asked (as /metrics answers are)."""
-    fields = page.fields
-    start = str(fields.get("period_start") or point.date)
+    parsed = wire.explained(page)
+    start = str(parsed.period_start or point.date)
     if start[:10] != point.date:
         raise other_period(point, start, url, calendar.week_start, hide)
-    parsed = wire.Parsed(
-        0,
-        unit=fields.get("unit"),
-        period_start=fields.get("period_start"),
-        period_end=fields.get("period_end"),
-        metric_name=fields.get(wire.METRIC_NAME),
-        project=fields.get(wire.PROJECT),
-    )
     wrong = mismatches(point, parsed, metric, calendar, hide)
     if wrong:
         raise ResponseFormatError(f"the answer from {url} is not about what was asked: {'; '.join(wrong)}")
@@ -168,20 +164,16 @@ def _hidden(words: Any, hide: Callable[[str], str]) -> Any:
 
 
 def _frame(columns: list[str], rows: list[list[Any]]) -> pd.DataFrame:
-    """The rows with their columns typed: times as UTC timestamps (microseconds), counts as int64, amounts as
-    float64, ``counted`` as bool, the rest as text."""
+    """The rows with each column typed by the wire's type of it (``wire.explain_column``): times as
+    UTC timestamps (microseconds), counts as int64, amounts as float64, flags (``counted``) as bool,
+    the rest as text."""
     frame = pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame({c: [] for c in columns}, dtype=object)
     for column in columns:
-        if column.endswith("block_time"):
+        kind = wire.explain_column(column)
+        if kind is wire.ExplainColumn.TIME:
             # Microseconds, as the service writes them (and as frames.DATES): pandas would infer
             # seconds for a value without rows.
             frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601").astype("datetime64[us, UTC]")
-        elif column == "transactions":
-            frame[column] = frame[column].astype("int64")
-        elif column == "counted":
-            frame[column] = frame[column].astype(bool)
-        elif column in _FLOATS or column.endswith("_net"):
-            frame[column] = frame[column].astype("float64")
         else:
-            frame[column] = frame[column].astype(object)
+            frame[column] = frame[column].astype(_DTYPES[kind])
     return frame

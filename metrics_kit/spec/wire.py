@@ -613,3 +613,96 @@ def _shown_location(location: str, mask: Mask) -> str:
     token of the service's), the rest masked."""
     cut = re.split(r"[?#]", location, maxsplit=1)
     return repr(mask(cut[0])[:_SHOWN] + ("?..." if len(cut) > 1 else ""))
+
+
+# -- client: what the client reads beyond /metrics, and the headers it sends --------------------------
+
+# Every request carries, besides the key: what it accepts, and who asks; an in-process request (the
+# embedded default's) names its host too.
+ACCEPT_HEADER = "accept"
+USER_AGENT_HEADER = "user-agent"
+HOST_HEADER = "host"
+JSON_MEDIA_TYPE = "application/json"
+
+# GET /projects, an extension of the reference service: its projects (each an object that names
+# itself in its PROJECT field: kinds, regular_pools, coverage, metrics) under the data version it
+# names in DATA_VERSION_HEADER, and in the body's "data_version" field.
+PROJECTS_PATH = "/projects"
+
+
+@dataclass(frozen=True)
+class ProjectsAnswer:
+    """A ``GET /projects`` answer, read: each project's entry by its name, and the data version the
+    body names (None when it names none as text)."""
+
+    projects: dict[str, dict[str, Any]]
+    data_version: str | None
+
+
+def projects_answer(body: bytes) -> ProjectsAnswer:
+    """A ``GET /projects`` 200 body read; a ResponseFormatError for a body of another shape (none of
+    the service's text is in its message: the client only logs that it could not read it)."""
+    try:
+        document = _loads(body)
+        projects = {entry[PROJECT]: entry for entry in document["projects"]}
+        version = document.get("data_version")
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+        raise ResponseFormatError(
+            f"the {PROJECTS_PATH} answer is not a list of projects ({type(error).__name__})"
+        ) from None
+    return ProjectsAnswer(projects, version if isinstance(version, str) else None)
+
+
+# What an explain page says of its value beside the rows and the page, in EXPLAIN_FIELDS order (the
+# attrs of the client's explain), and which of these are the service's own words (free text, or text
+# in lists and dicts), which the client masks before it shows them.
+EXPLAIN_ABOUT = tuple(
+    name for name in EXPLAIN_FIELDS if name not in (*PARAMETERS, *EXPLAIN_PAGE, "columns", "rows", "next_offset")
+)
+EXPLAIN_WORDS = ("aggregation", "source", "select", "formula")
+
+
+def explained(page: ExplainPage) -> Parsed:
+    """What an explain page says its value is, and what it is about, as the fields of a ``/metrics``
+    answer (to be checked against the question as those are)."""
+    fields = page.fields
+    return Parsed(
+        fields["value"],
+        unit=fields.get("unit"),
+        complete=_bool(fields.get("complete")),
+        period_start=fields.get("period_start"),
+        period_end=fields.get("period_end"),
+        metric_name=fields.get(METRIC_NAME),
+        project=fields.get(PROJECT),
+    )
+
+
+class ExplainColumn(StrEnum):
+    """The type of an explain page's column: what the client reads its values as."""
+
+    TIME = "time"  # an ISO 8601 UTC time, to microseconds
+    COUNT = "count"  # a whole number
+    FLAG = "flag"  # true or false
+    AMOUNT = "amount"  # a number
+    TEXT = "text"
+
+
+# The type of each column an explain page may hold, by its name: the data format's columns
+# (docs/data-format.md) and those the service adds (a signer's distinct ``transactions``, whether a
+# row is ``counted``, a flow's ``signed_amount``); then by how a name ends (``first_block_time``, a
+# key's net over the period: ``account_net``). Any other column is text.
+EXPLAIN_COLUMN_TYPES = {
+    "transactions": ExplainColumn.COUNT,
+    "counted": ExplainColumn.FLAG,
+    "amount": ExplainColumn.AMOUNT,
+    "amount_usd": ExplainColumn.AMOUNT,
+    "signed_amount": ExplainColumn.AMOUNT,
+}
+EXPLAIN_COLUMN_ENDINGS = {"block_time": ExplainColumn.TIME, "_net": ExplainColumn.AMOUNT}
+
+
+def explain_column(name: str) -> ExplainColumn:
+    """The type of the explain column ``name`` (see EXPLAIN_COLUMN_TYPES)."""
+    if name in EXPLAIN_COLUMN_TYPES:
+        return EXPLAIN_COLUMN_TYPES[name]
+    return next((kind for end, kind in EXPLAIN_COLUMN_ENDINGS.items() if name.endswith(end)), ExplainColumn.TEXT)

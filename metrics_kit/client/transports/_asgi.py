@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 from metrics_kit.client.checks import Secret, cache_identity, check_api_key
 from metrics_kit.client.transports._base import Answers, OneByOne, Pacer, Reply, object_name, result_of
 from metrics_kit.errors import ClientClosedError, TransportError
-from metrics_kit.spec.wire import API_KEY_HEADER
+from metrics_kit.spec.wire import ACCEPT_HEADER, API_KEY_HEADER, HOST_HEADER, JSON_MEDIA_TYPE
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -119,7 +119,7 @@ class ASGITransport:
             "root_path": "",
             "client": ("127.0.0.1", 0),
             "server": ("127.0.0.1", 0),
-            "headers": [(b"host", b"embedded"), (b"accept", b"application/json")],
+            "headers": [(HOST_HEADER.encode(), b"embedded"), (ACCEPT_HEADER.encode(), JSON_MEDIA_TYPE.encode())],
         }
         return scope, f"{self.base_url}{path}?{query}"
 

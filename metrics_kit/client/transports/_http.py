@@ -107,7 +107,14 @@ from metrics_kit.client.transports._base import (
     result_of,
 )
 from metrics_kit.errors import ClientClosedError, ConfigurationError, TransportError, ValidationError
-from metrics_kit.spec.wire import API_KEY_HEADER, API_KEY_MIN_LENGTH, RETRY_AFTER_HEADER
+from metrics_kit.spec.wire import (
+    ACCEPT_HEADER,
+    API_KEY_HEADER,
+    API_KEY_MIN_LENGTH,
+    JSON_MEDIA_TYPE,
+    RETRY_AFTER_HEADER,
+    USER_AGENT_HEADER,
+)
 
 log = logging.getLogger("metrics_kit.transport")
 
@@ -541,7 +548,7 @@ class HTTPTransport:
         session = requests.Session()
         session.mount("http://", adapter)
         session.mount("https://", adapter)
-        session.headers.update({"User-Agent": user_agent, "Accept": "application/json"})
+        session.headers.update({USER_AGENT_HEADER: user_agent, ACCEPT_HEADER: JSON_MEDIA_TYPE})
         self._session = session
         self._adapter = adapter
         self._user_agent = user_agent
@@ -694,7 +701,7 @@ class HTTPTransport:
                 raw.release_conn()
 
     def _headers(self, key: str) -> dict[str, str]:
-        return {"User-Agent": self._user_agent, "Accept": "application/json", API_KEY_HEADER: key}
+        return {USER_AGENT_HEADER: self._user_agent, ACCEPT_HEADER: JSON_MEDIA_TYPE, API_KEY_HEADER: key}
 
     def _url(self, path: str, params: Mapping[str, str]) -> str:
         query = urlencode(params)
