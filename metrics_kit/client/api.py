@@ -26,6 +26,7 @@ from typing import Any, Literal, TypedDict, TypeVar
 import pandas as pd
 
 from metrics_kit.client import explain as explaining
+from metrics_kit.client import options
 from metrics_kit.client.client import Client, Names, Shape, close_as
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV, Secret, address, shown_service
@@ -116,23 +117,8 @@ def configure(
             f"environment variables ({BASE_URL_ENV} and {API_KEY_ENV}) and call configure() without them",
             setting="api_key",
         )
-    settings: dict[str, Any] = {
-        "transport": transport,
-        "workers": workers,
-        "rate_limit": rate_limit,
-        "timeout": timeout,
-        "connect_timeout": connect_timeout,
-        "retries": retries,
-        "cache": cache,
-        "refresh": refresh,
-        "progress": progress,
-        "week_start": week_start,
-        "chain_unit": chain_unit,
-        "incomplete_ttl": incomplete_ttl,
-        "version_ttl": version_ttl,
-        "clock": clock,
-        "deadline": deadline,
-    }
+    # The settings by their names in the one table (client/options.py), as Client takes them.
+    settings: dict[str, Any] = {"transport": transport, **options.given(locals())}
     client = Client(base_url, key, **settings)
     # Made again from the environment when it changes: never with a key given here (see above).
     arguments = {"base_url": base_url, **settings}

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from metrics_kit.client import explain as explaining
-from metrics_kit.client import families, fetching, frames
+from metrics_kit.client import families, fetching, frames, options
 from metrics_kit.client.cache import Entry, ValueCache, complete_when_fetched
 from metrics_kit.client.discovery import Discovery, Projects
 from metrics_kit.client.families import DateLike, Errors, Incomplete
@@ -72,15 +72,6 @@ class Client:
     ``METRICS_KIT_API_KEY``; with none of these, the embedded reference service on the synthetic
     demo data answers, offline.
 
-    Settings (each checked here; a bad one raises ConfigurationError naming it and what is allowed):
-    ``workers`` (16) requests in flight; ``rate_limit`` (None) requests a second; ``timeout`` (30 s)
-    and ``connect_timeout`` (5 s), ``retries`` (5): for a base URL only; ``cache`` (True),
-    ``refresh`` (False), ``progress`` (None: a bar from 100 points); ``week_start`` ("monday") the
-    first day of the service's weeks; ``chain_unit`` ("sol"); ``incomplete_ttl`` (600 s) how long
-    an incomplete period's cached value is read back; ``version_ttl`` (60 s) how long the service's data version,
-    once seen, is trusted before cached values are read under it again only after asking
-    (docs/client.md, "The data version"); ``clock`` (time.time) the wall clock, for tests.
-
     Close it when done (``close()``, or ``with Client(...) as client:``); a closed client raises
     ClientClosedError on every use and never answers from anywhere again.
     """
@@ -109,25 +100,10 @@ class Client:
         # From here on no frame of ours holds the key, or what may be a key given as the base URL, plain.
         api_key = Secret.of(api_key) if isinstance(api_key, str) else api_key
         base_url = address(base_url)
-        self.settings = Settings.make(
-            base_url=base_url,
-            api_key=api_key,
-            transport=transport,
-            workers=workers,
-            rate_limit=rate_limit,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            retries=retries,
-            incomplete_ttl=incomplete_ttl,
-            week_start=week_start,
-            chain_unit=chain_unit,
-            cache=cache,
-            refresh=refresh,
-            progress=progress,
-            clock=clock,
-            deadline=deadline,
-            version_ttl=version_ttl,
-        )
+        # The settings by their names in the one table (client/options.py); the signature writes them
+        # out for a type checker and for Shift-Tab (a test checks that it lists exactly these).
+        settings = options.given(locals())
+        self.settings = Settings.make(base_url=base_url, api_key=api_key, transport=transport, **settings)
         self.catalogue: Catalogue = default_catalogue(self.settings.chain_unit)
         self.calendar: Calendar = self.settings.calendar
         self._lock = threading.Lock()
@@ -208,15 +184,9 @@ class Client:
                 if connection.base_url is None or connection.api_key is None:
                     self._transport = default_transport(rate_limit=s.rate_limit)
                 else:
-                    self._transport = HTTPTransport(
-                        connection.base_url,
-                        connection.api_key,
-                        pool_size=s.workers,
-                        connect_timeout=s.connect_timeout,
-                        read_timeout=s.timeout,
-                        retries=s.retries,
-                        rate_limit=s.rate_limit,
-                    )
+                    # Each setting that shapes the connection, as the HTTPTransport argument it becomes.
+                    shaped = {o.transport: getattr(s, o.name) for o in options.SETTINGS if o.transport is not None}
+                    self._transport = HTTPTransport(connection.base_url, connection.api_key, **shaped)
             return self._transport
 
     def _get_cache(self) -> ValueCache | None:
@@ -649,6 +619,9 @@ def close_as(client: Client, how: str, *, keep: object = None) -> None:
     run twice). The default client's life (client/api.py) ends this way."""
     client._close(how, keep)
 
+
+# The settings, each as the one table (client/options.py) describes it.
+Client.__doc__ = f"{(Client.__doc__ or '').rstrip()}\n\n{options.described()}\n"
 
 # The given transports that a Client closed: another Client given the same transport says so
 # rather than a bare "closed".

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMappi
 from typing import Any
 from urllib.parse import urlencode
 
+from metrics_kit.client import options
 from metrics_kit.client.checks import Secret, cache_identity, check_api_key
 from metrics_kit.client.transports._base import Answers, OneByOne, Pacer, Reply, object_name, result_of
 from metrics_kit.errors import ClientClosedError, TransportError
@@ -52,7 +53,7 @@ class ASGITransport:
         base_url: str,
         cache_identity: str | None = None,
         *,
-        rate_limit: float | None = None,
+        rate_limit: float | None = options.default("rate_limit"),
         pacer: Pacer | None = None,
         synthetic: bool = False,
     ):

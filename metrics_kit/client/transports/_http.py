@@ -95,6 +95,7 @@ from urllib3.exceptions import (
 from urllib3.util.retry import Retry
 
 from metrics_kit.client import checks as settings  # the checks settings.py shares with the transports
+from metrics_kit.client import options
 from metrics_kit.client.transports._base import (
     Answers,
     Clock,
@@ -462,14 +463,14 @@ class HTTPTransport:
         base_url: str,
         api_key: str | settings.Secret,
         *,
-        pool_size: int = 16,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 30.0,
-        retries: int = 5,
+        pool_size: int = options.default("workers"),
+        connect_timeout: float = options.default("connect_timeout"),
+        read_timeout: float = options.default("timeout"),
+        retries: int = options.default("retries"),
         backoff_factor: float = 0.5,
         backoff_max: float = 20.0,
         retry_deadline: float = 120.0,
-        rate_limit: float | None = None,
+        rate_limit: float | None = options.default("rate_limit"),
         user_agent: str | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
