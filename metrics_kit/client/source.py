@@ -24,7 +24,7 @@ from metrics_kit.client.cache import ValueCache
 from metrics_kit.client.checks import masked_url
 from metrics_kit.client.discovery import Discovery
 from metrics_kit.client.frames import Point
-from metrics_kit.client.transports import Transport
+from metrics_kit.client.transports import Transport, is_synthetic
 from metrics_kit.errors import ResponseFormatError, ValidationError
 from metrics_kit.spec import ids
 from metrics_kit.spec.calendar import Calendar
@@ -86,7 +86,7 @@ class Source:
         named = sorted({version for version in versions if version})
         return {
             "service": masked_url(transport.base_url) or "(not shown)",
-            "synthetic": bool(getattr(transport, "synthetic", False)),
+            "synthetic": is_synthetic(transport),
             "data_version": named[0] if len(named) == 1 else (named or None),
             "data_version_confirmed": fresh or all(self.discovery.confirmed(version) for version in named),
         }

@@ -458,6 +458,8 @@ class HTTPTransport:
     for the retry, deadline and rate-limit rules.
     """
 
+    synthetic = False  # a remote service's data is its own
+
     def __init__(
         self,
         base_url: str,

@@ -61,6 +61,8 @@ class MockTransport:
     ``service`` name to have them stand for one service (a test of a restarted process, say).
     A closed transport refuses to send (ClientClosedError)."""
 
+    synthetic = False  # a test's service: its data is not marked made up
+
     def __init__(
         self,
         handler: Handler,
