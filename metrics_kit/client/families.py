@@ -59,8 +59,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar
 
+import numpy as np
 import pandas as pd
 
 from metrics_kit.client.discovery import Projects, listing
@@ -72,7 +73,8 @@ from metrics_kit.spec.wire import ErrorCode
 
 Errors = Literal["raise", "coerce"]
 Incomplete = Literal["keep", "drop"]
-DateLike = Any  # an ISO string, datetime.date, datetime, pandas Timestamp or numpy datetime64
+# What a date argument (start, end, date) may be; spec/ids.py's to_date reads each as a UTC date.
+DateLike: TypeAlias = str | dt.date | dt.datetime | pd.Timestamp | np.datetime64
 
 
 class Puller(Protocol):
