@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from client_fakes import daily_service
+from client_fakes import constant, daily_service
 
 import metrics_kit as mk
 from metrics_kit import Client, ConfigurationError
@@ -21,6 +21,7 @@ from metrics_kit.client.transports import ASGITransport, HTTPTransport, MockTran
 ROOT = Path(__file__).resolve().parents[2]
 
 REMOTE = {"base_url": "http://127.0.0.1:9", "api_key": "k-123"}
+KEY = "sk-live-TOPSECRET-abcdef0123456789"
 
 
 @pytest.mark.parametrize(
@@ -170,3 +171,29 @@ def test_the_client_docs_table_lists_exactly_the_tables_settings():
     table = text.split("| option | default | allowed | meaning |", 1)[1].split("\n\n", 1)[0]
     listed = [name for row in table.splitlines()[2:] for name in re.findall(r"`(\w+)`", row.split("|")[1])]
     assert sorted(listed) == sorted(["transport", *(setting.name for setting in SETTINGS)])
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999", "http://127.0.0.1:notaport", "https://h.example:-1/v1"])
+def test_a_base_url_with_a_bad_port_is_refused_when_the_client_is_made(url):
+    from metrics_kit.client.transports import HTTPTransport
+
+    for make in (lambda: Client(url, KEY, cache=False), lambda: HTTPTransport(url, KEY)):
+        with pytest.raises(ConfigurationError, match="port") as caught:  # was: urllib3's LocationParseError at use
+            make()
+        assert caught.value.setting == "base_url"
+
+
+def test_an_upper_case_scheme_is_accepted():
+    from metrics_kit.client.transports import HTTPTransport
+
+    with Client("HTTP://127.0.0.1:8000/v1", KEY, cache=False) as client:  # was refused
+        assert client.base_url == "http://127.0.0.1:8000/v1"
+        assert client.transport.base_url == "http://127.0.0.1:8000/v1"
+    assert HTTPTransport("HTTPS://metrics.example.com", KEY).base_url == "https://metrics.example.com"
+
+
+@pytest.mark.parametrize("returns", ["x", None, float("nan")])
+def test_a_clock_that_returns_no_number_is_refused_when_the_client_is_made(returns):
+    with pytest.raises(ConfigurationError, match="clock must return") as caught:  # was: a raw TypeError at use
+        Client(transport=MockTransport(constant(1)), clock=lambda: returns)
+    assert caught.value.setting == "clock"
