@@ -36,7 +36,7 @@ VERSION_CHANGES = 3  # times the data may change during one pull (or one explain
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Source:
     """What a client's calls use of its service: the catalogue and calendar they are asked in, what
     discovery knows of the service, the wall clock, and the client's transport and cache (functions:
@@ -50,6 +50,9 @@ class Source:
     transport: Callable[[], Transport]
     cache: Callable[[], ValueCache | None]
     service: str
+
+    def __repr__(self) -> str:  # short, in a traceback's locals: the catalogue is long
+        return f"Source({self.service!r})"
 
     def metric(self, name: object) -> Metric:
         """The catalogue's metric of a name or alias; a ValidationError with did-you-mean when none."""
