@@ -37,10 +37,10 @@ MOST_ROWS = 10_000_000  # the highest max_rows allowed
 _ABOUT_THE_QUESTION = (ErrorCode.UNKNOWN_PROJECT, ErrorCode.METRIC_NOT_APPLICABLE, ErrorCode.DATE_OUT_OF_COVERAGE)
 # How the client holds each type of explain column (times: see _frame).
 _DTYPES = {
-    wire.ExplainColumn.COUNT: "int64",
-    wire.ExplainColumn.FLAG: bool,
-    wire.ExplainColumn.AMOUNT: "float64",
-    wire.ExplainColumn.TEXT: object,
+    wire.ColumnType.COUNT: "int64",
+    wire.ColumnType.FLAG: bool,
+    wire.ColumnType.AMOUNT: "float64",
+    wire.ColumnType.TEXT: object,
 }
 Pages = tuple[wire.ExplainPage, list[list[Any]], str, float, Callable[[str], str]]
 
@@ -170,7 +170,7 @@ def _frame(columns: list[str], rows: list[list[Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame({c: [] for c in columns}, dtype=object)
     for column in columns:
         kind = wire.explain_column(column)
-        if kind is wire.ExplainColumn.TIME:
+        if kind == wire.ColumnType.TIME:
             # Microseconds, as the service writes them (and as frames.DATES): pandas would infer
             # seconds for a value without rows.
             frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601").astype("datetime64[us, UTC]")

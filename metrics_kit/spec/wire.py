@@ -622,7 +622,7 @@ def _shown_location(location: str, mask: Mask) -> str:
 ACCEPT_HEADER = "accept"
 USER_AGENT_HEADER = "user-agent"
 HOST_HEADER = "host"
-JSON_MEDIA_TYPE = "application/json"
+JSON_TYPE = "application/json"
 
 # GET /projects, an extension of the reference service: its projects (each an object that names
 # itself in its PROJECT field: kinds, regular_pools, coverage, metrics) under the data version it
@@ -677,32 +677,47 @@ def explained(page: ExplainPage) -> Parsed:
     )
 
 
-class ExplainColumn(StrEnum):
-    """The type of an explain page's column: what the client reads its values as."""
+class ColumnType(StrEnum):
+    """How a column of GET /explain's rows carries its values (what the client reads each as)."""
 
-    TIME = "time"  # an ISO 8601 UTC time, to microseconds
+    TIME = "time"  # ISO 8601 text in UTC, with microseconds
     COUNT = "count"  # a whole number
-    FLAG = "flag"  # true or false
     AMOUNT = "amount"  # a number
-    TEXT = "text"
+    FLAG = "flag"  # true or false
+    TEXT = "text"  # a string, or null
 
 
-# The type of each column an explain page may hold, by its name: the data format's columns
-# (docs/data-format.md) and those the service adds (a signer's distinct ``transactions``, whether a
-# row is ``counted``, a flow's ``signed_amount``); then by how a name ends (``first_block_time``, a
-# key's net over the period: ``account_net``). Any other column is text.
-EXPLAIN_COLUMN_TYPES = {
-    "transactions": ExplainColumn.COUNT,
-    "counted": ExplainColumn.FLAG,
-    "amount": ExplainColumn.AMOUNT,
-    "amount_usd": ExplainColumn.AMOUNT,
-    "signed_amount": ExplainColumn.AMOUNT,
+# Every column GET /explain's rows may have, with its type: the event tables' columns
+# (docs/data-format.md), then those explain adds (a signer's distinct ``transactions`` and its first
+# and last block_time, whether a row is ``counted``, a flow's ``signed_amount``, a key's net over the
+# period: ``account_net``). A column of another name is typed by how it ends (EXPLAIN_COLUMN_ENDINGS),
+# else it is text.
+EXPLAIN_COLUMN_TYPES: dict[str, ColumnType] = {
+    "block_time": ColumnType.TIME,
+    "tx_id": ColumnType.TEXT,
+    "signer": ColumnType.TEXT,
+    PROJECT: ColumnType.TEXT,
+    "action": ColumnType.TEXT,
+    "pool_type": ColumnType.TEXT,
+    "fee_type": ColumnType.TEXT,
+    "recipient": ColumnType.TEXT,
+    "amount_usd": ColumnType.AMOUNT,
+    "flow": ColumnType.TEXT,
+    "amount": ColumnType.AMOUNT,
+    "account": ColumnType.TEXT,
+    "reward_type": ColumnType.TEXT,
+    "transactions": ColumnType.COUNT,
+    "first_block_time": ColumnType.TIME,
+    "last_block_time": ColumnType.TIME,
+    "counted": ColumnType.FLAG,
+    "signed_amount": ColumnType.AMOUNT,
+    "account_net": ColumnType.AMOUNT,
 }
-EXPLAIN_COLUMN_ENDINGS = {"block_time": ExplainColumn.TIME, "_net": ExplainColumn.AMOUNT}
+EXPLAIN_COLUMN_ENDINGS = {"block_time": ColumnType.TIME, "_net": ColumnType.AMOUNT}
 
 
-def explain_column(name: str) -> ExplainColumn:
+def explain_column(name: str) -> ColumnType:
     """The type of the explain column ``name`` (see EXPLAIN_COLUMN_TYPES)."""
     if name in EXPLAIN_COLUMN_TYPES:
         return EXPLAIN_COLUMN_TYPES[name]
-    return next((kind for end, kind in EXPLAIN_COLUMN_ENDINGS.items() if name.endswith(end)), ExplainColumn.TEXT)
+    return next((kind for end, kind in EXPLAIN_COLUMN_ENDINGS.items() if name.endswith(end)), ColumnType.TEXT)

@@ -14,7 +14,7 @@ import pytest
 from metrics_kit.errors import ResponseFormatError
 from metrics_kit.server.data.schema import COLUMNS
 from metrics_kit.spec import wire
-from metrics_kit.spec.wire import ExplainColumn
+from metrics_kit.spec.wire import ColumnType
 
 PACKAGE = Path(__file__).parents[2] / "metrics_kit"
 
@@ -39,19 +39,19 @@ def test_a_projects_answer_of_another_shape_is_refused(body):
 @pytest.mark.parametrize("table", sorted(set(COLUMNS) - {"projects"}))
 def test_every_event_column_has_the_explain_type_of_its_data_format_type(table):
     """The event columns an explain page shows are typed by the wire as the data format types them."""
-    expected = {"time": ExplainColumn.TIME, "float": ExplainColumn.AMOUNT, "str": ExplainColumn.TEXT}
+    expected = {"time": ColumnType.TIME, "float": ColumnType.AMOUNT, "str": ColumnType.TEXT}
     for column, kind in COLUMNS[table].items():
         assert wire.explain_column(column) is expected[kind], (table, column)
 
 
 def test_the_columns_the_service_adds_have_their_types():
     added = {
-        "transactions": ExplainColumn.COUNT,
-        "first_block_time": ExplainColumn.TIME,
-        "last_block_time": ExplainColumn.TIME,
-        "counted": ExplainColumn.FLAG,
-        "signed_amount": ExplainColumn.AMOUNT,
-        "account_net": ExplainColumn.AMOUNT,
+        "transactions": ColumnType.COUNT,
+        "first_block_time": ColumnType.TIME,
+        "last_block_time": ColumnType.TIME,
+        "counted": ColumnType.FLAG,
+        "signed_amount": ColumnType.AMOUNT,
+        "account_net": ColumnType.AMOUNT,
     }
     assert {column: wire.explain_column(column) for column in added} == added
 
@@ -103,7 +103,7 @@ def test_the_client_spells_no_path_or_header_of_the_contract():
     names = {getattr(wire, name) for name in dir(wire) if name.endswith(("_HEADER", "_PATH"))}
     assert {"/projects", "/explain", "/metrics", "accept", "user-agent", "x-api-key"} <= names
     # "date" is also the argument and the column of that name (the Date header is read in wire.py only).
-    whole = {name for name in names if not name.startswith("/")} - set(wire.PARAMETERS) | {wire.JSON_MEDIA_TYPE}
+    whole = {name for name in names if not name.startswith("/")} - set(wire.PARAMETERS) | {wire.JSON_TYPE}
     inside = re.compile("|".join(rf"(?<![\w/]){re.escape(name)}(?!\w)" for name in names if name.startswith("/")))
     spelt = []
     for path in [*sorted((PACKAGE / "client").rglob("*.py")), PACKAGE / "__init__.py"]:

@@ -22,7 +22,7 @@ from metrics_kit.client import options
 from metrics_kit.client.checks import Secret, cache_identity, check_api_key
 from metrics_kit.client.transports._base import Answers, OneByOne, Pacer, Reply, object_name, result_of
 from metrics_kit.errors import ClientClosedError, TransportError
-from metrics_kit.spec.wire import ACCEPT_HEADER, API_KEY_HEADER, HOST_HEADER, JSON_MEDIA_TYPE
+from metrics_kit.spec.wire import ACCEPT_HEADER, API_KEY_HEADER, HOST_HEADER, JSON_TYPE
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -120,7 +120,7 @@ class ASGITransport:
             "root_path": "",
             "client": ("127.0.0.1", 0),
             "server": ("127.0.0.1", 0),
-            "headers": [(HOST_HEADER.encode(), b"embedded"), (ACCEPT_HEADER.encode(), JSON_MEDIA_TYPE.encode())],
+            "headers": [(HOST_HEADER.encode(), b"embedded"), (ACCEPT_HEADER.encode(), JSON_TYPE.encode())],
         }
         return scope, f"{self.base_url}{path}?{query}"
 

@@ -112,7 +112,7 @@ from metrics_kit.spec.wire import (
     ACCEPT_HEADER,
     API_KEY_HEADER,
     API_KEY_MIN_LENGTH,
-    JSON_MEDIA_TYPE,
+    JSON_TYPE,
     RETRY_AFTER_HEADER,
     USER_AGENT_HEADER,
 )
@@ -551,7 +551,7 @@ class HTTPTransport:
         session = requests.Session()
         session.mount("http://", adapter)
         session.mount("https://", adapter)
-        session.headers.update({USER_AGENT_HEADER: user_agent, ACCEPT_HEADER: JSON_MEDIA_TYPE})
+        session.headers.update({USER_AGENT_HEADER: user_agent, ACCEPT_HEADER: JSON_TYPE})
         self._session = session
         self._adapter = adapter
         self._user_agent = user_agent
@@ -704,7 +704,7 @@ class HTTPTransport:
                 raw.release_conn()
 
     def _headers(self, key: str) -> dict[str, str]:
-        return {USER_AGENT_HEADER: self._user_agent, ACCEPT_HEADER: JSON_MEDIA_TYPE, API_KEY_HEADER: key}
+        return {USER_AGENT_HEADER: self._user_agent, ACCEPT_HEADER: JSON_TYPE, API_KEY_HEADER: key}
 
     def _url(self, path: str, params: Mapping[str, str]) -> str:
         query = urlencode(params)
