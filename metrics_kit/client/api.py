@@ -26,9 +26,10 @@ from typing import Any, Literal, TypedDict, TypeVar
 import pandas as pd
 
 from metrics_kit.client import explain as explaining
-from metrics_kit.client.client import Client, Names, Shape
+from metrics_kit.client import options
+from metrics_kit.client.client import Client, Names, Shape, close_as
 from metrics_kit.client.families import DateLike, Errors, Incomplete
-from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV, Secret, address
+from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV, Secret, address, shown_service
 from metrics_kit.client.transports import Transport
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.files import CACHE_DIR_ENV
@@ -116,23 +117,8 @@ def configure(
             f"environment variables ({BASE_URL_ENV} and {API_KEY_ENV}) and call configure() without them",
             setting="api_key",
         )
-    settings: dict[str, Any] = {
-        "transport": transport,
-        "workers": workers,
-        "rate_limit": rate_limit,
-        "timeout": timeout,
-        "connect_timeout": connect_timeout,
-        "retries": retries,
-        "cache": cache,
-        "refresh": refresh,
-        "progress": progress,
-        "week_start": week_start,
-        "chain_unit": chain_unit,
-        "incomplete_ttl": incomplete_ttl,
-        "version_ttl": version_ttl,
-        "clock": clock,
-        "deadline": deadline,
-    }
+    # The settings by their names in the one table (client/options.py), as Client takes them.
+    settings: dict[str, Any] = {"transport": transport, **options.given(locals())}
     client = Client(base_url, key, **settings)
     # Made again from the environment when it changes: never with a key given here (see above).
     arguments = {"base_url": base_url, **settings}
@@ -143,7 +129,7 @@ def configure(
         _made_from = None if fixed else _environment()
         _arguments = {} if fixed else arguments
     if previous is not None:  # the transport the new default shares with it (given twice) stays open
-        previous._close("by mk.configure(), which replaced it as the default client", keep=transport)
+        close_as(previous, "by mk.configure(), which replaced it as the default client", keep=transport)
     return client
 
 
@@ -167,7 +153,7 @@ def default_client() -> Client:
             return _default
     finally:
         if previous is not None:
-            previous._close("because the environment it was made from changed, and the default client with it")
+            close_as(previous, "because the environment it was made from changed, and the default client with it")
 
 
 def _made_again(previous: Client | None) -> Client:
@@ -178,7 +164,7 @@ def _made_again(previous: Client | None) -> Client:
     except ConfigurationError as error:
         if previous is None:
             raise
-        was = "the embedded demo" if previous.embedded else previous._shown_url()
+        was = "the embedded demo" if previous.embedded else shown_service(previous.base_url)
         raise ConfigurationError(
             f"the environment changed since the default client was made, so that client (of {was}) is closed "
             f"and answers nothing more; no default client can be made from the new environment: {error}",

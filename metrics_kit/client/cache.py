@@ -129,7 +129,7 @@ CREATE TABLE IF NOT EXISTS services (
     ns TEXT PRIMARY KEY,
     version TEXT NOT NULL,       -- the data version last seen
     seen_at REAL NOT NULL,       -- when it was last seen, the wall clock
-    projects TEXT                -- its /projects answer as JSON ('null': none offered), NULL: not asked
+    projects TEXT                -- its project discovery answer as JSON ('null': none offered), NULL: not asked
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS entries_incomplete ON entries (fetched_at) WHERE complete = 0;
 """

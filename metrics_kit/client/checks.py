@@ -222,6 +222,12 @@ def shown_url(value: object, limit: int = 80, key: Secret | None = None) -> str:
     return repr(shown[:limit] + ("..." if len(shown) > limit else ""))
 
 
+def shown_service(base_url: str) -> str:
+    """A client's service for a message or a repr: "embedded" as it is, any other address with
+    anything in it that may be a key masked (:func:`masked_url`)."""
+    return base_url if base_url == "embedded" else masked_url(base_url) or "(an address not shown)"
+
+
 def shown_request(url: str) -> str:
     """A request URL of ours (base URL, path, and the query we wrote: metric, project, granularity,
     date) for a message or an error's ``url``: the base URL's part masked as :func:`masked_url`

@@ -28,12 +28,13 @@ from typing import Any, Literal
 import pandas as pd
 
 from metrics_kit.client import explain as explaining
-from metrics_kit.client import families, fetching, frames
+from metrics_kit.client import families, fetching, frames, options
 from metrics_kit.client.cache import Entry, ValueCache, complete_when_fetched
 from metrics_kit.client.discovery import Discovery, Projects
 from metrics_kit.client.families import DateLike, Errors, Incomplete
 from metrics_kit.client.frames import Point, Result
-from metrics_kit.client.settings import Secret, Settings, address, masked_url
+from metrics_kit.client.settings import Secret, Settings, address, shown_service
+from metrics_kit.client.source import Source
 from metrics_kit.client.transports import HTTPTransport, Transport, default_transport, pull_deadline
 from metrics_kit.errors import (
     CacheWarning,
@@ -43,20 +44,18 @@ from metrics_kit.errors import (
     IncompletePeriodWarning,
     MissingValueError,
     PartialDataWarning,
-    ResponseFormatError,
     UnconfirmedDataWarning,
     ValidationError,
 )
 from metrics_kit.spec import ids
 from metrics_kit.spec import wire as parse
 from metrics_kit.spec.calendar import Calendar
-from metrics_kit.spec.catalogue import Catalogue, Metric, default_catalogue
+from metrics_kit.spec.catalogue import Catalogue, default_catalogue
 
-__all__ = ["Client", "Point", "Result"]
+__all__ = ["Client", "Point", "Result", "close_as"]
 
 log = logging.getLogger("metrics_kit.client")
 SAVE_EVERY = fetching.BATCH  # fetched values are written to the cache in batches of this many
-VERSION_CHANGES = 3  # times the data may change during one pull before it gives up
 # The most points (metric x project x period) one call may ask for, checked before any request: a
 # range typed wrong (years 0001 to 9999 by day) would otherwise send millions of requests.
 MAX_POINTS = 100_000
@@ -72,15 +71,6 @@ class Client:
     ``base_url``/``api_key`` from the arguments, then ``METRICS_KIT_BASE_URL`` and
     ``METRICS_KIT_API_KEY``; with none of these, the embedded reference service on the synthetic
     demo data answers, offline.
-
-    Settings (each checked here; a bad one raises ConfigurationError naming it and what is allowed):
-    ``workers`` (16) requests in flight; ``rate_limit`` (None) requests a second; ``timeout`` (30 s)
-    and ``connect_timeout`` (5 s), ``retries`` (5): for a base URL only; ``cache`` (True),
-    ``refresh`` (False), ``progress`` (None: a bar from 100 points); ``week_start`` ("monday") the
-    first day of the service's weeks; ``chain_unit`` ("sol"); ``incomplete_ttl`` (600 s) how long
-    an incomplete period's cached value is read back; ``version_ttl`` (60 s) how long the service's data version,
-    once seen, is trusted before cached values are read under it again only after asking
-    (docs/client.md, "The data version"); ``clock`` (time.time) the wall clock, for tests.
 
     Close it when done (``close()``, or ``with Client(...) as client:``); a closed client raises
     ClientClosedError on every use and never answers from anywhere again.
@@ -110,33 +100,27 @@ class Client:
         # From here on no frame of ours holds the key, or what may be a key given as the base URL, plain.
         api_key = Secret.of(api_key) if isinstance(api_key, str) else api_key
         base_url = address(base_url)
-        self.settings = Settings.make(
-            base_url=base_url,
-            api_key=api_key,
-            transport=transport,
-            workers=workers,
-            rate_limit=rate_limit,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            retries=retries,
-            incomplete_ttl=incomplete_ttl,
-            week_start=week_start,
-            chain_unit=chain_unit,
-            cache=cache,
-            refresh=refresh,
-            progress=progress,
-            clock=clock,
-            deadline=deadline,
-            version_ttl=version_ttl,
-        )
+        # The settings by their names in the one table (client/options.py); the signature writes them
+        # out for a type checker and for Shift-Tab (a test checks that it lists exactly these).
+        settings = options.given(locals())
+        self.settings = Settings.make(base_url=base_url, api_key=api_key, transport=transport, **settings)
         self.catalogue: Catalogue = default_catalogue(self.settings.chain_unit)
         self.calendar: Calendar = self.settings.calendar
         self._lock = threading.Lock()
         self._transport: Transport | None = transport
         self._given_transport = transport is not None
         self._cache: ValueCache | None = None
-        self._discovery = Discovery(self.settings.clock, self.settings.version_ttl)
         self._closed: str | None = None  # None: open; else how it was closed (for the error)
+        # What value, series, frame and explain use of the service (explain: only through it).
+        self._source = Source(
+            catalogue=self.catalogue,
+            calendar=self.calendar,
+            discovery=Discovery(self.settings.clock, self.settings.version_ttl),
+            clock=self.settings.clock,
+            transport=lambda: self.transport,
+            cache=self._get_cache,
+            service=self._shown_url(),
+        )
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -175,8 +159,7 @@ class Client:
 
     def _shown_url(self) -> str:
         """The base URL for a message or a repr: anything in it that may be a key masked."""
-        url = self.base_url
-        return url if url == "embedded" else masked_url(url) or "(an address not shown)"
+        return shown_service(self.base_url)
 
     def _check_open(self) -> None:
         if self._closed is not None:
@@ -201,15 +184,9 @@ class Client:
                 if connection.base_url is None or connection.api_key is None:
                     self._transport = default_transport(rate_limit=s.rate_limit)
                 else:
-                    self._transport = HTTPTransport(
-                        connection.base_url,
-                        connection.api_key,
-                        pool_size=s.workers,
-                        connect_timeout=s.connect_timeout,
-                        read_timeout=s.timeout,
-                        retries=s.retries,
-                        rate_limit=s.rate_limit,
-                    )
+                    # Each setting that shapes the connection, as the HTTPTransport argument it becomes.
+                    shaped = {o.transport: getattr(s, o.name) for o in options.SETTINGS if o.transport is not None}
+                    self._transport = HTTPTransport(connection.base_url, connection.api_key, **shaped)
             return self._transport
 
     def _get_cache(self) -> ValueCache | None:
@@ -248,8 +225,7 @@ class Client:
         self._close("with close()")
 
     def _close(self, how: str, keep: object = None) -> None:
-        """Close, and close the transport unless it is ``keep`` (the transport a new default client
-        shares with this one: ``mk.configure(transport=t)`` run twice)."""
+        """Close, and close the transport unless it is ``keep`` (see :func:`close_as`)."""
         with self._lock:
             if self._closed is not None:
                 return
@@ -282,23 +258,10 @@ class Client:
 
     # -- validation ----------------------------------------------------------------------------
 
-    def _metric(self, name: object) -> Metric:
-        if not isinstance(name, str):
-            raise ValidationError(f"metric must be a metric name (a string), not {type(name).__name__}", "metric")
-        metric = self.catalogue.get(name.strip())
-        if metric is None:
-            error = ids.unknown_metric(name, self.catalogue.canonical_names, "metrics_kit.metrics()")
-            error.argument = "metric"
-            raise error
-        return metric
-
-    def _check_applies(self, metric: Metric, project: str) -> None:
-        self._discovery.check(self.transport, metric, project, self._get_cache())
-
     def discovery(self) -> Projects | None:
         """The service's projects ({project: {kinds, regular_pools, coverage}}), or None when it offers
         no discovery. The specification does not require it, so nothing depends on it."""
-        return self._discovery.projects(self.transport, self._get_cache())
+        return self._source.discovery.projects(self.transport, self._get_cache())
 
     def periods(self, start: DateLike, end: DateLike, granularity: str = "1_day") -> list[dt.date]:
         """First days of every period from the one containing ``start`` to the one containing ``end``."""
@@ -327,28 +290,35 @@ class Client:
 
         Every value of one result comes from one data version: when an answer names another version
         than the others (the service's data changed during the pull), the values of the older one
-        are fetched again, up to VERSION_CHANGES times. So are cached values whose version the
-        answers of the pull do not confirm, when the service names its version only in its answers."""
+        are fetched again, up to source.VERSION_CHANGES times (:meth:`Source.settled`). So are cached
+        values whose version the answers of the pull do not confirm, when the service names its
+        version only in its answers."""
         refresh = self.settings.refresh if refresh is None else refresh
-        results, failures, versions, latest = self._fetch_once(list(dict.fromkeys(points)), refresh, progress)
-        for attempt in range(VERSION_CHANGES + 1):
-            stale = [p for p, v in versions.items() if v != latest]
-            if not stale:
-                self._warn_if_unconfirmed(results)
-                return results, failures
-            if attempt == VERSION_CHANGES:
-                break
-            log.info("the service's data changed during the pull; fetching %d values again", len(stale))
-            again, failed, redone, latest = self._fetch_once(stale, refresh, progress)
-            results.update(again)
+        results: dict[Point, Result] = {}
+        failures: dict[Point, Exception] = {}
+        versions: dict[Point, str] = {}  # the data version of each result
+        asked = list(dict.fromkeys(points))
+        again = False
+
+        def one_pass() -> tuple[dict[Point, Result], dict[Point, Exception]] | None:
+            """The points asked, then the values of an older version than the latest: None while some are."""
+            nonlocal asked, again
+            if again:
+                log.info("the service's data changed during the pull; fetching %d values again", len(asked))
+            found, failed, named, latest = self._fetch_once(asked, refresh, progress)
+            results.update(found)
             failures.update(failed)
-            versions.update(redone)
+            versions.update(named)
             for point in failed:
                 versions.pop(point, None)
                 results.pop(point, None)
-        raise ResponseFormatError(
-            f"the data of {self._shown_url()} changed {VERSION_CHANGES} times during one pull; ask again later"
-        )
+            asked = [p for p, v in versions.items() if v != latest]
+            again = bool(asked)
+            return None if again else (results, failures)
+
+        settled = self._source.settled(one_pass, "during one pull")
+        self._warn_if_unconfirmed(results)
+        return settled
 
     def _fetch_once(
         self, points: list[Point], refresh: bool, progress: bool | None
@@ -359,12 +329,12 @@ class Client:
         versions: dict[Point, str] = {}
         latest = None
         if cache is not None and not refresh:
-            latest = self._discovery.version(self.transport, cache)
+            latest = self._source.discovery.version(self.transport, cache)
             if latest is not None:
                 for key, entry in cache.get_many(points, version=latest).items():
                     results[Point(*key)] = Result(entry.value, entry.unit, entry.complete, True, latest)
                     versions[Point(*key)] = latest
-            if len(results) == len(points) and points and self._discovery.needs_confirming():
+            if len(results) == len(points) and points and self._source.discovery.needs_confirming():
                 # The service names its version only in its answers, and none has named this one within
                 # version_ttl: one value is asked again, so that its answer confirms the version of the
                 # others before they are used (a version it does not name makes them stale, see fetch).
@@ -375,7 +345,7 @@ class Client:
             return results, failures, versions, latest
         show = self.settings.progress if progress is None else progress
         bar = fetching.progress_bar(len(missing), show)
-        saver = _Saver(cache, self._discovery)
+        saver = _Saver(cache, self._source.discovery)
 
         def take(point: Point, outcome: parse.Parsed | Exception, version: str | None, sent: float) -> None:
             nonlocal latest
@@ -394,7 +364,7 @@ class Client:
             bar.update(1)
 
         try:
-            metrics = {p.metric: self._metric(p.metric) for p in missing}
+            metrics = {p.metric: self._source.metric(p.metric) for p in missing}
             with pull_deadline(self.settings.deadline):
                 fetching.run(self.transport, missing, metrics, self.calendar, take, self.settings.clock)
         finally:
@@ -420,7 +390,7 @@ class Client:
         """Say so when cached values were read under a data version the service did not confirm
         (it could not be reached): they are the data as last seen, which may have changed since."""
         cached = {r.version for r in results.values() if r.from_cache and r.version is not None}
-        unconfirmed = sorted(v for v in cached if not self._discovery.confirmed(v))
+        unconfirmed = sorted(v for v in cached if not self._source.discovery.confirmed(v))
         if unconfirmed:
             count = sum(r.from_cache and r.version in unconfirmed for r in results.values())
             warnings.warn(
@@ -431,42 +401,26 @@ class Client:
                 stacklevel=_caller_level(),
             )
 
-    def _source(self, results: dict[Point, Result]) -> dict[str, Any]:
-        """Where the values came from, for ``attrs``: the service (its address with anything that may
-        be a key masked; the embedded demo marked synthetic) and the data version."""
-        transport = self.transport
-        versions = sorted({r.version for r in results.values() if r.version})
-        return {
-            "service": masked_url(transport.base_url) or "(not shown)",
-            "synthetic": bool(getattr(transport, "synthetic", False)),
-            "data_version": versions[0] if len(versions) == 1 else (versions or None),
-            "data_version_confirmed": all(self._discovery.confirmed(v) for v in versions),
-        }
-
     # -- public API ----------------------------------------------------------------------------
 
     def value(self, metric: str, project: str, granularity: str, date: DateLike) -> int | float:
         """One value: ``metric`` for ``project`` over the period of ``granularity`` containing ``date``
         (MissingValueError, with the service's reason, when the service says it has no value)."""
-        m, project = self._metric(metric), ids.check_project(project)
-        granularity = ids.check_granularity(granularity, synonyms=True)
-        day = self.calendar.start(ids.to_date(date, "date"), granularity)
-        self._check_applies(m, project)
-        point = Point(m.name, project, granularity, day.isoformat())
+        point = self._source.point(metric, project, granularity, date)
         results, failures = self.fetch([point], progress=False)
         if failures:
             raise failures[point]
         result = results[point]
+        about = f"{point.metric} for {point.project} over the {point.granularity} period starting {point.date}"
         if result.value is None:
             raise MissingValueError(
-                f"the service has no value for {m.name} for {project} over the {granularity} period starting "
-                f"{point.date}: {result.missing or 'it gave no reason'} (series() and frame() leave such points "
-                "empty, listed in attrs['missing'])",
+                f"the service has no value for {about}: {result.missing or 'it gave no reason'} (series() and "
+                "frame() leave such points empty, listed in attrs['missing'])",
                 result.missing or None,
             )
         if not result.complete:
             warnings.warn(
-                f"{m.name} for {project} over the {granularity} period starting {point.date} is not complete: "
+                f"{about} is not complete: "
                 "the period had not ended when the value was fetched, so it may still change "
                 "(series() and frame() list such periods in attrs['incomplete'])",
                 IncompletePeriodWarning,
@@ -486,7 +440,7 @@ class Client:
         the value follows from the rows (``formula``; ``value_column``, ``counted_column``,
         ``opening_balance``), the ``value`` served, whether the period is ``complete``, the service
         and data version. ``max_rows`` (100,000): a value with more rows raises ValidationError."""
-        return explaining.explain(self, metric, project, granularity, date, max_rows)
+        return explaining.explain(self._source, metric, project, granularity, date, max_rows)
 
     def _long(
         self,
@@ -506,7 +460,7 @@ class Client:
                 raise ValidationError(f"{flag} must be True, False or None, not {options[flag]!r}", flag)
         granularity = ids.check_granularity(granularity, synonyms=True)
         # A metric named twice, or by its name and an alias, is one metric, fetched and shown once.
-        metric_list = list({m.name: m for m in (self._metric(x) for x in _as_list(metrics, "metrics"))}.values())
+        metric_list = list({m.name: m for m in (self._source.metric(x) for x in _as_list(metrics, "metrics"))}.values())
         project_list = [ids.check_project(p) for p in _as_list(projects, "projects")]
         # Every argument checked before the network. The point limit too, counting every pair; with
         # skip_inapplicable, only the pairs that apply count, known after discovery (a range too long
@@ -517,7 +471,7 @@ class Client:
         for project in project_list:
             for metric in metric_list:
                 try:
-                    self._check_applies(metric, project)
+                    self._source.check_applies(metric, project)
                 except ValidationError as error:
                     if not (skip_inapplicable and error.argument == "metric"):
                         raise  # an unknown project is a mistake to report, never to skip
@@ -530,7 +484,8 @@ class Client:
         results, failures = self.fetch(points, refresh=options["refresh"], progress=options["progress"])
         if failures and errors == "raise":
             raise FetchError(failures, len(points))
-        frame = frames.long_frame(points, results, failures, self.catalogue, self._source(results))
+        source = self._source.attrs(result.version for result in results.values())
+        frame = frames.long_frame(points, results, failures, self.catalogue, source)
         frame.attrs["granularity"] = granularity
         if failures:
             warnings.warn(
@@ -595,7 +550,7 @@ class Client:
         are not complete. ``refresh``: fetch again, ignoring the cache. ``progress``: a progress
         bar (None: from 100 points). ``attrs`` (JSON): metric, project, unit, granularity,
         ``incomplete`` (ISO first days of the periods not complete), from_cache, fetched, failed."""
-        m = self._metric(metric)
+        m = self._source.metric(metric)
         options = {"errors": errors, "incomplete": incomplete, "refresh": refresh, "progress": progress}
         long = self._long([metric], [project], start, end, granularity, {**options, "skip_inapplicable": False})
         return frames.series(long, m, project)
@@ -643,7 +598,7 @@ class Client:
         found = self.discovery()
         if found is None:
             raise ConfigurationError(
-                f"the service at {self._shown_url()} offers no project discovery (GET /projects); "
+                f"the service at {self._shown_url()} offers no project discovery (GET {parse.PROJECTS_PATH}); "
                 "name projects yourself"
             )
         return frames.projects_table(found)
@@ -656,6 +611,17 @@ class Client:
     chain_rewards = families.chain_rewards
     financials = families.financials
 
+
+def close_as(client: Client, how: str, *, keep: object = None) -> None:
+    """Close ``client`` as ``close()`` does, its ClientClosedError then saying it was closed ``how``
+    ("by mk.configure(), which replaced it as the default client", say), and leave its transport open
+    if that is ``keep`` (the transport a new default client shares with it: ``mk.configure(transport=t)``
+    run twice). The default client's life (client/api.py) ends this way."""
+    client._close(how, keep)
+
+
+# The settings, each as the one table (client/options.py) describes it.
+Client.__doc__ = f"{(Client.__doc__ or '').rstrip()}\n\n{options.described()}\n"
 
 # The given transports that a Client closed: another Client given the same transport says so
 # rather than a bare "closed".

@@ -33,13 +33,40 @@ from typing import Any
 from metrics_kit.client.cache import ValueCache
 from metrics_kit.client.fetching import detached
 from metrics_kit.client.transports import Transport
-from metrics_kit.errors import TransportError, ValidationError
+from metrics_kit.errors import ResponseFormatError, TransportError, ValidationError
 from metrics_kit.spec import wire
 from metrics_kit.spec.catalogue import Metric
 
 log = logging.getLogger("metrics_kit.client")
-Projects = dict[str, dict[str, Any]]
 VERSION_HEADER = wire.DATA_VERSION_HEADER
+Mask = Callable[[str], str]
+Projects = dict[str, dict[str, Any]]  # {project: {kinds, regular_pools, coverage, metrics}}
+
+
+class ProjectList(Projects):
+    """The service's projects, as its ``/projects`` listed them (a :data:`Projects` dict), with
+    ``mask``: what hides the key in the service's text before a message shows it (the names and kinds
+    are the service's words). Every message about them is made here (:meth:`known`, :meth:`shown`),
+    so that each one masks them. A copy or a pickle is a plain dict."""
+
+    def __init__(self, listed: Mapping[str, dict[str, Any]], mask: Mask = str) -> None:
+        super().__init__(listed)
+        self.mask = mask
+
+    def __reduce__(self) -> Any:
+        return dict, (dict(self),)
+
+    def known(self, project: str) -> dict[str, Any]:
+        """What the service says of ``project``; a ValidationError listing its projects (masked)
+        when it has none such."""
+        info = self.get(project)
+        if info is None:
+            raise ValidationError(f"unknown project {project!r}; the service has {self.shown(sorted(self))}", "project")
+        return info
+
+    def shown(self, words: list[str]) -> str:
+        """The service's ``words`` (a project's kinds, its project names) for a message: joined, masked."""
+        return self.mask(", ".join(words))
 
 
 class Discovery:
@@ -58,11 +85,11 @@ class Discovery:
         self._seen_at = -math.inf
         self._asked = False  # whether _projects is the service's answer under _version
         self._asked_at = -math.inf  # when /projects last answered
-        self._projects: Projects | None = None
+        self._projects: ProjectList | None = None
         # Whether the service itself answered the last time it was asked (False: the version is
         # the one last seen, or the cache file's, while the service did not answer).
         self._confirmed = False
-        self._mask: Callable[[str], str] = str  # hides the key in the service's words (the last answer's)
+        self._mask: Mask = str  # hides the key in the service's words (the last answer's)
         # Whether /projects names no version, which the /metrics answers then name.
         self._from_answers = False
 
@@ -80,7 +107,7 @@ class Discovery:
         with self._lock:
             return self._from_answers and bool(self._version) and not self._trusted()
 
-    def projects(self, transport: Transport, cache: ValueCache | None = None) -> Projects | None:
+    def projects(self, transport: Transport, cache: ValueCache | None = None) -> ProjectList | None:
         """{project: {kinds, regular_pools, coverage, metrics}}, or None when not offered (or unreachable)."""
         with self._lock:
             self._refresh(transport, cache, need_projects=True)
@@ -117,11 +144,11 @@ class Discovery:
         projects = self.projects(transport, cache)
         if projects is None:
             return
-        info = known(projects, project, self._mask)
+        info = projects.known(project)
         if not metric.applies_to(info["kinds"], info.get("regular_pools", False)):
             raise ValidationError(
-                f"{metric.name} does not apply to {project} (of kind "
-                f"{self._mask(', '.join(info['kinds']))}); it applies to {metric.restriction}",
+                f"{metric.name} does not apply to {project} (of kind {projects.shown(info['kinds'])}); "
+                f"it applies to {metric.restriction}",
                 "metric",
             )
 
@@ -158,11 +185,12 @@ class Discovery:
         self._version, self._seen_at, self._confirmed = stored.version, -math.inf, False
         if not self._from_answers:  # else /projects has just said it offers none
             self._asked = stored.projects is not None
-            self._projects = json.loads(stored.projects) if stored.projects is not None else None
+            listed = json.loads(stored.projects) if stored.projects is not None else None  # "null": none offered
+            self._projects = ProjectList(listed, self._mask) if isinstance(listed, dict) else None
 
     def _ask(self, transport: Transport, cache: ValueCache | None) -> None:
         try:
-            reply = transport.get("/projects", {})
+            reply = transport.get(wire.PROJECTS_PATH, {})
         except TransportError as error:
             log.debug("project discovery unreachable: %s", error)
             self._confirmed = False
@@ -181,15 +209,15 @@ class Discovery:
             self._projects, self._asked, self._asked_at = None, True, now
             self._from_answers = True
             return
-        projects: Projects | None = None
+        projects: ProjectList | None = None
         if reply.status == 200:
             try:
-                document = wire._loads(reply.body)
-                projects = {p["project"]: p for p in document["projects"]}
-                if version is None and isinstance(document.get("data_version"), str):
-                    version = document["data_version"]
-            except (ValueError, KeyError, TypeError, AttributeError) as error:
+                answer = wire.projects_answer(reply.body)
+            except ResponseFormatError as error:
                 log.debug("project discovery unreadable: %s", error)
+            else:
+                projects = ProjectList(answer.projects, reply.mask)
+                version = answer.data_version if version is None else version
         version = version or ""
         if version != self._version and self._version is not None:  # the service's text, masked for the log
             log.info("the service's data version changed from %s to %s", reply.mask(self._version), reply.mask(version))
@@ -199,11 +227,7 @@ class Discovery:
             cache.record_version(version, now, json.dumps(projects))
 
 
-def known(projects: Mapping[str, dict[str, Any]], project: str, mask: Callable[[str], str] = str) -> dict[str, Any]:
-    """What the service says of ``project``; a ValidationError listing its projects when it has none
-    such (the service's names through ``mask``: they are its text)."""
-    info = projects.get(project)
-    if info is None:
-        listed = mask(", ".join(sorted(projects)))
-        raise ValidationError(f"unknown project {project!r}; the service has {listed}", "project")
-    return info
+def listing(projects: Mapping[str, dict[str, Any]]) -> ProjectList:
+    """``projects`` as a ProjectList: itself when it is one (Client.discovery's, with its service's
+    mask), else a list of them with nothing to mask (one that no service gave)."""
+    return projects if isinstance(projects, ProjectList) else ProjectList(projects)

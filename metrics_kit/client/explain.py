@@ -6,40 +6,42 @@ path) or without its event data (``serve --aggregates``: ``explain_unavailable``
 ConfigurationError saying so. The rows come in pages, followed up to ``max_rows``; a value with
 more rows is refused after the first page (at most ``max_rows`` rows), with how many it has. Every page must come from
 one data version (a change while paging fetches the value's rows again), and the answer must be
-about the value asked (the same checks as ``/metrics`` answers).
+about the value asked (the same checks as ``/metrics`` answers). The point is resolved, the pages
+made again while the data changes and the ``attrs`` of where the rows came from made as for
+``value`` and ``series``: by the client's :class:`~metrics_kit.client.source.Source`, which is all
+this module uses of the client.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from metrics_kit.client.cache import complete_when_fetched
-from metrics_kit.client.checks import masked_url, shown_request
+from metrics_kit.client.checks import shown_request
+from metrics_kit.client.families import DateLike
 from metrics_kit.client.fetching import detached, error_of, mismatches, other_period, shown
 from metrics_kit.client.frames import Point
+from metrics_kit.client.source import Source
 from metrics_kit.errors import APIError, ConfigurationError, ResponseFormatError, ValidationError
-from metrics_kit.spec import ids, wire
+from metrics_kit.spec import wire
 from metrics_kit.spec.wire import ErrorCode
-
-if TYPE_CHECKING:
-    from metrics_kit.client.client import Client
-    from metrics_kit.client.families import DateLike
 
 MAX_ROWS = 100_000  # the default bound of one explain call
 MOST_ROWS = 10_000_000  # the highest max_rows allowed
-VERSION_CHANGES = 3  # times the data may change while paging before it gives up
 # A 404 with one of these codes is about the question (the service has /explain); any other 404
 # means the service has no such path.
 _ABOUT_THE_QUESTION = (ErrorCode.UNKNOWN_PROJECT, ErrorCode.METRIC_NOT_APPLICABLE, ErrorCode.DATE_OUT_OF_COVERAGE)
-_FLOATS = ("amount", "amount_usd", "signed_amount")
-# The fields of an answer that are not attrs: the question (named as the client names it), the rows, the page.
-_NOT_ATTRS = {wire.METRIC_NAME, wire.PROJECT, wire.GRANULARITY, wire.DATE, "columns", "rows", *wire.EXPLAIN_PAGE}
-_ANSWERED = tuple(name for name in wire.EXPLAIN_FIELDS if name not in _NOT_ATTRS and name != "next_offset")
-_WORDS = ("aggregation", "source", "select", "formula")  # free text of the service, in attrs
+# How the client holds each type of explain column (times: see _frame).
+_DTYPES = {
+    wire.ColumnType.COUNT: "int64",
+    wire.ColumnType.FLAG: bool,
+    wire.ColumnType.AMOUNT: "float64",
+    wire.ColumnType.TEXT: object,
+}
 Pages = tuple[wire.ExplainPage, list[list[Any]], str, float, Callable[[str], str]]
 
 
@@ -49,58 +51,47 @@ def check_max_rows(max_rows: object) -> int:
     return max_rows
 
 
-def explain(client: Client, metric: str, project: str, granularity: str, date: DateLike, max_rows: int) -> pd.DataFrame:
-    """See ``Client.explain``."""
+def explain(source: Source, metric: str, project: str, granularity: str, date: DateLike, max_rows: int) -> pd.DataFrame:
+    """See ``Client.explain``: the rows behind one value of ``source``'s service."""
     max_rows = check_max_rows(max_rows)
-    m, project = client._metric(metric), ids.check_project(project)
-    granularity = ids.check_granularity(granularity, synonyms=True)
-    day = client.calendar.start(ids.to_date(date, "date"), granularity)
-    client._check_applies(m, project)
-    point = Point(m.name, project, granularity, day.isoformat())
-    for _ in range(VERSION_CHANGES + 1):
-        found = detached(_pages, client, point, max_rows)
-        if found is not None:
-            break
-    else:
-        raise ResponseFormatError(
-            f"the data of {client._shown_url()} changed {VERSION_CHANGES + 1} times while the rows of {m.name} for "
-            f"{project} were fetched page by page; ask again when it stays the same"
-        )
-    first, rows, version, sent, hide = found
+    point = source.point(metric, project, granularity, date)
+    first, rows, version, sent, hide = source.settled(
+        lambda: detached(_pages, source, point, max_rows),
+        f"while the rows of {point.metric} for {point.project} were fetched page by page",
+    )
     frame = _frame(first.columns, rows)
-    fields = first.fields
-    last = dt.date.fromisoformat(str(fields["period_end"])[:10])
+    fields, value = first.fields, wire.explained(first)
+    last = dt.date.fromisoformat(str(value.period_end)[:10])
     # The service's words about the value (its formula, say) are text of the service: masked.
-    answered = {name: _hidden(fields[name], hide) if name in _WORDS else fields[name] for name in _ANSWERED}
-    answered["complete"] = complete_when_fetched(fields.get("complete"), last, sent)
-    client._discovery.saw(version, client._get_cache())
-    transport = client.transport
+    answered = {
+        name: _hidden(fields[name], hide) if name in wire.EXPLAIN_WORDS else fields[name] for name in wire.EXPLAIN_ABOUT
+    }
+    answered["complete"] = complete_when_fetched(value.complete, last, sent)
+    source.discovery.saw(version, source.cache())
     frame.attrs = {
-        "metric": m.name,
-        "project": project,
-        "granularity": granularity,
+        "metric": point.metric,
+        "project": point.project,
+        "granularity": point.granularity,
         **answered,
-        "service": masked_url(transport.base_url) or "(not shown)",
-        "synthetic": bool(getattr(transport, "synthetic", False)),
-        "data_version": version or None,
-        "data_version_confirmed": True,  # every page came from the service now, under this version
+        # fresh: every page came from the service now, under this version
+        **source.attrs([version], fresh=True),
     }
     return frame
 
 
-def _pages(client: Client, point: Point, max_rows: int) -> Pages | None:
+def _pages(source: Source, point: Point, max_rows: int) -> Pages | None:
     """The first page, every row, the data version, when the first page was asked and what masks the
     service's text; None when the data version changed between pages."""
-    transport, calendar, metric = client.transport, client.calendar, client._metric(point.metric)
+    transport, calendar, metric = source.transport(), source.calendar, source.metric(point.metric)
     params = dict(zip(wire.PARAMETERS, point, strict=True))
     limit = min(max_rows, wire.EXPLAIN_MAX_LIMIT)
     offset, rows, first, version = 0, [], None, ""
-    sent = client.settings.clock()
+    sent = source.clock()
     while True:
         reply = transport.get(wire.EXPLAIN_PATH, {**params, wire.LIMIT: str(limit), wire.OFFSET: str(offset)})
         url, hide = shown_request(reply.url), shown(reply)  # the service's text in a message: masked
         if reply.status != 200:
-            raise _refused(client, error_of(reply, url, client.settings.clock))
+            raise _refused(source.service, error_of(reply, url, source.clock))
         page = wire.explain_page(reply.body, url, hide)
         answered_version = reply.header(wire.DATA_VERSION_HEADER) or ""
         if first is None:
@@ -135,36 +126,28 @@ def _check_about(
     point: Point, page: wire.ExplainPage, metric: Any, calendar: Any, url: str, hide: Callable[[str], str]
 ) -> None:
     """Refuse an answer about another value than the one asked (as /metrics answers are)."""
-    fields = page.fields
-    start = str(fields.get("period_start") or point.date)
+    parsed = wire.explained(page)
+    start = str(parsed.period_start or point.date)
     if start[:10] != point.date:
         raise other_period(point, start, url, calendar.week_start, hide)
-    parsed = wire.Parsed(
-        0,
-        unit=fields.get("unit"),
-        period_start=fields.get("period_start"),
-        period_end=fields.get("period_end"),
-        metric_name=fields.get(wire.METRIC_NAME),
-        project=fields.get(wire.PROJECT),
-    )
     wrong = mismatches(point, parsed, metric, calendar, hide)
     if wrong:
         raise ResponseFormatError(f"the answer from {url} is not about what was asked: {'; '.join(wrong)}")
 
 
-def _refused(client: Client, error: APIError) -> Exception:
+def _refused(service: str, error: APIError) -> Exception:
     """The error for an answer other than 200: a service without /explain, or without the event
     data it needs, is told as such; any other error as the service gave it."""
     if error.status == 404 and error.code not in _ABOUT_THE_QUESTION:
         return ConfigurationError(
-            f"the service at {client._shown_url()} does not offer explain (GET {wire.EXPLAIN_PATH} answered 404): "
+            f"the service at {service} does not offer explain (GET {wire.EXPLAIN_PATH} answered 404): "
             "explain is an extension of the metrics_kit reference service (the embedded default, or "
             "metrics-kit serve --data DIR), not part of the metrics service specification. Its values can be "
             "fetched (value, series, frame) but not explained"
         )
     if error.code == ErrorCode.EXPLAIN_UNAVAILABLE:
         return ConfigurationError(
-            f"the service at {client._shown_url()} cannot explain values: {error.message}",
+            f"the service at {service} cannot explain values: {error.message}",
         )
     return error
 
@@ -181,20 +164,16 @@ def _hidden(words: Any, hide: Callable[[str], str]) -> Any:
 
 
 def _frame(columns: list[str], rows: list[list[Any]]) -> pd.DataFrame:
-    """The rows with their columns typed: times as UTC timestamps (microseconds), counts as int64, amounts as
-    float64, ``counted`` as bool, the rest as text."""
+    """The rows with each column typed by the wire's type of it (``wire.explain_column``): times as
+    UTC timestamps (microseconds), counts as int64, amounts as float64, flags (``counted``) as bool,
+    the rest as text."""
     frame = pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame({c: [] for c in columns}, dtype=object)
     for column in columns:
-        if column.endswith("block_time"):
+        kind = wire.explain_column(column)
+        if kind == wire.ColumnType.TIME:
             # Microseconds, as the service writes them (and as frames.DATES): pandas would infer
             # seconds for a value without rows.
             frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601").astype("datetime64[us, UTC]")
-        elif column == "transactions":
-            frame[column] = frame[column].astype("int64")
-        elif column == "counted":
-            frame[column] = frame[column].astype(bool)
-        elif column in _FLOATS or column.endswith("_net"):
-            frame[column] = frame[column].astype("float64")
         else:
-            frame[column] = frame[column].astype(object)
+            frame[column] = frame[column].astype(_DTYPES[kind])
     return frame

@@ -57,13 +57,15 @@ Derived columns
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar
 
+import numpy as np
 import pandas as pd
 
-from metrics_kit.client.discovery import Projects, known
+from metrics_kit.client.discovery import Projects, listing
+from metrics_kit.client.fetching import detached
 from metrics_kit.errors import FetchError, NotFoundError, ValidationError
 from metrics_kit.spec import ids
 from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric
@@ -71,7 +73,8 @@ from metrics_kit.spec.wire import ErrorCode
 
 Errors = Literal["raise", "coerce"]
 Incomplete = Literal["keep", "drop"]
-DateLike = Any  # an ISO string, datetime.date, datetime, pandas Timestamp or numpy datetime64
+# What a date argument (start, end, date) may be; spec/ids.py's to_date reads each as a UTC date.
+DateLike: TypeAlias = str | dt.date | dt.datetime | pd.Timestamp | np.datetime64
 
 
 class Puller(Protocol):
@@ -380,13 +383,13 @@ def build(
     client.periods(start, end, granularity)
     pull = _Pull(project, start, end, granularity, errors, incomplete, refresh, progress)
     metrics = client.catalogue.by_family(family)
-    projects = client.discovery()
-    if projects is not None:
-        wide, skipped = _with_discovery(client, projects, family, metrics, pull)
-        how = "discovery"
+    # Raised from here, without the frames that held the service's list (its words, unmasked).
+    applicable = detached(_applicable, client, family, metrics, project)
+    if applicable is not None:
+        chosen, skipped = applicable
+        wide, how = pull.frame(client, chosen, skip_inapplicable=True), "discovery"
     else:
-        wide, skipped = _by_probing(client, metrics, pull)
-        how = "probe"
+        (wide, skipped), how = _by_probing(client, metrics, pull), "probe"
     wide = derived_columns(wide, family, client.catalogue)
     wide.attrs.update(family=family, project=project, skipped=skipped, applicability=how)
     return wide
@@ -416,20 +419,26 @@ class _Pull:
         return client.frame(metrics, self.project, self.start, self.end, self.granularity, shape="wide", **options)
 
 
-def _with_discovery(
-    client: Puller, projects: Mapping[str, Any], family: str, metrics: Sequence[Metric], pull: _Pull
-) -> tuple[pd.DataFrame, list[str]]:
-    info = known(projects, pull.project)
+def _applicable(
+    client: Puller, family: str, metrics: Sequence[Metric], project: str
+) -> tuple[list[str], list[str]] | None:
+    """The family's metrics that apply to ``project`` and those that do not, by the service's project
+    discovery; None when it offers none. Its words go into a message masked, as the client's own
+    checks put them (``Projects.known``)."""
+    found = client.discovery()
+    if found is None:
+        return None
+    projects = listing(found)
+    info = projects.known(project)
     kinds, regular_pools = info["kinds"], info.get("regular_pools", False)
     chosen = [m.name for m in metrics if m.applies_to(kinds, regular_pools)]
-    skipped = [m.name for m in metrics if m.name not in chosen]
     if not chosen:
         raise ValidationError(
-            f"no {family} metric applies to {pull.project} (of kind {', '.join(kinds)}); "
+            f"no {family} metric applies to {project} (of kind {projects.shown(kinds)}); "
             f"they apply to {_kinds_of(metrics)}",
             "family",
         )
-    return pull.frame(client, chosen, skip_inapplicable=True), skipped
+    return chosen, [m.name for m in metrics if m.name not in chosen]
 
 
 def _by_probing(client: Puller, metrics: Sequence[Metric], pull: _Pull) -> tuple[pd.DataFrame, list[str]]:

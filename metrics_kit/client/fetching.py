@@ -175,9 +175,9 @@ def mismatches(
         and parsed.metric_name != metric.name
         and parsed.metric_name not in metric.aliases
     ):
-        wrong.append(f"metric_name {hide(parsed.metric_name)!r}, asked {metric.name!r}")
+        wrong.append(f"{wire.METRIC_NAME} {hide(parsed.metric_name)!r}, asked {metric.name!r}")
     if parsed.project is not None and parsed.project != point.project:
-        wrong.append(f"project {hide(parsed.project)!r}, asked {point.project!r}")
+        wrong.append(f"{wire.PROJECT} {hide(parsed.project)!r}, asked {point.project!r}")
     if parsed.period_end is not None:
         last = calendar.end(dt.date.fromisoformat(point.date), point.granularity).isoformat()
         if parsed.period_end[:10] != last:

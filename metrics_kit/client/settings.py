@@ -1,4 +1,5 @@
-"""Every Client setting, checked when it is made (httpx's ``_config.py`` idea).
+"""Every Client setting, checked when it is made (httpx's ``_config.py`` idea); each setting's name,
+default, check and doc are in client/options.py, once.
 
 A bad value raises :class:`~metrics_kit.errors.ConfigurationError` at once, naming the setting
 (``error.setting``) and the values it allows, rather than failing later inside a request.
@@ -22,10 +23,7 @@ it, and it is revealed only where a request is written. Messages show a URL thro
 from __future__ import annotations
 
 import logging
-import math
 import os
-import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,11 +45,13 @@ from metrics_kit.client.checks import (
     masked_url,
     normalise_url,
     shown_request,
+    shown_service,
     shown_url,
 )
+from metrics_kit.client.options import SETTINGS, check_chain_unit, check_week_start
 from metrics_kit.client.transports import Transport
 from metrics_kit.errors import ConfigurationError
-from metrics_kit.spec.calendar import WEEK_STARTS, Calendar
+from metrics_kit.spec.calendar import Calendar
 
 __all__ = [
     "API_KEY_ENV",
@@ -77,43 +77,18 @@ __all__ = [
     "normalise_url",
     "resolve",
     "shown_request",
+    "shown_service",
     "shown_url",
 ]
 
 log = logging.getLogger("metrics_kit.client")
 BASE_URL_ENV = "METRICS_KIT_BASE_URL"
 API_KEY_ENV = "METRICS_KIT_API_KEY"
-_CHAIN_UNIT = re.compile(r"[a-z_][a-z0-9_]*")
 
-# version_ttl: seconds a data version, once seen, is trusted without asking the service again.
-DEFAULTS = {
-    "workers": 16,
-    "timeout": 30.0,
-    "connect_timeout": 5.0,
-    "retries": 5,
-    "incomplete_ttl": 600.0,
-    "version_ttl": 60.0,
-}
-# Settings of the connection the client makes from a base URL, and nothing else.
-HTTP_ONLY = ("timeout", "connect_timeout", "retries", "deadline")
-
-
-def check_week_start(value: object) -> Calendar:
-    if value not in WEEK_STARTS:
-        raise ConfigurationError(
-            f"week_start must be one of {', '.join(map(repr, WEEK_STARTS))} (the first day of the service's "
-            f"weeks), not {value!r}",
-            setting="week_start",
-        )
-    return Calendar(str(value))
-
-
-def check_chain_unit(value: object) -> str | None:
-    if value is None or (isinstance(value, str) and _CHAIN_UNIT.fullmatch(value)):
-        return value
-    raise ConfigurationError(
-        f"chain_unit must be a lowercase identifier such as 'sol', or None, not {value!r}", setting="chain_unit"
-    )
+# Each setting's default, and the settings of the connection the client makes from a base URL and
+# nothing else: from the one table (client/options.py).
+DEFAULTS = {setting.name: setting.default for setting in SETTINGS}
+HTTP_ONLY = tuple(setting.name for setting in SETTINGS if setting.http_only)
 
 
 # -- the connection -------------------------------------------------------------------------------
@@ -185,7 +160,8 @@ def resolve(base_url: str | None = None, api_key: str | Secret | None = None) ->
 
 @dataclass(frozen=True)
 class Settings:
-    """The checked settings of one Client. Make it with :meth:`make`."""
+    """The checked settings of one Client: where it connects, and one field a setting of
+    ``options.SETTINGS`` (``week_start``: its calendar). Make it with :meth:`make`."""
 
     connection: Connection
     workers: int
@@ -193,49 +169,32 @@ class Settings:
     timeout: float
     connect_timeout: float
     retries: int
-    deadline: float | None
-    incomplete_ttl: float
-    version_ttl: float
-    calendar: Calendar
-    chain_unit: str | None
     cache: bool
     refresh: bool
     progress: bool | None
+    calendar: Calendar
+    chain_unit: str | None
+    incomplete_ttl: float
+    version_ttl: float
     clock: Callable[[], float]
+    deadline: float | None
 
     @classmethod
     def make(
         cls,
         *,
-        base_url: str | None,
-        api_key: str | Secret | None,
-        transport: object,
-        workers: int | None,
-        rate_limit: float | None,
-        timeout: float | None,
-        connect_timeout: float | None,
-        retries: int | None,
-        incomplete_ttl: float | None,
-        week_start: str,
-        chain_unit: str | None,
-        cache: bool,
-        refresh: bool,
-        progress: bool | None,
-        clock: Callable[[], float] | None,
-        deadline: float | None = None,
-        version_ttl: float | None = None,
+        base_url: str | None = None,
+        api_key: str | Secret | None = None,
+        transport: object = None,
+        **given: Any,
     ) -> Settings:
+        """The settings of a client given ``given`` (by the names of options.SETTINGS; one left out,
+        or None where a signature shows None, is its default), each checked in the table's order."""
         api_key = _secret(api_key)  # from here on no frame of ours holds the key plain
         base_url = address(base_url)  # nor what may be a key given as the base URL
-        if clock is not None and not callable(clock):
-            raise ConfigurationError(f"clock must be a function returning seconds, not {clock!r}", setting="clock")
-        if clock is not None:  # asked once now, rather than failing inside a pull
-            now = clock()
-            if not isinstance(now, int | float) or isinstance(now, bool) or not math.isfinite(now):
-                raise ConfigurationError(
-                    f"clock must return the seconds since the epoch as a finite number; it returned {now!r}",
-                    setting="clock",
-                )
+        unknown = sorted(set(given) - set(DEFAULTS))
+        if unknown:
+            raise TypeError(f"Settings.make() got settings it does not know: {', '.join(unknown)}")
         if transport is not None and not isinstance(transport, Transport):
             raise ConfigurationError(
                 "transport must be a Transport (get, get_many, close, base_url, cache_identity), such as "
@@ -243,40 +202,14 @@ class Settings:
                 setting="transport",
             )
         connection = Connection(None) if transport is not None else resolve(base_url, api_key)
-        made = cls(
-            connection=connection,
-            workers=check_int("workers", DEFAULTS["workers"] if workers is None else workers, minimum=1),
-            rate_limit=check_rate(rate_limit),
-            timeout=check_seconds("timeout", DEFAULTS["timeout"] if timeout is None else timeout, positive=True),
-            connect_timeout=check_seconds(
-                "connect_timeout",
-                DEFAULTS["connect_timeout"] if connect_timeout is None else connect_timeout,
-                positive=True,
-            ),
-            retries=check_int("retries", DEFAULTS["retries"] if retries is None else retries, minimum=0),
-            deadline=None if deadline is None else check_seconds("deadline", deadline, positive=True),
-            incomplete_ttl=check_seconds(
-                "incomplete_ttl",
-                DEFAULTS["incomplete_ttl"] if incomplete_ttl is None else incomplete_ttl,
-                positive=False,
-            ),
-            version_ttl=check_seconds(
-                "version_ttl", DEFAULTS["version_ttl"] if version_ttl is None else version_ttl, positive=False
-            ),
-            calendar=check_week_start(week_start),
-            chain_unit=check_chain_unit(chain_unit),
-            cache=bool(check_bool("cache", cache)),
-            refresh=bool(check_bool("refresh", refresh)),
-            progress=check_bool("progress", progress, allow_none=True),
-            clock=clock or time.time,
-        )
+        checked = {setting.name: setting.checked(given.get(setting.name, setting.keyword)) for setting in SETTINGS}
+        made = cls(connection=connection, calendar=checked.pop("week_start"), **checked)
         if transport is not None and (base_url is not None or api_key is not None):
             raise ConfigurationError(
                 "give either transport= or base_url=/api_key=, not both: a transport carries its own address and key",
                 setting="transport",
             )
-        given = {"timeout": timeout, "connect_timeout": connect_timeout, "retries": retries, "deadline": deadline}
-        refused = [name for name in HTTP_ONLY if connection.embedded and given[name] is not None]
+        refused = [name for name in HTTP_ONLY if connection.embedded and given.get(name) is not None]
         if refused:
             where = "the transport you gave" if transport is not None else "the embedded default (no base_url)"
             raise ConfigurationError(
@@ -284,7 +217,7 @@ class Settings:
                 "leave it out, or give base_url= for a remote service",
                 setting=refused[0],
             )
-        if transport is not None and rate_limit is not None:
+        if transport is not None and given.get("rate_limit") is not None:
             raise ConfigurationError(
                 "rate_limit cannot apply to the transport you gave: set it on the transport itself "
                 "(HTTPTransport(..., rate_limit=...))",

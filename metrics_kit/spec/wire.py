@@ -785,3 +785,111 @@ def _shown_location(location: str, mask: Mask) -> str:
     token of the service's), the rest masked."""
     cut = re.split(r"[?#]", location, maxsplit=1)
     return repr(mask(cut[0])[:_SHOWN] + ("?..." if len(cut) > 1 else ""))
+
+
+# -- client: what the client reads beyond /metrics, and the headers it sends --------------------------
+
+# Every request carries, besides the key: what it accepts, and who asks; an in-process request (the
+# embedded default's) names its host too.
+ACCEPT_HEADER = "accept"
+USER_AGENT_HEADER = "user-agent"
+HOST_HEADER = "host"
+JSON_TYPE = "application/json"
+
+# GET /projects, an extension of the reference service: its projects (each an object that names
+# itself in its PROJECT field: kinds, regular_pools, coverage, metrics) under the data version it
+# names in DATA_VERSION_HEADER, and in the body's "data_version" field.
+PROJECTS_PATH = "/projects"
+
+
+@dataclass(frozen=True)
+class ProjectsAnswer:
+    """A ``GET /projects`` answer, read: each project's entry by its name, and the data version the
+    body names (None when it names none as text)."""
+
+    projects: dict[str, dict[str, Any]]
+    data_version: str | None
+
+
+def projects_answer(body: bytes) -> ProjectsAnswer:
+    """A ``GET /projects`` 200 body read; a ResponseFormatError for a body of another shape (none of
+    the service's text is in its message: the client only logs that it could not read it)."""
+    try:
+        document = _loads(body)
+        projects = {entry[PROJECT]: entry for entry in document["projects"]}
+        version = document.get("data_version")
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+        raise ResponseFormatError(
+            f"the {PROJECTS_PATH} answer is not a list of projects ({type(error).__name__})"
+        ) from None
+    return ProjectsAnswer(projects, version if isinstance(version, str) else None)
+
+
+# What an explain page says of its value beside the rows and the page, in EXPLAIN_FIELDS order (the
+# attrs of the client's explain), and which of these are the service's own words (free text, or text
+# in lists and dicts), which the client masks before it shows them.
+EXPLAIN_ABOUT = tuple(
+    name for name in EXPLAIN_FIELDS if name not in (*PARAMETERS, *EXPLAIN_PAGE, "columns", "rows", "next_offset")
+)
+EXPLAIN_WORDS = ("aggregation", "source", "select", "formula")
+
+
+def explained(page: ExplainPage) -> Parsed:
+    """What an explain page says its value is, and what it is about, as the fields of a ``/metrics``
+    answer (to be checked against the question as those are)."""
+    fields = page.fields
+    return Parsed(
+        fields["value"],
+        unit=fields.get("unit"),
+        complete=_bool(fields.get("complete")),
+        period_start=fields.get("period_start"),
+        period_end=fields.get("period_end"),
+        metric_name=fields.get(METRIC_NAME),
+        project=fields.get(PROJECT),
+    )
+
+
+class ColumnType(StrEnum):
+    """How a column of GET /explain's rows carries its values (what the client reads each as)."""
+
+    TIME = "time"  # ISO 8601 text in UTC, with microseconds
+    COUNT = "count"  # a whole number
+    AMOUNT = "amount"  # a number
+    FLAG = "flag"  # true or false
+    TEXT = "text"  # a string, or null
+
+
+# Every column GET /explain's rows may have, with its type: the event tables' columns
+# (docs/data-format.md), then those explain adds (a signer's distinct ``transactions`` and its first
+# and last block_time, whether a row is ``counted``, a flow's ``signed_amount``, a key's net over the
+# period: ``account_net``). A column of another name is typed by how it ends (EXPLAIN_COLUMN_ENDINGS),
+# else it is text.
+EXPLAIN_COLUMN_TYPES: dict[str, ColumnType] = {
+    "block_time": ColumnType.TIME,
+    "tx_id": ColumnType.TEXT,
+    "signer": ColumnType.TEXT,
+    PROJECT: ColumnType.TEXT,
+    "action": ColumnType.TEXT,
+    "pool_type": ColumnType.TEXT,
+    "fee_type": ColumnType.TEXT,
+    "recipient": ColumnType.TEXT,
+    "amount_usd": ColumnType.AMOUNT,
+    "flow": ColumnType.TEXT,
+    "amount": ColumnType.AMOUNT,
+    "account": ColumnType.TEXT,
+    "reward_type": ColumnType.TEXT,
+    "transactions": ColumnType.COUNT,
+    "first_block_time": ColumnType.TIME,
+    "last_block_time": ColumnType.TIME,
+    "counted": ColumnType.FLAG,
+    "signed_amount": ColumnType.AMOUNT,
+    "account_net": ColumnType.AMOUNT,
+}
+EXPLAIN_COLUMN_ENDINGS = {"block_time": ColumnType.TIME, "_net": ColumnType.AMOUNT}
+
+
+def explain_column(name: str) -> ColumnType:
+    """The type of the explain column ``name`` (see EXPLAIN_COLUMN_TYPES)."""
+    if name in EXPLAIN_COLUMN_TYPES:
+        return EXPLAIN_COLUMN_TYPES[name]
+    return next((kind for end, kind in EXPLAIN_COLUMN_ENDINGS.items() if name.endswith(end)), ColumnType.TEXT)

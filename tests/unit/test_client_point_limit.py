@@ -9,6 +9,7 @@ import datetime as dt
 import pytest
 from client_fakes import FakeClock, constant
 
+import metrics_kit as mk
 from metrics_kit import Client, ValidationError
 from metrics_kit.client.client import MAX_POINTS
 from metrics_kit.client.transports import MockTransport, Request, Response
@@ -20,6 +21,7 @@ TOKENOMICS = [
     "token_buyback_in_native_token",
 ]
 LENDERS = [f"lender{i}" for i in range(24)]
+COUNT = "swap_transaction_count"
 START, END = dt.date(2020, 1, 1), dt.date(2023, 1, 4)  # 1,100 days
 
 
@@ -54,3 +56,16 @@ def test_too_many_applicable_pairs_are_refused_after_discovery_and_before_any_va
         with pytest.raises(ValidationError, match="3,652,059 points"):
             client.frame(TOKENOMICS, "token", "0001-01-01", "9999-12-31", skip_inapplicable=True)
         assert [r.path for r in transport.requests] == ["/projects"]
+
+
+def test_a_huge_range_is_refused_before_any_request():
+    transport = MockTransport(constant(1))
+    with Client(transport=transport, cache=False, progress=False) as client:
+        with pytest.raises(mk.ValidationError, match="3,652,059 points") as caught:
+            client.series(COUNT, "demoswap", "0001-01-01", "9999-12-31", "1_day")  # was: 3.65 million requests
+        assert "100,000" in str(caught.value) and "coarser granularity" in str(caught.value)
+        with pytest.raises(mk.ValidationError, match="at most 100,000"):
+            client.frame([COUNT, "swap_active_users"], ["demoswap"], "1900-01-01", "2099-12-31", "1_day")
+        assert transport.requests == []  # not even discovery
+        assert len(client.series(COUNT, "demoswap", "2000-01-01", "2025-12-31", "1_month")) == 312
+    assert MAX_POINTS == 100_000  # as docs/client.md says

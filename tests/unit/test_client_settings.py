@@ -3,13 +3,25 @@ names it and says what is allowed. No request is made, nothing is built."""
 
 from __future__ import annotations
 
-import pytest
-from client_fakes import daily_service
+import dataclasses
+import inspect
+import re
+from pathlib import Path
 
+import pytest
+from client_fakes import constant, daily_service
+
+import metrics_kit as mk
 from metrics_kit import Client, ConfigurationError
-from metrics_kit.client.transports import HTTPTransport, MockTransport
+from metrics_kit.client import options
+from metrics_kit.client.options import SETTINGS
+from metrics_kit.client.settings import Settings
+from metrics_kit.client.transports import ASGITransport, HTTPTransport, MockTransport
+
+ROOT = Path(__file__).resolve().parents[2]
 
 REMOTE = {"base_url": "http://127.0.0.1:9", "api_key": "k-123"}
+KEY = "sk-live-TOPSECRET-abcdef0123456789"
 
 
 @pytest.mark.parametrize(
@@ -111,3 +123,77 @@ def test_the_http_transport_checks_its_options_the_same_way(options, setting):
     with pytest.raises(ConfigurationError) as caught:
         HTTPTransport("http://127.0.0.1:9", "k-123", **options)
     assert caught.value.setting == setting
+
+
+# -- each setting defined once (client/options.py) -----------------------------------------------------------
+
+
+def _settings_in(function) -> list[tuple[str, object]]:
+    """The settings a signature takes: its keyword-only parameters but ``transport``, with their defaults."""
+    parameters = inspect.signature(function).parameters.values()
+    return [(p.name, p.default) for p in parameters if p.kind is p.KEYWORD_ONLY and p.name != "transport"]
+
+
+def test_client_and_configure_take_exactly_the_tables_settings_with_its_defaults():
+    table = [(setting.name, setting.keyword) for setting in SETTINGS]
+    assert _settings_in(Client.__init__) == table
+    assert _settings_in(mk.configure) == table
+
+
+def test_client_and_configure_describe_every_setting_of_the_table():
+    for doc in (Client.__doc__, mk.configure.__doc__):
+        said = " ".join(line.strip() for line in (doc or "").splitlines())
+        assert " ".join(line.strip() for line in options.described().splitlines()) in said
+        listed = said.split("Settings (each checked", 1)[1]
+        assert re.findall(r"``(\w+)`` \(", listed) == [setting.name for setting in SETTINGS]
+
+
+def test_the_transports_defaults_are_the_tables():
+    http = inspect.signature(HTTPTransport).parameters
+    shaping = [setting for setting in SETTINGS if setting.transport is not None]
+    assert {s.name for s in shaping} == {"workers", "rate_limit", "timeout", "connect_timeout", "retries"}
+    for setting in shaping:
+        assert http[setting.transport].default == setting.default, setting.name
+    assert inspect.signature(ASGITransport).parameters["rate_limit"].default == options.default("rate_limit")
+
+
+def test_the_settings_object_holds_one_field_a_setting():
+    fields = {field.name for field in dataclasses.fields(Settings)} - {"connection"}
+    assert fields == {setting.name for setting in SETTINGS} - {"week_start"} | {"calendar"}
+    made = Settings.make(transport=MockTransport(daily_service({})))
+    assert (made.workers, made.version_ttl, made.calendar.week_start) == (16, 60.0, "monday")
+    with pytest.raises(TypeError, match="does not know: wokers"):
+        Settings.make(transport=MockTransport(daily_service({})), wokers=4)
+
+
+def test_the_client_docs_table_lists_exactly_the_tables_settings():
+    text = (ROOT / "docs" / "client.md").read_text(encoding="utf-8")
+    table = text.split("| option | default | allowed | meaning |", 1)[1].split("\n\n", 1)[0]
+    listed = [name for row in table.splitlines()[2:] for name in re.findall(r"`(\w+)`", row.split("|")[1])]
+    assert sorted(listed) == sorted(["transport", *(setting.name for setting in SETTINGS)])
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999", "http://127.0.0.1:notaport", "https://h.example:-1/v1"])
+def test_a_base_url_with_a_bad_port_is_refused_when_the_client_is_made(url):
+    from metrics_kit.client.transports import HTTPTransport
+
+    for make in (lambda: Client(url, KEY, cache=False), lambda: HTTPTransport(url, KEY)):
+        with pytest.raises(ConfigurationError, match="port") as caught:  # was: urllib3's LocationParseError at use
+            make()
+        assert caught.value.setting == "base_url"
+
+
+def test_an_upper_case_scheme_is_accepted():
+    from metrics_kit.client.transports import HTTPTransport
+
+    with Client("HTTP://127.0.0.1:8000/v1", KEY, cache=False) as client:  # was refused
+        assert client.base_url == "http://127.0.0.1:8000/v1"
+        assert client.transport.base_url == "http://127.0.0.1:8000/v1"
+    assert HTTPTransport("HTTPS://metrics.example.com", KEY).base_url == "https://metrics.example.com"
+
+
+@pytest.mark.parametrize("returns", ["x", None, float("nan")])
+def test_a_clock_that_returns_no_number_is_refused_when_the_client_is_made(returns):
+    with pytest.raises(ConfigurationError, match="clock must return") as caught:  # was: a raw TypeError at use
+        Client(transport=MockTransport(constant(1)), clock=lambda: returns)
+    assert caught.value.setting == "clock"

@@ -106,6 +106,28 @@ class OwnTransport:
         self._mock.close()
 
 
+def test_whether_the_data_is_synthetic_is_declared_and_optional(asgi, tmp_path, monkeypatch):
+    from metrics_kit import Client
+    from metrics_kit.client.transports import SaysSynthetic, is_synthetic
+
+    http = HTTPTransport("http://127.0.0.1:9", "k-1")
+    demo = ASGITransport(echo_app, "k-1", "asgi://demo", synthetic=True)
+    try:
+        for transport in (asgi, http, MockTransport(daily_service({})), demo):
+            assert isinstance(transport, SaysSynthetic)
+        assert [is_synthetic(t) for t in (asgi, http, demo)] == [False, False, True]
+    finally:
+        http.close()
+        demo.close()
+    own = OwnTransport(daily_service({}))  # says nothing: not synthetic, and still a Transport
+    assert not isinstance(own, SaysSynthetic) and not is_synthetic(own) and isinstance(own, Transport)
+    monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path))
+    with Client(transport=own, clock=FakeClock(), progress=False) as client:
+        assert (
+            client.series("swap_transaction_count", "demoswap", "2025-01-01", "2025-01-01").attrs["synthetic"] is False
+        )
+
+
 def test_a_transport_without_answers_is_asked_with_get_many(tmp_path, monkeypatch):
     import datetime as dt
 

@@ -174,7 +174,7 @@ def test_a_service_whose_data_keeps_changing_during_a_pull_is_an_error_not_a_mix
         return service(request)
 
     with _client(changing, clock, cache=False)[0] as client:
-        with pytest.raises(ResponseFormatError, match="changed 3 times during one pull"):
+        with pytest.raises(ResponseFormatError, match="changed 4 times during one pull; ask again when it stays"):
             _pull(client)
 
 

@@ -234,3 +234,21 @@ def test_a_project_list_that_echoes_the_key_is_masked_in_the_message():
     with client(answer) as c, pytest.raises(mk.ValidationError, match="the service has tenant-\\*\\*\\*") as caught:
         c.value(COUNT, "demoswap", "1_day", "2025-01-01")
     assert not shows_key(str(caught.value)) and not shows_key(verbose(caught.value))
+
+
+def test_a_family_helper_masks_the_project_list_and_kinds_as_the_client_does():
+    def answer(request: Request) -> Response:
+        echoed = request.headers["x-api-key"]
+        listed = [
+            {"project": f"tenant-{echoed}", "kinds": ["dex"], "regular_pools": False},
+            {"project": "demolend", "kinds": [f"kind-{echoed}"], "regular_pools": False},
+        ]
+        return Response(200, json={"projects": listed})
+
+    with client(answer) as c:
+        with pytest.raises(mk.ValidationError, match="the service has demolend, tenant-\\*\\*\\*") as unknown:
+            c.dex("demoswap", "2025-01-01", "2025-01-03")
+        with pytest.raises(mk.ValidationError, match="of kind kind-\\*\\*\\*") as inapplicable:
+            c.dex("demolend", "2025-01-01", "2025-01-03")
+    for caught in (unknown, inapplicable):
+        assert not shows_key(str(caught.value)) and not shows_key(verbose(caught.value))

@@ -23,8 +23,10 @@ BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
 
 TYPED = """
+import datetime as dt
 from typing import assert_type
 
+import numpy as np
 import pandas as pd
 
 import metrics_kit as mk
@@ -57,6 +59,10 @@ assert_type(client.yields("demoswap", start, end), pd.DataFrame)
 assert_type(client.financials("demoswap", start, end), pd.DataFrame)
 assert_type(families.dex(client, "demoswap", start, end), pd.DataFrame)
 assert_type(families.build(client, "dex", "demoswap", start, end), pd.DataFrame)
+# Every kind of date a DateLike is:
+assert_type(client.series("swap_active_users", "demoswap", dt.date(2025, 1, 1), pd.Timestamp("2025-01-31")), pd.Series)
+assert_type(mk.value("swap_active_users", "demoswap", "1_day", dt.datetime(2025, 1, 1, 12)), int | float)
+assert_type(client.periods(np.datetime64("2025-01-01"), "2025-01-31"), list[dt.date])
 
 # What the signatures refuse: each line is an error, so each ignore is used.
 mk.series("swap_active_users", "demoswap", start, end, errors="ignore")  # type: ignore[arg-type]
@@ -65,6 +71,8 @@ mk.frame(["swap_active_users"], "demoswap", start, end, shape="tall")  # type: i
 client.lending("demolend", start)  # type: ignore[call-arg]
 mk.configure(wokers=4)  # type: ignore[call-arg]
 mk.explain("swap_active_users", "demoswap", "1_day", start, 10)  # type: ignore[call-arg]
+mk.value("swap_active_users", "demoswap", "1_day", 20250101)  # type: ignore[arg-type]
+client.series("swap_active_users", "demoswap", None, end)  # type: ignore[arg-type]
 """
 
 # Each line must be reported: the checkers see pandas' own types, not Any.

@@ -18,10 +18,11 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMappi
 from typing import Any
 from urllib.parse import urlencode
 
+from metrics_kit.client import options
 from metrics_kit.client.checks import Secret, cache_identity, check_api_key
 from metrics_kit.client.transports._base import Answers, OneByOne, Pacer, Reply, object_name, result_of
 from metrics_kit.errors import ClientClosedError, TransportError
-from metrics_kit.spec.wire import API_KEY_HEADER
+from metrics_kit.spec.wire import ACCEPT_HEADER, API_KEY_HEADER, HOST_HEADER, JSON_TYPE
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -52,7 +53,7 @@ class ASGITransport:
         base_url: str,
         cache_identity: str | None = None,
         *,
-        rate_limit: float | None = None,
+        rate_limit: float | None = options.default("rate_limit"),
         pacer: Pacer | None = None,
         synthetic: bool = False,
     ):
@@ -119,7 +120,7 @@ class ASGITransport:
             "root_path": "",
             "client": ("127.0.0.1", 0),
             "server": ("127.0.0.1", 0),
-            "headers": [(b"host", b"embedded"), (b"accept", b"application/json")],
+            "headers": [(HOST_HEADER.encode(), b"embedded"), (ACCEPT_HEADER.encode(), JSON_TYPE.encode())],
         }
         return scope, f"{self.base_url}{path}?{query}"
 
@@ -171,11 +172,11 @@ class _HandedOff(Answers):
         super().__init__()
         self._hand_off = hand_off
         self.stopped = False
-        self.add = self._answers.append  # a list's append is atomic: no lock between the two threads
 
     def all(self) -> list[Reply | TransportError]:
         result_of(self._hand_off(self), ANSWER_WAIT)
-        return self._answers
+        taken = super().__iter__()
+        return [answer for _, answer in taken]
 
     def __iter__(self) -> Iterator[tuple[int, Reply | TransportError]]:
         result_of(self._hand_off(self), ANSWER_WAIT)

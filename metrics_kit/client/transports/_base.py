@@ -61,7 +61,8 @@ class Transport(Protocol):
     A transport may also offer ``answers(requests) -> Answers``: the same answers, taken as they
     come, so that a pull that is interrupted keeps every answer that had come (see :class:`Answers`).
     The transports of this package do; for one without it, the client takes ``get_many``'s list
-    (:func:`answers_of`), and an interrupt while that list is being made loses its answers.
+    (:func:`answers_of`), and an interrupt while that list is being made loses its answers. And it
+    may say whether its service's data is made up (``synthetic``, see :class:`SaysSynthetic`).
     """
 
     @property
@@ -75,6 +76,21 @@ class Transport(Protocol):
     def get_many(self, requests: Sequence[tuple[str, Mapping[str, str]]]) -> list[Reply | TransportError]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class SaysSynthetic(Protocol):
+    """A transport that says whether its service answers from synthetic data (the embedded demo
+    does): a result's ``attrs["synthetic"]``. Optional: a transport without it is taken as not
+    synthetic (:func:`is_synthetic`). The transports of this package have it."""
+
+    @property
+    def synthetic(self) -> bool: ...
+
+
+def is_synthetic(transport: Transport) -> bool:
+    """Whether ``transport``'s service answers from synthetic data (False when it does not say)."""
+    return isinstance(transport, SaysSynthetic) and bool(transport.synthetic)
 
 
 Request = tuple[str, Mapping[str, str]]  # a path and its query parameters
@@ -107,6 +123,11 @@ class Answers:
 
     def received(self) -> list[tuple[int, Answer]]:
         return list(enumerate(self._answers))[self._taken :]
+
+    def add(self, answer: Answer) -> None:
+        """One more answer, after those held: a transport whose answers come while they are taken
+        adds each as it comes, from its own thread (a list's append is atomic: no lock is needed)."""
+        self._answers.append(answer)
 
 
 class OneByOne(Answers):

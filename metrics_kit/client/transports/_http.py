@@ -95,6 +95,7 @@ from urllib3.exceptions import (
 from urllib3.util.retry import Retry
 
 from metrics_kit.client import checks as settings  # the checks settings.py shares with the transports
+from metrics_kit.client import options
 from metrics_kit.client.transports._base import (
     Answers,
     Clock,
@@ -107,7 +108,14 @@ from metrics_kit.client.transports._base import (
     result_of,
 )
 from metrics_kit.errors import ClientClosedError, ConfigurationError, TransportError, ValidationError
-from metrics_kit.spec.wire import API_KEY_HEADER, API_KEY_MIN_LENGTH, RETRY_AFTER_HEADER
+from metrics_kit.spec.wire import (
+    ACCEPT_HEADER,
+    API_KEY_HEADER,
+    API_KEY_MIN_LENGTH,
+    JSON_TYPE,
+    RETRY_AFTER_HEADER,
+    USER_AGENT_HEADER,
+)
 
 log = logging.getLogger("metrics_kit.transport")
 
@@ -450,19 +458,21 @@ class HTTPTransport:
     for the retry, deadline and rate-limit rules.
     """
 
+    synthetic = False  # a remote service's data is its own
+
     def __init__(
         self,
         base_url: str,
         api_key: str | settings.Secret,
         *,
-        pool_size: int = 16,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 30.0,
-        retries: int = 5,
+        pool_size: int = options.default("workers"),
+        connect_timeout: float = options.default("connect_timeout"),
+        read_timeout: float = options.default("timeout"),
+        retries: int = options.default("retries"),
         backoff_factor: float = 0.5,
         backoff_max: float = 20.0,
         retry_deadline: float = 120.0,
-        rate_limit: float | None = None,
+        rate_limit: float | None = options.default("rate_limit"),
         user_agent: str | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
@@ -541,7 +551,7 @@ class HTTPTransport:
         session = requests.Session()
         session.mount("http://", adapter)
         session.mount("https://", adapter)
-        session.headers.update({"User-Agent": user_agent, "Accept": "application/json"})
+        session.headers.update({USER_AGENT_HEADER: user_agent, ACCEPT_HEADER: JSON_TYPE})
         self._session = session
         self._adapter = adapter
         self._user_agent = user_agent
@@ -694,7 +704,7 @@ class HTTPTransport:
                 raw.release_conn()
 
     def _headers(self, key: str) -> dict[str, str]:
-        return {"User-Agent": self._user_agent, "Accept": "application/json", API_KEY_HEADER: key}
+        return {USER_AGENT_HEADER: self._user_agent, ACCEPT_HEADER: JSON_TYPE, API_KEY_HEADER: key}
 
     def _url(self, path: str, params: Mapping[str, str]) -> str:
         query = urlencode(params)
@@ -831,7 +841,7 @@ class HTTPTransport:
 
 
 class _Pooled(Answers):
-    """The answers of requests sent by a pool of threads: ``_answers`` holds their futures. The
+    """The answers of requests sent by a pool of threads: ``_futures`` holds their futures. The
     requests are handed to the pool when the answers are first asked for, so that an interrupt that
     comes while they are handed finds the futures to take."""
 
@@ -840,9 +850,11 @@ class _Pooled(Answers):
     ) -> None:
         super().__init__()
         self._requests, self._submit = requests, submit
+        self._futures: list[Future[Reply | TransportError]] = []
+        self._taken = 0  # the answers before this one were taken
 
     def __iter__(self) -> Iterator[tuple[int, Reply | TransportError]]:
-        futures = self._answers
+        futures = self._futures
         for request in self._requests:
             futures.append(self._submit(request))
         for index, future in enumerate(futures):
@@ -850,7 +862,7 @@ class _Pooled(Answers):
             self._taken = index + 1
 
     def received(self) -> list[tuple[int, Reply | TransportError]]:
-        waiting = self._answers[self._taken :]
+        waiting = self._futures[self._taken :]
         for future in waiting:
             future.cancel()  # only a request not yet started is cancelled: it is never sent
         return [

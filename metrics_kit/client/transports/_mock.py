@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 from metrics_kit.client.checks import Secret, cache_identity
 from metrics_kit.client.transports._base import Answers, OneByOne, Reply, get_each, object_name, one_at_a_time
 from metrics_kit.errors import ClientClosedError, TransportError
-from metrics_kit.spec.wire import API_KEY_HEADER
+from metrics_kit.spec.wire import ACCEPT_HEADER, API_KEY_HEADER, JSON_TYPE
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ class MockTransport:
     ``service`` name to have them stand for one service (a test of a restarted process, say).
     A closed transport refuses to send (ClientClosedError)."""
 
+    synthetic = False  # a test's service: its data is not marked made up
+
     def __init__(
         self,
         handler: Handler,
@@ -84,7 +86,7 @@ class MockTransport:
         url = f"{self.base_url}{path}" + (f"?{query}" if query else "")
         # The request as written, the key revealed inline: no local of ours holds it plain (and a
         # Request's repr leaves out its headers).
-        request = Request(path, dict(params), {"accept": "application/json", API_KEY_HEADER: self._key.reveal()}, url)
+        request = Request(path, dict(params), {ACCEPT_HEADER: JSON_TYPE, API_KEY_HEADER: self._key.reveal()}, url)
         self.requests.append(request)
         response = self._handler(request)
         return Reply(response.status, dict(response.headers), response.content(), url, self._key.mask)
