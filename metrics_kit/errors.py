@@ -25,8 +25,8 @@ Every message says what was wrong and what is allowed. An error about one argume
 it in ``argument``, by its Python name (``port``, ``base_url``, ``start``; None when no one argument
 is at fault): a program reads which one from there, never from the message, whose wording may
 change. ``metrics-kit`` names its flag for it that way. ``ConfigurationError.setting`` is the old
-name of ``argument``, kept as a deprecated alias: reading it warns (DeprecationWarning), and the
-keyword ``setting=`` is still accepted.
+name of ``argument``, kept as a deprecated alias: reading or setting it, or giving the keyword
+``setting=``, works and warns (DeprecationWarning).
 
 No message, repr or attribute holds an API key: requests are described by their URL, and the key
 travels only in a header; a service's text (an error's message, code and param, the start of a
@@ -52,12 +52,14 @@ class MetricsKitError(Exception):
 class ConfigurationError(MetricsKitError):
     """A setting is missing or has a value that cannot be used. ``argument`` names it, when one does.
 
-    ``setting`` is its old name: reading it warns (DeprecationWarning); ``setting=`` is accepted
-    in place of ``argument=``."""
+    ``setting`` is its old name: reading or setting it, or giving ``setting=``, warns
+    (DeprecationWarning)."""
 
     def __init__(self, message: str, argument: str | None = None, *, setting: str | None = None):
         if argument is not None and setting is not None:
             raise TypeError("give argument= alone (setting= is its old name)")
+        if setting is not None:
+            _renamed()
         super().__init__(message)
         self.argument = argument if argument is not None else setting
 

@@ -115,7 +115,7 @@ def configure(
         raise ConfigurationError(
             "api_key was given without a base URL: give base_url= with api_key=, or set both "
             f"environment variables ({BASE_URL_ENV} and {API_KEY_ENV}) and call configure() without them",
-            setting="api_key",
+            argument="api_key",
         )
     # The settings by their names in the one table (client/options.py), as Client takes them.
     settings: dict[str, Any] = {"transport": transport, **options.given(locals())}
@@ -168,7 +168,7 @@ def _made_again(previous: Client | None) -> Client:
         raise ConfigurationError(
             f"the environment changed since the default client was made, so that client (of {was}) is closed "
             f"and answers nothing more; no default client can be made from the new environment: {error}",
-            setting=error.setting,
+            argument=error.argument,
         ) from None
 
 

@@ -30,7 +30,7 @@ def _is_number(value: object) -> bool:
 
 def check_int(name: str, value: object, *, minimum: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigurationError(f"{name} must be a whole number >= {minimum}, not {value!r}", setting=name)
+        raise ConfigurationError(f"{name} must be a whole number >= {minimum}, not {value!r}", argument=name)
     return value
 
 
@@ -38,7 +38,7 @@ def check_seconds(name: str, value: object, *, positive: bool) -> float:
     """A finite number of seconds, above 0 (``positive``) or at least 0."""
     if not _is_number(value) or not math.isfinite(value) or not (value > 0 if positive else value >= 0):  # type: ignore[arg-type, operator]
         allowed = "above 0" if positive else ">= 0"
-        raise ConfigurationError(f"{name} must be a finite number of seconds {allowed}, not {value!r}", setting=name)
+        raise ConfigurationError(f"{name} must be a finite number of seconds {allowed}, not {value!r}", argument=name)
     return float(value)  # type: ignore[arg-type]
 
 
@@ -48,7 +48,7 @@ def check_rate(value: object) -> float | None:
     if not _is_number(value) or not math.isfinite(value) or not value > 0:  # type: ignore[arg-type, operator]
         raise ConfigurationError(
             f"rate_limit must be a number of requests a second above 0, or None (no limit), not {value!r}",
-            setting="rate_limit",
+            argument="rate_limit",
         )
     return float(value)  # type: ignore[arg-type]
 
@@ -57,7 +57,7 @@ def check_bool(name: str, value: object, *, allow_none: bool = False) -> bool | 
     if isinstance(value, bool) or (allow_none and value is None):
         return value
     allowed = "True, False or None" if allow_none else "True or False"
-    raise ConfigurationError(f"{name} must be {allowed}, not {value!r}", setting=name)
+    raise ConfigurationError(f"{name} must be {allowed}, not {value!r}", argument=name)
 
 
 class Secret:
@@ -186,7 +186,7 @@ def check_api_key(value: object) -> Secret:
     if not isinstance(key, Secret) or not key.well_formed():
         raise ConfigurationError(
             "api_key must be a non-empty string of visible ASCII characters (no spaces or line breaks)",
-            setting="api_key",
+            argument="api_key",
         )
     return key
 
@@ -264,24 +264,24 @@ def check_base_url(value: object, key: Secret | None = None) -> str:
         raise ConfigurationError(
             f"base_url must not hold a user name or password (user:password@host): got {shown_url(text, key=key)}. "
             "Give the service's address alone, and the key as api_key= or in METRICS_KIT_API_KEY",
-            setting="base_url",
+            argument="base_url",
         )
     if not text.startswith(("http://", "https://")) or "?" in text or "#" in text or len(text) <= len("https://"):
         raise ConfigurationError(
             "base_url must be an http:// or https:// address without a query or fragment, such as "
             f"https://metrics.example.com/v1; got {shown_url(value, key=key)}",
-            setting="base_url",
+            argument="base_url",
         )
     if key is not None and key.reveal() in text:
         raise ConfigurationError(
             f"base_url must not hold the API key: got {shown_url(text, key=key)}; the key travels in a header only",
-            setting="base_url",
+            argument="base_url",
         )
     try:
         urlsplit(text).port  # noqa: B018 (urllib checks the port when asked for it)
     except ValueError:
         raise ConfigurationError(
             f"base_url has a port that is not a number from 0 to 65535: got {shown_url(text, key=key)}",
-            setting="base_url",
+            argument="base_url",
         ) from None
     return str(text)

@@ -202,7 +202,7 @@ def other_period(point: Point, answered: str, url: str, week_start: str, hide: C
         f"the service's weeks start on a {weekday}, not a {week_start}: asked for the week of "
         f"{point.date}, it answered for the week of {said} ({url}). Its weekly values would be "
         f"labelled with the wrong weeks; {hint} (Client(week_start=...))",
-        setting="week_start",
+        argument="week_start",
     )
 
 

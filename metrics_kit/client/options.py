@@ -41,7 +41,7 @@ def check_week_start(value: object) -> Calendar:
         raise ConfigurationError(
             f"week_start must be one of {', '.join(map(repr, WEEK_STARTS))} (the first day of the service's "
             f"weeks), not {value!r}",
-            setting="week_start",
+            argument="week_start",
         )
     return Calendar(str(value))
 
@@ -50,18 +50,18 @@ def check_chain_unit(value: object) -> str | None:
     if value is None or (isinstance(value, str) and _CHAIN_UNIT.fullmatch(value)):
         return value
     raise ConfigurationError(
-        f"chain_unit must be a lowercase identifier such as 'sol', or None, not {value!r}", setting="chain_unit"
+        f"chain_unit must be a lowercase identifier such as 'sol', or None, not {value!r}", argument="chain_unit"
     )
 
 
 def check_clock(value: object) -> Callable[[], float]:
     """A function returning the seconds since the epoch: asked once now, rather than failing inside a pull."""
     if not callable(value):
-        raise ConfigurationError(f"clock must be a function returning seconds, not {value!r}", setting="clock")
+        raise ConfigurationError(f"clock must be a function returning seconds, not {value!r}", argument="clock")
     now = value()
     if not isinstance(now, int | float) or isinstance(now, bool) or not math.isfinite(now):
         raise ConfigurationError(
-            f"clock must return the seconds since the epoch as a finite number; it returned {now!r}", setting="clock"
+            f"clock must return the seconds since the epoch as a finite number; it returned {now!r}", argument="clock"
         )
     return value
 

@@ -2,7 +2,7 @@
 default, check and doc are in client/options.py, once.
 
 A bad value raises :class:`~metrics_kit.errors.ConfigurationError` at once, naming the setting
-(``error.setting``) and the values it allows, rather than failing later inside a request.
+(``error.argument``) and the values it allows, rather than failing later inside a request.
 
 Where the client connects: a transport given as ``transport=``, else the base URL and key from the
 arguments, then the environment (``METRICS_KIT_BASE_URL``, ``METRICS_KIT_API_KEY``), else the
@@ -125,7 +125,7 @@ def resolve(base_url: str | None = None, api_key: str | Secret | None = None) ->
                 "api_key was given without a base URL: a key belongs to a service, and the embedded "
                 "demo service needs none. Give the service's address too (base_url=..., or "
                 f"{BASE_URL_ENV}), or leave out api_key for the embedded demo",
-                setting="api_key",
+                argument="api_key",
             )
         if os.environ.get(API_KEY_ENV) and API_KEY_ENV not in _noticed:
             _noticed.add(API_KEY_ENV)
@@ -150,7 +150,7 @@ def resolve(base_url: str | None = None, api_key: str | Secret | None = None) ->
             f"  - the environment variable {API_KEY_ENV}\n"
             f"or leave out base_url (and unset {BASE_URL_ENV}) to use the embedded reference "
             "service on the synthetic demo data, which needs no key",
-            setting="api_key",
+            argument="api_key",
         )
     return Connection(base_url, check_api_key(api_key))
 
@@ -199,7 +199,7 @@ class Settings:
             raise ConfigurationError(
                 "transport must be a Transport (get, get_many, close, base_url, cache_identity), such as "
                 f"HTTPTransport, ASGITransport or MockTransport, not {type(transport).__name__}",
-                setting="transport",
+                argument="transport",
             )
         connection = Connection(None) if transport is not None else resolve(base_url, api_key)
         checked = {setting.name: setting.checked(given.get(setting.name, setting.keyword)) for setting in SETTINGS}
@@ -207,7 +207,7 @@ class Settings:
         if transport is not None and (base_url is not None or api_key is not None):
             raise ConfigurationError(
                 "give either transport= or base_url=/api_key=, not both: a transport carries its own address and key",
-                setting="transport",
+                argument="transport",
             )
         refused = [name for name in HTTP_ONLY if connection.embedded and given.get(name) is not None]
         if refused:
@@ -215,12 +215,12 @@ class Settings:
             raise ConfigurationError(
                 f"{', '.join(refused)} cannot apply to {where}: it has no connection to time out or retry; "
                 "leave it out, or give base_url= for a remote service",
-                setting=refused[0],
+                argument=refused[0],
             )
         if transport is not None and given.get("rate_limit") is not None:
             raise ConfigurationError(
                 "rate_limit cannot apply to the transport you gave: set it on the transport itself "
                 "(HTTPTransport(..., rate_limit=...))",
-                setting="rate_limit",
+                argument="rate_limit",
             )
         return made

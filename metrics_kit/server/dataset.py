@@ -57,7 +57,7 @@ def open_service(
         if data is not None or rebuild:
             raise ConfigurationError(
                 "aggregates_file= serves prebuilt aggregates: give it without data= and rebuild=",
-                setting="aggregates_file",
+                argument="aggregates_file",
             )
         chain_unit = None if catalogue is None else catalogue.chain_unit
         prebuilt, catalogue = read_prebuilt(Path(aggregates_file), chain_unit)

@@ -50,6 +50,25 @@ EXPLAIN_LIMIT = 1_000
 EXPLAIN_MAX_LIMIT = 10_000
 EXPLAIN_MAX_OFFSET = 10**12  # far past any value's rows; bounds the text a server parses
 
+# The fields of a value's body after its parameters (VALUE_FIELDS), and of an explain page's after the
+# value's (EXPLAIN_FIELDS), by name.
+PERIOD_START, PERIOD_END, UNIT, VALUE, COMPLETE = "period_start", "period_end", "unit", "value", "complete"
+AGGREGATION, SOURCE, SELECT, FORMULA = "aggregation", "source", "select", "formula"
+VALUE_COLUMN, COUNTED_COLUMN, OPENING_BALANCE = "value_column", "counted_column", "opening_balance"
+COLUMNS, ROWS, TOTAL_ROWS, NEXT_OFFSET = "columns", "rows", "total_rows", "next_offset"
+# The error body's fields: {ERROR: {CODE, MESSAGE, PARAM}} (error_body writes it).
+ERROR, CODE, MESSAGE, PARAM = "error", "code", "message", "param"
+
+# GET /projects: {DATA_VERSION, PROJECTS: [{PROJECT, KINDS, REGULAR_POOLS, COVERAGE, METRICS}], COVERAGE,
+# LAST_EVENT}; a coverage is {START, END}, the first and last day with an event (null: no events).
+DATA_VERSION, PROJECTS, COVERAGE, LAST_EVENT = "data_version", "projects", "coverage", "last_event"
+KINDS, REGULAR_POOLS, METRICS = "kinds", "regular_pools", "metrics"
+START, END = "start", "end"
+# GET /catalogue: {CHAIN_UNIT, CATALOGUE_GRANULARITIES, METRICS: [each metric's catalogue entry, with
+# COMPUTED, how it is computed in words, and SQL, its standalone query]}.
+CHAIN_UNIT, CATALOGUE_GRANULARITIES, COMPUTED, SQL = "chain_unit", "granularities", "computed", "sql"
+
+
 API_KEY_HEADER = "x-api-key"  # the key travels here, and only here
 DATA_VERSION_HEADER = "x-data-version"  # every answer names the version of the data it comes from
 RETRY_AFTER_HEADER = "retry-after"
@@ -151,17 +170,7 @@ EXPLAIN_ONLY = (ErrorCode.INVALID_PAGE, ErrorCode.EVENTS_CHANGED, ErrorCode.EXPL
 # -- writing (the server) ---------------------------------------------------------------------------
 
 # The fields of a metric value's body, in the order they are written.
-VALUE_FIELDS = (
-    METRIC_NAME,
-    PROJECT,
-    GRANULARITY,
-    DATE,
-    "period_start",
-    "period_end",
-    "unit",
-    "value",
-    "complete",
-)
+VALUE_FIELDS = (METRIC_NAME, PROJECT, GRANULARITY, DATE, PERIOD_START, PERIOD_END, UNIT, VALUE, COMPLETE)
 
 
 def value_body(
@@ -193,19 +202,8 @@ def value_body(
 # the next page starts (null after the last).
 EXPLAIN_FIELDS = (
     *VALUE_FIELDS,
-    "aggregation",
-    "source",
-    "select",
-    "formula",
-    "value_column",
-    "counted_column",
-    "opening_balance",
-    "columns",
-    "rows",
-    "total_rows",
-    OFFSET,
-    LIMIT,
-    "next_offset",
+    *(AGGREGATION, SOURCE, SELECT, FORMULA, VALUE_COLUMN, COUNTED_COLUMN, OPENING_BALANCE),
+    *(COLUMNS, ROWS, TOTAL_ROWS, OFFSET, LIMIT, NEXT_OFFSET),
 )
 
 
@@ -240,8 +238,8 @@ def explain_page(body: bytes, url: str | None = None, mask: Mask | None = None) 
             f"the answer{_at(url)} is not an explain page (missing {', '.join(missing[:5])}); "
             f"it starts {_start(body, mask)}"
         )
-    columns, rows = document["columns"], document["rows"]
-    total, following = document["total_rows"], document["next_offset"]
+    columns, rows = document[COLUMNS], document[ROWS]
+    total, following = document[TOTAL_ROWS], document[NEXT_OFFSET]
     shaped = (
         isinstance(columns, list)
         and all(isinstance(c, str) for c in columns)
@@ -249,10 +247,10 @@ def explain_page(body: bytes, url: str | None = None, mask: Mask | None = None) 
         and all(isinstance(r, list) and len(r) == len(columns) for r in rows)
         and _whole(total)
         and (following is None or _whole(following))
-        and all(isinstance(document[name], str) for name in ("period_start", "period_end"))
-        and isinstance(document["value"], int | float)
-        and not isinstance(document["value"], bool)
-        and math.isfinite(document["value"])
+        and all(isinstance(document[name], str) for name in (PERIOD_START, PERIOD_END))
+        and isinstance(document[VALUE], int | float)
+        and not isinstance(document[VALUE], bool)
+        and math.isfinite(document[VALUE])
     )
     if not shaped:
         raise ResponseFormatError(
@@ -260,7 +258,7 @@ def explain_page(body: bytes, url: str | None = None, mask: Mask | None = None) 
             "shape; it starts "
             f"{_start(body, mask)}"
         )
-    fields = {n: document[n] for n in EXPLAIN_FIELDS if n not in ("columns", "rows")}
+    fields = {n: document[n] for n in EXPLAIN_FIELDS if n not in (COLUMNS, ROWS)}
     return ExplainPage(fields, columns, rows, total, following)
 
 
@@ -270,7 +268,7 @@ def _whole(value: Any) -> bool:
 
 def error_body(code: str, message: str, param: str | None = None) -> bytes:
     """The one error body: ``{"error": {"code", "message", "param"}}``."""
-    return json.dumps({"error": {"code": str(code), "message": message, "param": param}}).encode()
+    return json.dumps({ERROR: {CODE: str(code), MESSAGE: message, PARAM: param}}).encode()
 
 
 # -- server ---------------------------------------------------------------------------------------
@@ -295,24 +293,6 @@ CONTENT_TYPE_HEADER = "content-type"
 JSON_TYPE = "application/json"
 ALLOW_HEADER = "allow"
 METHODS = ("GET", "HEAD")
-
-# The fields of a value's body after its parameters (VALUE_FIELDS), and of an explain page's after the
-# value's (EXPLAIN_FIELDS), by name.
-PERIOD_START, PERIOD_END, UNIT, VALUE, COMPLETE = "period_start", "period_end", "unit", "value", "complete"
-AGGREGATION, SOURCE, SELECT, FORMULA = "aggregation", "source", "select", "formula"
-VALUE_COLUMN, COUNTED_COLUMN, OPENING_BALANCE = "value_column", "counted_column", "opening_balance"
-COLUMNS, ROWS, TOTAL_ROWS, NEXT_OFFSET = "columns", "rows", "total_rows", "next_offset"
-# The error body's fields: {ERROR: {CODE, MESSAGE, PARAM}} (error_body writes it).
-ERROR, CODE, MESSAGE, PARAM = "error", "code", "message", "param"
-
-# GET /projects: {DATA_VERSION, PROJECTS: [{PROJECT, KINDS, REGULAR_POOLS, COVERAGE, METRICS}], COVERAGE,
-# LAST_EVENT}; a coverage is {START, END}, the first and last day with an event (null: no events).
-DATA_VERSION, PROJECTS, COVERAGE, LAST_EVENT = "data_version", "projects", "coverage", "last_event"
-KINDS, REGULAR_POOLS, METRICS = "kinds", "regular_pools", "metrics"
-START, END = "start", "end"
-# GET /catalogue: {CHAIN_UNIT, CATALOGUE_GRANULARITIES, METRICS: [each metric's catalogue entry, with
-# COMPUTED, how it is computed in words, and SQL, its standalone query]}.
-CHAIN_UNIT, CATALOGUE_GRANULARITIES, COMPUTED, SQL = "chain_unit", "granularities", "computed", "sql"
 
 
 def coverage_field(coverage: tuple[str, str] | None) -> dict[str, str] | None:
@@ -789,17 +769,14 @@ def _shown_location(location: str, mask: Mask) -> str:
 
 # -- client: what the client reads beyond /metrics, and the headers it sends --------------------------
 
-# Every request carries, besides the key: what it accepts, and who asks; an in-process request (the
-# embedded default's) names its host too.
-ACCEPT_HEADER = "accept"
+# Every request carries, besides the key: what it accepts (ACCEPT_HEADER: JSON_TYPE), and who asks;
+# an in-process request (the embedded default's) names its host too.
 USER_AGENT_HEADER = "user-agent"
 HOST_HEADER = "host"
-JSON_TYPE = "application/json"
 
-# GET /projects, an extension of the reference service: its projects (each an object that names
-# itself in its PROJECT field: kinds, regular_pools, coverage, metrics) under the data version it
-# names in DATA_VERSION_HEADER, and in the body's "data_version" field.
-PROJECTS_PATH = "/projects"
+# GET /projects (PROJECTS_PATH), an extension of the reference service: its projects (each an object
+# that names itself in its PROJECT field: kinds, regular_pools, coverage, metrics) under the data
+# version it names in DATA_VERSION_HEADER, and in the body's DATA_VERSION field.
 
 
 @dataclass(frozen=True)
@@ -816,8 +793,8 @@ def projects_answer(body: bytes) -> ProjectsAnswer:
     the service's text is in its message: the client only logs that it could not read it)."""
     try:
         document = _loads(body)
-        projects = {entry[PROJECT]: entry for entry in document["projects"]}
-        version = document.get("data_version")
+        projects = {entry[PROJECT]: entry for entry in document[PROJECTS]}
+        version = document.get(DATA_VERSION)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         raise ResponseFormatError(
             f"the {PROJECTS_PATH} answer is not a list of projects ({type(error).__name__})"
@@ -829,9 +806,9 @@ def projects_answer(body: bytes) -> ProjectsAnswer:
 # attrs of the client's explain), and which of these are the service's own words (free text, or text
 # in lists and dicts), which the client masks before it shows them.
 EXPLAIN_ABOUT = tuple(
-    name for name in EXPLAIN_FIELDS if name not in (*PARAMETERS, *EXPLAIN_PAGE, "columns", "rows", "next_offset")
+    name for name in EXPLAIN_FIELDS if name not in (*PARAMETERS, *EXPLAIN_PAGE, COLUMNS, ROWS, NEXT_OFFSET)
 )
-EXPLAIN_WORDS = ("aggregation", "source", "select", "formula")
+EXPLAIN_WORDS = (AGGREGATION, SOURCE, SELECT, FORMULA)
 
 
 def explained(page: ExplainPage) -> Parsed:
@@ -839,52 +816,17 @@ def explained(page: ExplainPage) -> Parsed:
     answer (to be checked against the question as those are)."""
     fields = page.fields
     return Parsed(
-        fields["value"],
-        unit=fields.get("unit"),
-        complete=_bool(fields.get("complete")),
-        period_start=fields.get("period_start"),
-        period_end=fields.get("period_end"),
+        fields[VALUE],
+        unit=fields.get(UNIT),
+        complete=_bool(fields.get(COMPLETE)),
+        period_start=fields.get(PERIOD_START),
+        period_end=fields.get(PERIOD_END),
         metric_name=fields.get(METRIC_NAME),
         project=fields.get(PROJECT),
     )
 
 
-class ColumnType(StrEnum):
-    """How a column of GET /explain's rows carries its values (what the client reads each as)."""
-
-    TIME = "time"  # ISO 8601 text in UTC, with microseconds
-    COUNT = "count"  # a whole number
-    AMOUNT = "amount"  # a number
-    FLAG = "flag"  # true or false
-    TEXT = "text"  # a string, or null
-
-
-# Every column GET /explain's rows may have, with its type: the event tables' columns
-# (docs/data-format.md), then those explain adds (a signer's distinct ``transactions`` and its first
-# and last block_time, whether a row is ``counted``, a flow's ``signed_amount``, a key's net over the
-# period: ``account_net``). A column of another name is typed by how it ends (EXPLAIN_COLUMN_ENDINGS),
-# else it is text.
-EXPLAIN_COLUMN_TYPES: dict[str, ColumnType] = {
-    "block_time": ColumnType.TIME,
-    "tx_id": ColumnType.TEXT,
-    "signer": ColumnType.TEXT,
-    PROJECT: ColumnType.TEXT,
-    "action": ColumnType.TEXT,
-    "pool_type": ColumnType.TEXT,
-    "fee_type": ColumnType.TEXT,
-    "recipient": ColumnType.TEXT,
-    "amount_usd": ColumnType.AMOUNT,
-    "flow": ColumnType.TEXT,
-    "amount": ColumnType.AMOUNT,
-    "account": ColumnType.TEXT,
-    "reward_type": ColumnType.TEXT,
-    "transactions": ColumnType.COUNT,
-    "first_block_time": ColumnType.TIME,
-    "last_block_time": ColumnType.TIME,
-    "counted": ColumnType.FLAG,
-    "signed_amount": ColumnType.AMOUNT,
-    "account_net": ColumnType.AMOUNT,
-}
+# A column of another name than EXPLAIN_COLUMN_TYPES' is typed by how it ends, else it is text.
 EXPLAIN_COLUMN_ENDINGS = {"block_time": ColumnType.TIME, "_net": ColumnType.AMOUNT}
 
 

@@ -109,7 +109,7 @@ def test_an_answer_about_another_week_names_the_week_start():
     with client_of(lambda r: Response(200, json=page(r, period_start="2024-12-29"))) as client:
         with pytest.raises(ConfigurationError, match="weeks start on a sunday") as raised:
             client.explain("swap_transaction_count", "demoswap", "1_week", "2025-01-01")
-    assert raised.value.setting == "week_start"
+    assert raised.value.argument == "week_start"
 
 
 def test_a_service_without_explain_is_told_so_and_the_key_is_in_no_local():

@@ -96,7 +96,7 @@ def test_configure_refuses_a_key_whose_base_url_is_left_to_the_environment(fresh
     monkeypatch.setenv("METRICS_KIT_BASE_URL", "http://127.0.0.1:9")
     with pytest.raises(ConfigurationError, match="give base_url= with api_key=") as caught:
         mk.configure(api_key=KEY)  # was accepted, and the key later sent wherever the variable pointed
-    assert caught.value.setting == "api_key" and KEY not in verbose(caught.value)
+    assert caught.value.argument == "api_key" and KEY not in verbose(caught.value)
     monkeypatch.setenv("METRICS_KIT_API_KEY", KEY)
     mk.configure(workers=2)  # settings without a key: made again from the environment when it changes
     monkeypatch.setenv("METRICS_KIT_API_KEY", "another-key-0123456789")
@@ -111,7 +111,7 @@ def test_a_key_without_a_base_url_is_refused(fresh_default):
     for make in (lambda: mk.configure(api_key=KEY), lambda: Client(api_key=KEY)):
         with pytest.raises(ConfigurationError, match="without a base URL") as caught:
             make()
-        assert caught.value.setting == "api_key" and KEY not in str(caught.value)
+        assert caught.value.argument == "api_key" and KEY not in str(caught.value)
 
 
 def test_a_key_only_in_the_environment_keeps_the_demo_with_one_notice(fresh_default, monkeypatch, caplog):

@@ -40,7 +40,7 @@ def test_a_client_whose_weeks_start_on_another_day_than_the_services_is_refused(
     with Client(transport=MockTransport(daily_service(JANUARY, week_start="sunday")), cache=False) as client:
         with pytest.raises(ConfigurationError) as caught:
             client.series(COUNT, "demoswap", "2025-01-01", "2025-01-20", "1_week")
-    assert caught.value.setting == "week_start"
+    assert caught.value.argument == "week_start"
     message = str(caught.value)
     assert "start on a sunday, not a monday" in message and "week_start='sunday'" in message
     assert "2024-12-30" in message and "2024-12-29" in message  # asked, and answered

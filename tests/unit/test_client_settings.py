@@ -48,7 +48,7 @@ KEY = "sk-live-TOPSECRET-abcdef0123456789"
 def test_a_bad_setting_names_itself_and_what_is_allowed(setting, value, allowed):
     with pytest.raises(ConfigurationError) as caught:
         Client(**REMOTE, **{setting: value})
-    assert caught.value.setting == setting
+    assert caught.value.argument == setting
     assert setting in str(caught.value) and allowed in str(caught.value)
 
 
@@ -56,21 +56,21 @@ def test_a_bad_setting_names_itself_and_what_is_allowed(setting, value, allowed)
 def test_a_bad_base_url_is_refused(base_url):
     with pytest.raises(ConfigurationError, match="base_url must be an http") as caught:
         Client(base_url, "k-123")
-    assert caught.value.setting == "base_url"
+    assert caught.value.argument == "base_url"
 
 
 @pytest.mark.parametrize("key", ["with space", "line\nbreak", 42])
 def test_a_bad_key_is_refused_without_echo(key):
     with pytest.raises(ConfigurationError) as caught:
         Client("http://127.0.0.1:9", key)
-    assert caught.value.setting == "api_key" and str(key) not in str(caught.value)
+    assert caught.value.argument == "api_key" and str(key) not in str(caught.value)
 
 
 @pytest.mark.parametrize("setting, value", [("timeout", 10), ("connect_timeout", 1), ("retries", 0)])
 def test_connection_settings_are_refused_where_there_is_no_connection(setting, value):
     with pytest.raises(ConfigurationError, match="embedded default") as caught:
         Client(**{setting: value})
-    assert caught.value.setting == setting
+    assert caught.value.argument == setting
     with pytest.raises(ConfigurationError, match="the transport you gave"):
         Client(transport=MockTransport(daily_service({})), **{setting: value})
 
@@ -78,7 +78,7 @@ def test_connection_settings_are_refused_where_there_is_no_connection(setting, v
 def test_a_transport_and_a_base_url_are_one_too_many():
     with pytest.raises(ConfigurationError, match="not both") as caught:
         Client(transport=MockTransport(daily_service({})), **REMOTE)
-    assert caught.value.setting == "transport"
+    assert caught.value.argument == "transport"
     with pytest.raises(ConfigurationError, match="rate_limit"):
         Client(transport=MockTransport(daily_service({})), rate_limit=5)
 
@@ -86,7 +86,7 @@ def test_a_transport_and_a_base_url_are_one_too_many():
 def test_a_transport_must_be_one():
     with pytest.raises(ConfigurationError, match="transport must be a Transport") as caught:
         Client(transport="http://127.0.0.1:9")
-    assert caught.value.setting == "transport"
+    assert caught.value.argument == "transport"
 
 
 def test_good_settings_are_kept_and_shape_the_http_transport():
@@ -105,7 +105,7 @@ def test_the_embedded_services_iso_weeks_refuse_a_sunday_client():
         assert client.value("swap_transaction_count", "demoswap", "1_day", "2025-01-05") >= 0  # days are days
         with pytest.raises(ConfigurationError, match="weeks start on a monday, not a sunday") as caught:
             client.value("swap_transaction_count", "demoswap", "1_week", "2025-01-05")
-    assert caught.value.setting == "week_start"
+    assert caught.value.argument == "week_start"
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_the_embedded_services_iso_weeks_refuse_a_sunday_client():
 def test_the_http_transport_checks_its_options_the_same_way(options, setting):
     with pytest.raises(ConfigurationError) as caught:
         HTTPTransport("http://127.0.0.1:9", "k-123", **options)
-    assert caught.value.setting == setting
+    assert caught.value.argument == setting
 
 
 # -- each setting defined once (client/options.py) -----------------------------------------------------------
@@ -180,7 +180,7 @@ def test_a_base_url_with_a_bad_port_is_refused_when_the_client_is_made(url):
     for make in (lambda: Client(url, KEY, cache=False), lambda: HTTPTransport(url, KEY)):
         with pytest.raises(ConfigurationError, match="port") as caught:  # was: urllib3's LocationParseError at use
             make()
-        assert caught.value.setting == "base_url"
+        assert caught.value.argument == "base_url"
 
 
 def test_an_upper_case_scheme_is_accepted():
@@ -196,4 +196,4 @@ def test_an_upper_case_scheme_is_accepted():
 def test_a_clock_that_returns_no_number_is_refused_when_the_client_is_made(returns):
     with pytest.raises(ConfigurationError, match="clock must return") as caught:  # was: a raw TypeError at use
         Client(transport=MockTransport(constant(1)), clock=lambda: returns)
-    assert caught.value.setting == "clock"
+    assert caught.value.argument == "clock"

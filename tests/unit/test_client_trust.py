@@ -182,7 +182,7 @@ def test_a_service_whose_data_keeps_changing_during_a_pull_is_an_error_not_a_mix
 def test_version_ttl_is_checked(ttl):
     with pytest.raises(ConfigurationError) as caught:
         Client(transport=MockTransport(refuse), version_ttl=ttl)
-    assert caught.value.setting == "version_ttl"
+    assert caught.value.argument == "version_ttl"
 
 
 def test_version_ttl_zero_asks_every_time():

@@ -19,8 +19,6 @@ def test_every_error_has_the_field_none_by_default():
     [
         ConfigurationError("port must be a number", "port"),
         ConfigurationError("port must be a number", argument="port"),
-        ConfigurationError("port must be a number", setting="port"),  # the old keyword
-        ClientClosedError("port must be a number", setting="port"),
     ],
 )
 def test_a_configuration_error_names_its_argument_by_either_keyword(error):
@@ -40,6 +38,14 @@ def test_the_old_name_warns_and_reads_and_sets_the_one_field():
     with pytest.warns(DeprecationWarning):
         error.setting = "host"
     assert error.argument == "host"
+
+
+@pytest.mark.parametrize("kind", [ConfigurationError, ClientClosedError])
+def test_the_old_keyword_warns_and_sets_the_one_field(kind):
+    with pytest.warns(DeprecationWarning, match=r"ConfigurationError.setting is deprecated") as caught:
+        error = kind("port must be a number", setting="port")
+    assert caught[0].filename == __file__  # the warning points at the caller
+    assert error.argument == "port" and str(error) == "port must be a number"
 
 
 def test_the_old_and_the_new_keyword_together_are_refused():

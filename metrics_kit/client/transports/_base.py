@@ -350,6 +350,6 @@ def default_transport(*, rate_limit: float | None = None) -> Transport:
         raise ConfigurationError(
             "no base URL given and no default service registered; give base_url= "
             "(or set METRICS_KIT_BASE_URL), or import metrics_kit for the embedded default",
-            setting="base_url",
+            argument="base_url",
         )
     return _default_factory(rate_limit=rate_limit)

@@ -492,7 +492,7 @@ class HTTPTransport:
         if not re.match(r"https?://[^/?#\s]+", base_url):
             raise ConfigurationError(
                 f"base_url must be an http:// or https:// URL, got {settings.shown_url(base_url, key=api_key)}",
-                setting="base_url",
+                argument="base_url",
             )
         settings.check_int("pool_size", pool_size, minimum=1)
         settings.check_int("retries", retries, minimum=0)

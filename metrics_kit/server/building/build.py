@@ -348,7 +348,7 @@ def build_on_engine(
     written before, which is built in full."""
     kind = ENGINES.get(engine)
     if kind is None:
-        raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}", setting="engine")
+        raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}", argument="engine")
     kind.check(spark_master=spark_master, spark_stall_timeout=spark_stall_timeout)
     if is_url(data):
         with kind.started_for_url(

@@ -136,9 +136,9 @@ class DuckDB:
     def check(*, spark_master: str | None, spark_stall_timeout: float | None) -> None:
         """DuckDB takes none of Spark's options."""
         if spark_master:
-            raise ConfigurationError("spark_master= is for engine='spark'", setting="spark_master")
+            raise ConfigurationError("spark_master= is for engine='spark'", argument="spark_master")
         if spark_stall_timeout is not None:
-            raise ConfigurationError("spark_stall_timeout= is for engine='spark'", setting="spark_stall_timeout")
+            raise ConfigurationError("spark_stall_timeout= is for engine='spark'", argument="spark_stall_timeout")
 
     @staticmethod
     @contextlib.contextmanager
@@ -152,7 +152,7 @@ class DuckDB:
     ) -> contextlib.AbstractContextManager[ReadsURLs]:
         """DuckDB reads a local data folder, not a URL."""
         raise ConfigurationError(
-            f"data={url}: only engine='spark' reads a URL; DuckDB reads a local data folder", setting="data"
+            f"data={url}: only engine='spark' reads a URL; DuckDB reads a local data folder", argument="data"
         )
 
     @contextlib.contextmanager

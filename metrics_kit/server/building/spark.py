@@ -71,7 +71,7 @@ def connect_url(url: str, given_as: str = "spark_master=") -> str:
     try:
         return _checked_connect_url(url, given_as)
     except ConfigurationError as error:  # any part of the URL a message quotes is shown masked
-        raise ConfigurationError(masked(str(error)), error.setting) from None
+        raise ConfigurationError(masked(str(error)), error.argument) from None
 
 
 def _checked_connect_url(url: str, given_as: str) -> str:
@@ -356,7 +356,7 @@ class Spark:
         if spark_stall_timeout is not None and not spark_stall_timeout >= 0:
             raise ConfigurationError(
                 f"spark_stall_timeout={spark_stall_timeout}: give seconds >= 0 (0: no limit)",
-                setting="spark_stall_timeout",
+                argument="spark_stall_timeout",
             )
 
     @staticmethod

@@ -75,7 +75,7 @@ def api_keys(out=sys.stdout) -> list[str]:
             f"(the key is not shown). A key must have at least {API_KEY_MIN_LENGTH} visible ASCII characters, "
             "so that a client can mask it wherever a message repeats it; make one with "
             "python -c 'import secrets; print(secrets.token_urlsafe(24))'",
-            setting="api_keys",
+            argument="api_keys",
         )
     if configured:
         return configured
@@ -110,17 +110,17 @@ def _unbound(host: str, port: int, exc: OSError) -> ConfigurationError:
         return ConfigurationError(
             f"cannot listen on {host}: no such host ({exc.strerror}); host= must be an address of this machine "
             "(such as 127.0.0.1, 0.0.0.0 or ::1) or a name that resolves to one (such as localhost)",
-            setting="host",
+            argument="host",
         )
     if exc.errno == errno.EADDRNOTAVAIL:
         return ConfigurationError(
             f"cannot listen on {host}: {exc.strerror} (it is not an address of this machine); host= must be "
             "one of its addresses, such as 127.0.0.1, or 0.0.0.0 for all of them",
-            setting="host",
+            argument="host",
         )
     return ConfigurationError(
         f"cannot listen on {host}:{port}: {exc.strerror}; choose another port= (0 picks a free one)",
-        setting="port",
+        argument="port",
     )
 
 

@@ -77,7 +77,7 @@ def watermark(value: object) -> dt.datetime | None:
     try:
         return completeness.parse_instant(value, "watermark")
     except ValueError as error:
-        raise ConfigurationError(str(error), setting="watermark") from None
+        raise ConfigurationError(str(error), argument="watermark") from None
 
 
 def rate_limit(value: object) -> float | None:

@@ -172,24 +172,24 @@ def read_prebuilt(aggregates_file: Path, chain_unit: str | None = None) -> tuple
     except FileNotFoundError:
         raise ConfigurationError(
             f"aggregates_file={aggregates_file}: no such file; write one with metrics-kit build --out",
-            setting="aggregates_file",
+            argument="aggregates_file",
         ) from None
     except Exception as exc:
         raise ConfigurationError(
             f"aggregates_file={aggregates_file}: not an aggregates file of metrics-kit build --out "
             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'unreadable'})",
-            setting="aggregates_file",
+            argument="aggregates_file",
         ) from None
     unit = aggregates.meta["chain_unit"]
     if chain_unit is not None and chain_unit != unit:
         raise ConfigurationError(
-            f"chain_unit={chain_unit}: {aggregates_file} was built with chain unit {unit}", setting="chain_unit"
+            f"chain_unit={chain_unit}: {aggregates_file} was built with chain unit {unit}", argument="chain_unit"
         )
     catalogue = default_catalogue(unit)
     if aggregates.meta.get("catalogue_key") != catalogue_key(catalogue):
         raise ConfigurationError(
             f"aggregates_file={aggregates_file}: built for other metric definitions than this version of "
             "metrics-kit has; build it again with metrics-kit build --out",
-            setting="aggregates_file",
+            argument="aggregates_file",
         )
     return aggregates, catalogue

@@ -91,7 +91,7 @@ def clock_from_environment() -> Clock:
     try:
         fixed = parse_instant(text, NOW_ENV).timestamp()
     except ValueError as error:
-        raise ConfigurationError(str(error), setting="now") from None
+        raise ConfigurationError(str(error), argument="now") from None
     return lambda: fixed
 
 
