@@ -16,6 +16,7 @@ from rapidfuzz import fuzz, process
 
 from metrics_kit.errors import ValidationError
 from metrics_kit.spec.calendar import GRANULARITIES, utc_day
+from metrics_kit.spec.wire import METRIC_NAME
 
 # Project ids: lowercase letters, digits, '-' and '_', in parts joined by single dots.
 PROJECT_PATTERN = r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$"
@@ -89,7 +90,7 @@ def unknown_metric(name: object, names: Sequence[str], listing: str) -> Validati
     """The error for a metric name not in ``names``; ``listing`` says where the full list is."""
     close = suggest(name, names) if isinstance(name, str) else []
     hint = f"; did you mean {' or '.join(close)}?" if close else f"; {listing} lists every metric"
-    return ValidationError(f"unknown metric {clip(name)}{hint}", "metric_name")
+    return ValidationError(f"unknown metric {clip(name)}{hint}", METRIC_NAME)
 
 
 _ISO_START = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].*)?$")

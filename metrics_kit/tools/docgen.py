@@ -8,6 +8,7 @@ definition (its meaning, unit, aggregation, applicability and standalone SQL que
 from __future__ import annotations
 
 from metrics_kit.server.metrics.definitions import LOAD_BLOCK_TIME, definitions, rows_rule, value_rule
+from metrics_kit.spec import wire
 from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric, default_catalogue
 
 _HEADER = """# Metric catalogue
@@ -32,7 +33,7 @@ flows, the per-account nets, the periods, the coverage) by `metrics_kit/server/m
 never written by hand. The engine computes the transaction metrics by a faster, equivalent
 scheme; a query here is their plain meaning. `tests/service/test_definitions.py` runs every query
 on DuckDB over the golden data and checks that it returns exactly the service's values. The
-reference service serves the same queries in its catalogue (`GET /catalogue`, `sql` of each metric).
+reference service serves the same queries in its catalogue (`GET {catalogue}`, `sql` of each metric).
 
 **What a query reads.** The tables of [the event data format](data-format.md), by their names:
 `projects`, `transactions`, `fees`, `token_flows` and `chain_rewards`, with `block_time` a UTC
@@ -115,7 +116,12 @@ def markdown(catalogue: Catalogue) -> str:
     queries = definitions(catalogue)
     sections = [_definition(metric, queries[metric.name]) for metric in _families(catalogue)]
     table = _HEADER.format(unit=catalogue.chain_unit) + "\n".join(rows) + "\n"
-    return table + DEFINITIONS.replace("{load}", LOAD_BLOCK_TIME) + "\n" + "\n".join(sections)
+    return (
+        table
+        + DEFINITIONS.replace("{load}", LOAD_BLOCK_TIME).replace("{catalogue}", wire.CATALOGUE_PATH)
+        + "\n"
+        + "\n".join(sections)
+    )
 
 
 if __name__ == "__main__":
