@@ -90,7 +90,12 @@ class ClientClosedError(ConfigurationError, RuntimeError):
 
 
 class DataFormatError(MetricsKitError, ValueError):
-    """An event data folder does not follow the data format."""
+    """An event data folder does not follow the data format. ``argument``: the argument that named
+    the data (``data``), when the message begins with what it was given."""
+
+    def __init__(self, message: str, argument: str | None = None):
+        super().__init__(message)
+        self.argument = argument
 
 
 class ValidationError(MetricsKitError, ValueError):

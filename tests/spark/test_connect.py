@@ -117,7 +117,7 @@ def test_a_path_the_server_cannot_read_is_named_as_given(server, tmp_path):
         cwd=cwd,
     )
     line = _one_line_error(done)
-    # The library's words (the error names no argument, so no flag is put in their place).
-    assert f"data={GOLDEN}: the Spark Connect server at {server.url} cannot read" in line, line
+    # The flag of the error's argument in its place; the library's words after it (stage=).
+    assert f"--data {GOLDEN}: the Spark Connect server at {server.url} cannot read" in line, line
     assert "stage=" in line and "s3a://" in line and "not a normalised layout" not in line, line
     assert not (cwd / "agg.parquet").exists()

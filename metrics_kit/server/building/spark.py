@@ -569,14 +569,16 @@ class Spark:
                 f"data={given}: the Spark Connect server at {self.remote} cannot read this path: it reads "
                 "paths on its own machine, not on this one. Put the data where the cluster reads it "
                 "(s3a://bucket/events, hdfs://..., or a file system the server mounts at the same path) "
-                "and give that URL or path as data= (docs/spark.md)"
+                "and give that URL or path as data= (docs/spark.md)",
+                argument="data",
             )
         return DataFormatError(
             f"data={given}: the Spark Connect server at {self.remote} cannot read {location}, where this "
             "machine wrote the validated data for it: the server reads paths on its own machine, not on "
             "this one. Give stage= a folder on a file system the server mounts at the same path, or put "
             "the data where the cluster reads it (s3a://bucket/events, hdfs://...) and give that URL as "
-            "data= (docs/spark.md)"
+            "data= (docs/spark.md)",
+            argument="data",
         )
 
 
