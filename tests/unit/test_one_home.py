@@ -113,14 +113,14 @@ SPELT = {
 PATHS = re.compile("|".join(rf"(?<![\w/.]){re.escape(path)}(?![\w/])" for path in wire.SERVED_PATHS))
 
 
-def _spelling(text: str) -> bool:
-    """Whether ``text`` is one of SPELT as it is, or a header of it as a message would write it
+def _spelling(text: str, spelt: set[str]) -> bool:
+    """Whether ``text`` is one of ``spelt`` as it is, or a header of it as a message would write it
     (``X-Data-Version``)."""
-    return text in SPELT or (text.lower() in SPELT and text == "-".join(p.capitalize() for p in text.split("-")))
+    return text in spelt or (text.lower() in spelt and text == "-".join(p.capitalize() for p in text.split("-")))
 
 
-def spelt_again(source: str) -> list[tuple[int, str]]:
-    """(line, text) of each string or bytes constant, docstrings aside, that is one of SPELT (see
+def spelt_again(source: str, spelt: set[str] = SPELT) -> list[tuple[int, str]]:
+    """(line, text) of each string or bytes constant, docstrings aside, that is one of ``spelt`` (see
     ``_spelling``) or holds a path of the contract."""
     tree = ast.parse(source)
     docstrings = {
@@ -134,7 +134,7 @@ def spelt_again(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes) and id(node) not in docstrings:
             text = node.value.decode("latin-1") if isinstance(node.value, bytes) else node.value
-            if _spelling(text) or PATHS.search(text):
+            if _spelling(text, spelt) or PATHS.search(text):
                 found.append((node.lineno, text))
     return found
 

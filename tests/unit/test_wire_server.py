@@ -4,15 +4,14 @@ discovery, the explain page and the types of its columns are written with it."""
 
 from __future__ import annotations
 
-import ast
 import datetime as dt
 import inspect
 import json
-import re
 from pathlib import Path
 
 import ibis
 import pytest
+import test_one_home as one_home
 
 from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES
 from metrics_kit.server.metrics.expressions import NET_KEY
@@ -30,46 +29,13 @@ SPEAKERS = [
     PACKAGE / "server" / "dataset.py",
     PACKAGE / "embedded.py",
 ]
-# Names on the wire as the server writes them (lowercase, as ASGI and HTTP/1.1 carry header names).
-# "project", "granularity" and "date" are also the event data's words, and are left out.
-SPELT = {
-    wire.API_KEY_HEADER,
-    wire.DATA_VERSION_HEADER,
-    wire.RETRY_AFTER_HEADER,
-    wire.AUTHENTICATE_HEADER,
-    wire.ETAG_HEADER,
-    wire.IF_NONE_MATCH_HEADER,
-    wire.ACCEPT_HEADER,
-    wire.CONTENT_TYPE_HEADER,
-    wire.ALLOW_HEADER,
-    wire.JSON_TYPE,
-    wire.INCOMPLETE_TAG,
-    wire.METRIC_NAME,
-    wire.LIMIT,
-    wire.OFFSET,
-    *(code.value for code in ErrorCode),
-}
-_PATH = re.compile("|".join(rf"(?<![\w/.]){re.escape(path)}(?![\w/])" for path in wire.SERVED_PATHS))
+# The serving modules also never spell /explain's page parameters (elsewhere "limit" and "offset"
+# are also words of SQL): test_one_home's scan, with those.
+SPELT = {*one_home.SPELT, wire.LIMIT, wire.OFFSET}
 
 
 def _spelt_again(source: str) -> list[tuple[int, str]]:
-    """(line, text) of each string or bytes constant, docstrings aside, that is one of SPELT or holds
-    a path the service answers."""
-    tree = ast.parse(source)
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-    }
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes) and id(node) not in docstrings:
-            text = node.value.decode("latin-1") if isinstance(node.value, bytes) else node.value
-            if text in SPELT or _PATH.search(text):
-                found.append((node.lineno, text))
-    return found
+    return one_home.spelt_again(source, SPELT)
 
 
 def test_no_module_of_the_server_spells_a_path_header_or_code():
