@@ -428,6 +428,7 @@ def explain_cell(column_type: ColumnType, value: Any) -> Any:
 # -- reading (the client) ---------------------------------------------------------------------------
 
 _SHOWN = 200
+_MASKED = 65_536  # characters of a body masked before its start is shown (see _start)
 Mask = Callable[[str], str]  # hides secrets in a service's text before it goes into a message
 
 
@@ -492,9 +493,10 @@ def _loads_value(body: bytes) -> Any:
 
 
 def _start(body: bytes, mask: Mask = _as_is) -> str:
-    """The start of a body for a message: the whole body masked, then cut (a cut before masking could
-    leave the first characters of a key)."""
-    text = mask(body.decode("utf-8", errors="replace"))
+    """The start of a body for a message: its first _MASKED characters masked, then cut to _SHOWN (a
+    cut before masking could leave the first characters of a key; the margin holds a key's longest
+    escaped form, so a key that starts within what is shown is masked whole)."""
+    text = mask(body[: 4 * _MASKED].decode("utf-8", errors="replace")[:_MASKED])
     return _cut(text)
 
 

@@ -6,6 +6,7 @@ cannot mask such a key reliably."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -124,3 +125,40 @@ def test_a_long_key_in_the_parameters_is_still_refused(caplog):
             with pytest.raises(mk.ValidationError, match="must not be part of the path or the parameters"):
                 client.series(COUNT, "project-key-012345", "2025-01-01", "2025-01-02")
         assert server.attempts("/metrics") == 0
+
+
+def test_a_vendor_that_echoes_the_key_upper_cased_or_in_base64_never_gets_it_shown(tmp_path):
+    # D2 of the hostile round on issue 27: "INVALID API KEY: SK_LIVE_..." showed the key up to case.
+    said = '{"error": {"code": "invalid_api_key", "message": "INVALID API KEY: {KEY}", "param": "{key64}"}}'
+    with FaultServer() as server:
+        server.always("/projects", status(404))
+        server.always("/metrics", echo(401, said, headers={"WWW-Authenticate": 'Basic realm="{KEY}"'}))
+        with mk.Client(server.base_url, KEY, cache=False, retries=0, progress=False) as client:
+            with pytest.raises(mk.AuthenticationError) as one:
+                client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                series = client.series(COUNT, "demoswap", "2025-01-01", "2025-01-03", errors="coerce")
+        done = subprocess.run(
+            [sys.executable, "-m", "metrics_kit", "fetch", COUNT, "--project", "demoswap", "--errors", "coerce"]
+            + ["--start", "2025-01-01", "--end", "2025-01-02", "--base-url", server.base_url]
+            + ["--out", str(tmp_path / "out.csv"), "--no-cache"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**child_environment(tmp_path / "cache"), "METRICS_KIT_API_KEY": KEY},
+        )
+    error = one.value
+    assert "INVALID API KEY: ***" in str(error) and 'realm="***"' in str(error), str(error)
+    saved = tmp_path / "series.parquet"
+    series.to_frame().to_parquet(saved)
+    shown = [str(error), repr(error), repr(error.args), str(error.param), verbose(error), json.dumps(series.attrs)]
+    shown += [str(w.message) for w in caught] + [saved.read_bytes().decode("latin-1"), done.stderr, done.stdout]
+    assert caught and len(series.attrs["failed"]) == 3 and done.returncode == 0, done.stderr
+    assert not [part for part in shown if any(form in part.lower() for form in _lowered_forms())]
+
+
+def _lowered_forms() -> list[str]:
+    """KEY in any case, and the middle of its base64 (user:KEY), lower-cased: made here, not in the
+    test's frame, whose locals the verbose traceback shows."""
+    return [KEY.lower(), base64.b64encode(b"user:" + KEY.encode()).decode()[8:-4].lower()]
