@@ -665,6 +665,43 @@ def _at(url: str | None) -> str:
     return f" from {url}" if url else ""
 
 
+# A period's bound as an answer may write it: an ISO date, or an ISO 8601 date-time (RFC 3339's
+# space or lower-case t and z allowed) whose day in UTC is the bound's.
+_ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+_ISO_INSTANT = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2})[Tt ]([0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?)"
+    r"([Zz]|[+-][0-9]{2}:?[0-9]{2})?",
+    re.ASCII,
+)
+
+
+def period_day(text: object) -> dt.date | None:
+    """The day a ``period_start`` or ``period_end`` names: exactly an ISO date (``2025-06-01``), or an
+    ISO 8601 date-time taken for the UTC day it falls on (``2025-06-01T00:00:00Z``; without a zone it
+    is UTC). None for anything else (text after the date, another format): such a bound is refused."""
+    if isinstance(text, str) and _ISO_DAY.fullmatch(text):
+        try:
+            return dt.date.fromisoformat(text)
+        except ValueError:
+            return None
+    when = instant(text)
+    return when.date() if when is not None else None
+
+
+def instant(text: object) -> dt.datetime | None:
+    """An ISO 8601 date-time (see _ISO_INSTANT; UTC without a zone) as a UTC datetime; None for
+    anything else."""
+    found = _ISO_INSTANT.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
+        return None
+    day, clock, zone = found.groups()
+    zone = "+00:00" if zone is None or zone in "Zz" else zone
+    try:
+        return dt.datetime.fromisoformat(f"{day}T{clock[:15]}{zone}").astimezone(dt.UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
 def retry_after_seconds(value: str | None, date: str | None = None, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` header: a number of seconds, or an HTTP-date counted from
     the answer's own ``Date`` (``date``) when it has one, else from ``now`` (the clock, seconds since
@@ -783,11 +820,19 @@ HOST_HEADER = "host"
 
 @dataclass(frozen=True)
 class ProjectsAnswer:
-    """A ``GET /projects`` answer, read: each project's entry by its name, and the data version the
-    body names (None when it names none as text)."""
+    """A ``GET /projects`` answer, read: each project's entry by its name (only the fields the client
+    uses: PROJECT_FIELDS), the data version the body names (None when it names none as text), and
+    the time of the data's last event (a UTC datetime; None when it gives none that can be read)."""
 
     projects: dict[str, dict[str, Any]]
     data_version: str | None
+    last_event: dt.datetime | None = None
+
+
+# What the client uses of a project in GET /projects: its kinds and whether it has regular pools
+# (whether a metric applies to it), its coverage and its metrics (Client.projects()). Any other field
+# is left out where it is read, so it is kept nowhere (a vendor's note that echoes the key, say).
+PROJECT_FIELDS = (KINDS, REGULAR_POOLS, COVERAGE, METRICS)
 
 
 def projects_answer(body: bytes) -> ProjectsAnswer:
@@ -795,13 +840,17 @@ def projects_answer(body: bytes) -> ProjectsAnswer:
     the service's text is in its message: the client only logs that it could not read it)."""
     try:
         document = _loads(body)
-        projects = {entry[PROJECT]: entry for entry in document[PROJECTS]}
+        projects = {
+            entry[PROJECT]: {name: entry[name] for name in PROJECT_FIELDS if name in entry}
+            for entry in document[PROJECTS]
+        }
         version = document.get(DATA_VERSION)
+        last_event = document.get(LAST_EVENT)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         raise ResponseFormatError(
             f"the {PROJECTS_PATH} answer is not a list of projects ({type(error).__name__})"
         ) from None
-    return ProjectsAnswer(projects, version if isinstance(version, str) else None)
+    return ProjectsAnswer(projects, version if isinstance(version, str) else None, instant(last_event))
 
 
 # What an explain page says of its value beside the rows and the page, in EXPLAIN_FIELDS order (the

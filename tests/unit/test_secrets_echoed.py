@@ -333,4 +333,3 @@ def test_a_401_that_echoes_the_key_upper_cased_never_shows_it(tmp_path):
     texts.append((tmp_path / "s.parquet").read_bytes().decode("latin-1"))
     assert "INVALID API KEY: ***" in str(error)
     assert not any(revealed(text) for text in texts), [revealed(text) for text in texts]
-
