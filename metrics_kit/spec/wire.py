@@ -259,6 +259,7 @@ def explain_page(body: bytes, url: str | None = None, mask: Mask | None = None) 
             f"{_start(body, mask)}"
         )
     fields = {n: document[n] for n in EXPLAIN_FIELDS if n not in (COLUMNS, ROWS)}
+    fields[COMPLETE] = complete_flag(fields, url, mask)
     return ExplainPage(fields, columns, rows, total, following)
 
 
@@ -450,7 +451,7 @@ _FAILURE_FIELDS = frozenset({"success", "ok", "status", "error", "errors"})
 # Types, as tuples: a union written in a call (int | float) is made anew on every call.
 _NUMBERS = (int, float, Decimal)
 _BARE = (int, float, Decimal, str)  # a value alone: a number or decimal text (or null)
-_WORDS = (str, bool)  # the fields kept beside a value
+_WORDS = (str, bool)  # the fields kept beside a value (and COMPLETE, whatever it is: see complete_flag)
 
 
 @dataclass(frozen=True)
@@ -542,7 +543,7 @@ def metric_value(body: bytes, *, is_count: bool, url: str | None = None, mask: M
     return Parsed(
         None if number is None else _number(number, is_count, body, url, mask),
         fields.get("unit"),
-        _bool(fields.get("complete")),
+        complete_flag(fields, url, mask),
         fields.get("period_start"),
         fields.get("period_end"),
         fields.get(METRIC_NAME),
@@ -567,7 +568,7 @@ def _find(document: Any, depth: int) -> _Found | None:
         if failed is not None:
             return None, {}, failed
         if "value" in document:
-            fields = {k: v for k, v in document.items() if isinstance(v, _WORDS)}
+            fields = {k: v for k, v in document.items() if isinstance(v, _WORDS) or k == COMPLETE}
             return document["value"], fields, None
         if "data" in document:
             return _find(document["data"], depth + 1)
@@ -657,8 +658,26 @@ def _short(number: int | float | Decimal | str) -> str:
     return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} characters)"
 
 
-def _bool(value: Any) -> bool | None:
-    return value if isinstance(value, bool) else None
+def complete_flag(fields: dict[str, Any], url: str | None = None, mask: Mask = _as_is) -> bool | None:
+    """The ``complete`` flag of an answer's ``fields``, read exactly: None when the answer has none
+    (the client then decides by the period's end), JSON true or false as those. Anything else (the
+    text "false", 0, 1, null) is a ResponseFormatError naming the field and what is allowed: a flag
+    that cannot be read is never taken for complete, nor silently dropped."""
+    if COMPLETE not in fields:
+        return None
+    flag = fields[COMPLETE]
+    if isinstance(flag, bool):
+        return flag
+    raise ResponseFormatError(
+        f"the answer{_at(url)} has a {COMPLETE} flag that is not a JSON boolean ({_cut(mask(_json_text(flag)))}): "
+        f"{COMPLETE} must be true or false (JSON booleans, not text or numbers), or left out"
+    )
+
+
+def _json_text(value: Any) -> str:
+    """A JSON value as the service wrote it, near enough for a message (a number kept as its text
+    is shown unquoted)."""
+    return str(value) if isinstance(value, _Written | Decimal) else json.dumps(value, default=str)
 
 
 def _at(url: str | None) -> str:
@@ -869,7 +888,7 @@ def explained(page: ExplainPage) -> Parsed:
     return Parsed(
         fields[VALUE],
         unit=fields.get(UNIT),
-        complete=_bool(fields.get(COMPLETE)),
+        complete=fields.get(COMPLETE),
         period_start=fields.get(PERIOD_START),
         period_end=fields.get(PERIOD_END),
         metric_name=fields.get(METRIC_NAME),

@@ -125,3 +125,30 @@ def test_drop_records_every_point_it_left_out_in_every_shape():
     assert one.attrs["dropped"] == dropped and len(one) == 1
     assert kept.attrs["dropped"] == [] and len(kept) == 2
     json.dumps(wide.attrs)  # JSON, so that Parquet keeps it
+
+
+@pytest.mark.parametrize("flag", ['"false"', '"true"', "0", "1", '"no"', "null", '""'])
+def test_a_complete_flag_that_is_not_a_json_boolean_is_refused_and_never_cached(flag, tmp_path):
+    # Hostile round on issue 27, D5: "complete": "false", 0 or "no" was ignored, the value filed complete
+    # (kept under incomplete="drop", no IncompletePeriodWarning, cached complete for good).
+    def answer(request: Request) -> Response:
+        if request.path != "/metrics":
+            return Response(404, json={"error": {"code": "not_found", "message": "no such path"}})
+        return Response(200, json={"value": 7, "period_start": request.params["date"], "complete": json.loads(flag)})
+
+    with Client(transport=MockTransport(answer), progress=False) as client:
+        with pytest.raises(mk.ResponseFormatError, match="complete flag that is not a JSON boolean") as caught:
+            client.value(COUNT, "demoswap", "1_day", "2025-06-01")
+        with pytest.warns(mk.PartialDataWarning, match="3 of 3 points failed"):
+            series = client.series(COUNT, "demoswap", "2025-06-01", "2025-06-03", errors="coerce", incomplete="drop")
+        assert client._get_cache().stats()["entries"] == 0
+    assert f"({flag!r})" in str(caught.value) and "must be true or false" in str(caught.value)
+    assert series.isna().all() and len(series.attrs["failed"]) == 3
+
+
+@pytest.mark.parametrize("flag", [True, False, None])
+def test_a_complete_flag_that_is_a_json_boolean_or_left_out_is_read(flag):
+    clock = FakeClock(utc("2025-07-01T00:00:00"))
+    with Client(transport=MockTransport(constant(7, complete=flag)), clock=clock, cache=False) as client:
+        frame = client.frame([COUNT], "demoswap", "2025-06-01", "2025-06-02", shape="long")
+    assert frame.complete.tolist() == [flag is not False] * 2
