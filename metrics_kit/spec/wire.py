@@ -820,9 +820,10 @@ def _shown_code(code: Any, mask: Mask) -> str | None:
 
 def _shown_location(location: str, mask: Mask) -> str:
     """Where a redirect points, for a message: its query and fragment left out (they may carry a
-    token of the service's), the rest masked."""
-    cut = re.split(r"[?#]", location, maxsplit=1)
-    return repr(mask(cut[0])[:_SHOWN] + ("?..." if len(cut) > 1 else ""))
+    token of the service's), each shown as ``?...`` or ``#...``, the rest masked."""
+    cut = min((location.find(mark) for mark in "?#" if mark in location), default=len(location))
+    left_out = location[cut : cut + 1]  # "?" (a query, perhaps a fragment after it), "#" (a fragment alone) or ""
+    return repr(mask(location[:cut])[:_SHOWN] + (left_out + "..." if left_out else ""))
 
 
 # -- client: what the client reads beyond /metrics, and the headers it sends --------------------------
