@@ -433,16 +433,20 @@ class Client:
         """Why a value is not complete, by the rule that decided it (complete_when_fetched): its
         period had not ended when it was fetched, else the service flagged it so."""
         last = self.calendar.end(dt.date.fromisoformat(point.date), point.granularity)
-        ends = dt.datetime.combine(last, dt.time(), dt.UTC) + dt.timedelta(days=1)
-        if result.fetched_at is None:
-            return "whether its period is complete is not known"
-        fetched = dt.datetime.fromtimestamp(result.fetched_at, dt.UTC)
-        if fetched < ends:
+        try:
+            fetched = dt.datetime.fromtimestamp(result.fetched_at, dt.UTC) if result.fetched_at is not None else None
+        except (OverflowError, OSError, ValueError):  # a clock far outside the calendar
+            fetched = None
+        if fetched is None:
+            return "whether its period had ended when the value was fetched is not known"
+        # The period ends at the start of the day after its last (9999-12-31 has none: it never ends).
+        ends = dt.datetime.combine(last, dt.time(), dt.UTC) + dt.timedelta(days=1) if last < dt.date.max else None
+        if ends is None or fetched < ends:
             return f"the period had not ended when the value was fetched ({fetched:%Y-%m-%d %H:%M} UTC)"
         last_event = self._source.discovery.last_event()
         data = (
             f"; its data's last event is at {last_event:%Y-%m-%d %H:%M:%S} UTC"
-            if last_event is not None and last_event < ends
+            if last_event is not None and ends is not None and last_event < ends
             else ""
         )
         return (
