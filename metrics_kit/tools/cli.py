@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -251,11 +252,49 @@ def run() -> None:
     """The ``metrics-kit`` command (and ``python -m metrics_kit``): :func:`main`, then the exit."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_interrupt)
+    stdout = sys.stdout = _Stdout(sys.stdout)
     try:
         code = main()
     except KeyboardInterrupt:  # Ctrl-C while starting up, before _dispatch catches it
         code = _interrupted()
+    stdout.flush()  # what is still buffered, while a reader gone can still be told from a failure
     sys.exit(code)
+
+
+class _Stdout:
+    """The command's standard output, which stops printing when its reader has gone
+    (``metrics-kit build ... | head -1``), as command-line tools do: a closed pipe is not a failure
+    of the command, which goes on and ends as it would have. Any other write error is raised."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._went()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._went()
+
+    def _went(self) -> None:
+        self.gone = True
+        # The interpreter flushes the stream once more as it exits: into nothing, not the closed pipe.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _interrupted() -> int:
