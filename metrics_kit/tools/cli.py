@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Mapping
@@ -232,7 +233,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Flags whose value may start with '-' and a digit: argparse takes "--lag -1h" for two flags and says
+# "expected one argument"; joined as "--lag=-1h", the value reaches the library's check, which says
+# what is allowed.
+_SIGNED_VALUES = ("--lag",)
+
+
+def _signed_values(argv: list[str]) -> list[str]:
+    joined: list[str] = []
+    for word in argv:
+        if joined and joined[-1] in _SIGNED_VALUES and re.match(r"-[0-9.]", word):
+            joined[-1] = f"{joined[-1]}={word}"
+        else:
+            joined.append(word)
+    return joined
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = _signed_values(sys.argv[1:] if argv is None else list(argv))
     args, unknown = _parser().parse_known_args(argv)
     if unknown:
         args.command_parser.error(f"unrecognized arguments: {' '.join(masked_arguments(unknown))}")
