@@ -114,3 +114,12 @@ def test_the_sample_query_asks_a_complete_period(tmp_path):
         answer = server.session.get(url[1], headers={"x-api-key": server.key}, timeout=30)
     assert answer.status_code == 200 and answer.json()["complete"] is True, answer.text
     assert answer.json()["period_end"] == "2024-03-31"  # the last whole week of tests/http_data
+
+
+def test_keys_set_to_blanks_are_said_to_be_blank_not_unset(tmp_path):
+    """METRICS_KIT_API_KEYS set to blanks (an empty secret exported) serves a key made for the run,
+    as when it is not set, and says which of the two it was."""
+    with ServerProcess(DATA, cache_dir=tmp_path, env={"METRICS_KIT_API_KEYS": " , "}) as server:
+        said = "".join(server.output)
+    assert "METRICS_KIT_API_KEYS is set but blank (no key in it): generated an API key for this run" in said, said
+    assert "No METRICS_KIT_API_KEYS set" not in said
