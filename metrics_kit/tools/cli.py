@@ -70,8 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--lag",
         metavar="DURATION",
-        help="count a period complete only this long after it ends, for exports that arrive late: 2h, 90m, "
-        "45s, 1d (default: $METRICS_KIT_LAG, else 0; not with a declared watermark)",
+        help="count a period complete only this long after it ends, for exports that arrive late: 0 to 366d, "
+        "such as 2h, 90m, 45s, 1d (default: $METRICS_KIT_LAG, else 0). Not with --watermark; with a watermark "
+        "the data declares (watermark.json, or recorded in --aggregates) it does not apply, and serve says so",
     )
     serve.add_argument(
         "--watermark",
@@ -473,6 +474,11 @@ def _serve(args) -> int:
     lag = _setting("lag", settings.lag, args.lag) if args.lag is not None else None
     watermark = _setting("watermark", settings.watermark, args.watermark)
     catalogue = _setting("chain_unit", default_catalogue, args.chain_unit) if args.chain_unit is not None else None
+    if lag is not None and watermark is not None:  # open_service's rule, in flags
+        return _fail(
+            "--lag does not apply with --watermark: a lag holds back the watermark the service derives from "
+            "the data and its clock, and a declared watermark says itself what is in; give one of them"
+        )
     if args.aggregates is not None and (args.data is not None or args.rebuild):  # open_service's rule, in flags
         return _fail("--aggregates serves prebuilt aggregates: give it without --data and --rebuild")
     if args.aggregates is not None and not args.aggregates.is_file():  # before a key is made for nothing

@@ -143,6 +143,36 @@ def test_a_lag_holds_the_last_day_back(tmp_path):
             assert server.get(params=query("1_day", MONTH_END.date())).json()["complete"] is complete
 
 
+def test_a_lag_with_a_declared_watermark_is_said_not_to_apply(tmp_path):
+    """A lag holds back only a derived watermark: given while the data declares one (watermark.json,
+    or the one recorded in --aggregates), serve says in one line that it does not apply."""
+    folder = live_exports(tmp_path / "data", MONTH_END - TWO_HOURS)
+    (folder / "watermark.json").write_text(json.dumps({"watermark": "2025-06-29T00:00:00Z"}))
+    said = "Note: the lag of 2d does not apply: a watermark is declared"
+    with ServerProcess(folder, "--lag", "2d", cache_dir=tmp_path / "cache") as server:
+        notes = [line for line in server.output if line.startswith("Note: the lag")]
+    where = "(watermark.json of the data folder: 2025-06-29T00:00"
+    assert len(notes) == 1 and notes[0].startswith(f"{said} {where}"), notes
+    built = build.build_on_engine(folder, default_catalogue(), log=lambda line: None)
+    built.save(tmp_path / "agg.parquet")
+    env = {"METRICS_KIT_LAG": "2d"}
+    with ServerProcess(None, "--aggregates", str(tmp_path / "agg.parquet"), cache_dir=tmp_path / "c", env=env) as s:
+        notes = [line.strip() for line in s.output if line.startswith("Note: the lag")]
+    assert len(notes) == 1 and notes[0].startswith("Note: the lag of 2d (METRICS_KIT_LAG) does not apply"), notes
+    # From the environment, with --watermark (given with --lag, serve refuses the two).
+    with ServerProcess(folder, "--watermark", "2025-06-28T00:00:00Z", cache_dir=tmp_path / "cache", env=env) as s:
+        notes = [line.strip() for line in s.output if line.startswith("Note: the lag")]
+    assert notes == [
+        "Note: the lag of 2d (METRICS_KIT_LAG) does not apply: a watermark is declared (the one given: "
+        "2025-06-28T00:00:00.000000Z), which says itself what is in; the lag holds back only a watermark derived "
+        "from the last event (docs/service.md, Complete periods)"
+    ], notes
+    # Without a declaration the lag applies, and nothing is said.
+    (folder / "watermark.json").unlink()
+    with ServerProcess(folder, "--lag", "2d", cache_dir=tmp_path / "cache") as server:
+        assert not [line for line in server.output if "does not apply" in line], server.output
+
+
 def test_a_declared_watermark_wins(tmp_path):
     """Declared in the data folder: every event before 06-29 is in (the rest may still come)."""
     folder = live_exports(tmp_path / "data", MONTH_END - TWO_HOURS)

@@ -41,6 +41,7 @@ def serve(*args: str, keys: str = KEY, cache_dir: Path) -> subprocess.CompletedP
         (["--host", "0.0.0.0.0"], KEY, "not '0.0.0.0.0': it is not a valid IP address"),
         (["--lag", "two hours"], KEY, "--lag must be a duration from 0 to 366d, such as 2h"),
         (["--lag", "-1h"], KEY, "--lag must be a duration from 0 to 366d, such as 2h, 90m, 45s or 1d, not '-1h'"),
+        (["--lag", "2h", "--watermark", "2025-07-01T00:00:00Z"], KEY, "--lag does not apply with --watermark"),
         (["--watermark", "2025-07-01"], KEY, "--watermark must be an ISO 8601 instant with its zone"),
         (["--rate-limit", "0"], KEY, "--rate-limit must be a number of requests per second above 0"),
         (["--rate-limit", "inf"], KEY, "--rate-limit must be a number of requests per second above 0"),

@@ -77,6 +77,14 @@ def parse_lag(value: object, name: str = "lag") -> float:
     return seconds
 
 
+def lag_text(seconds: float) -> str:
+    """A lag as it is written: ``2d``, ``90m``, ``45s`` (the largest unit that is exact)."""
+    for unit in ("d", "h", "m"):
+        if seconds and seconds % _UNIT_SECONDS[unit] == 0:
+            return f"{seconds / _UNIT_SECONDS[unit]:g}{unit}"
+    return f"{seconds:g}s"
+
+
 def lag_from_environment() -> float:
     """``$METRICS_KIT_LAG`` in seconds (0 when unset)."""
     text = os.environ.get(LAG_ENV, "").strip()
