@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from support import ServerProcess, live_exports, utc
@@ -25,6 +26,7 @@ from metrics_kit.server.http.app import App
 from metrics_kit.spec.catalogue import default_catalogue
 
 KEY = "completeness-test-key-0123456789"
+DATA = Path(__file__).parents[1] / "http_data"
 SUNDAY = dt.datetime(2025, 6, 29, 14, tzinfo=dt.UTC)  # the last day of ISO week 2025-06-23..06-29
 MONTH_END = dt.datetime(2025, 6, 30, 14, tzinfo=dt.UTC)  # a Monday, the last day of June
 TWO_HOURS = dt.timedelta(hours=2)
@@ -222,3 +224,36 @@ def test_the_embedded_default_follows_the_rule_and_its_lag():
     assert _embedded_flags({"METRICS_KIT_NOW": "2025-12-31T18:00:00Z"}) == [True, False]
     assert _embedded_flags({"METRICS_KIT_NOW": "2026-01-01T01:00:00Z"}) == [True, True]
     assert _embedded_flags({"METRICS_KIT_NOW": "2026-01-01T01:00:00Z", "METRICS_KIT_LAG": "2h"}) == [True, False]
+
+
+_SERIES = """
+import warnings
+import metrics_kit as mk
+warnings.simplefilter("ignore")
+try:
+    mk.series("swap_transaction_count", "demoswap", "2025-06-01", "2025-06-03", "1_day")
+except Exception as error:
+    print(f"{type(error).__name__}|{error}")
+"""
+
+
+@pytest.mark.parametrize(("variable", "value"), [("METRICS_KIT_LAG", "2hours"), ("METRICS_KIT_NOW", "2025-07-01")])
+def test_a_bad_setting_of_the_embedded_default_is_refused_once_in_serves_words(tmp_path, variable, value):
+    """A bad METRICS_KIT_LAG or METRICS_KIT_NOW on the embedded default: one ConfigurationError naming
+    the variable and what it allows, the line serve says, before any request; not a TransportError
+    per point, and not values answered from the cache as if nothing were wrong."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+    environment["METRICS_KIT_CACHE_DIR"] = os.environ["METRICS_KIT_CACHE_DIR"]
+
+    def child(*command: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command, capture_output=True, text=True, env=environment | env, timeout=300)
+
+    cached = child(sys.executable, "-c", _SERIES)  # the points cached under a good setting
+    assert (cached.returncode, cached.stdout) == (0, ""), cached.stderr
+    refused = child(sys.executable, "-c", _SERIES, **{variable: value})
+    serve = (sys.executable, "-m", "metrics_kit", "serve", "--data", str(DATA))
+    served = child(*serve, **{variable: value, "METRICS_KIT_API_KEYS": KEY})
+    assert served.returncode == 2 and served.stderr.startswith("metrics-kit: error: "), served.stderr
+    said = served.stderr.removeprefix("metrics-kit: error: ").strip()
+    assert said.startswith(f"{variable} must be ") and repr(value) in said, said
+    assert refused.stdout == f"ConfigurationError|{said}\n", refused.stdout
