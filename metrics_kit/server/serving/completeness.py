@@ -52,7 +52,9 @@ def parse_instant(text: object, name: str) -> dt.datetime:
     if not isinstance(text, str) or "T" not in text.upper():
         raise ValueError(allowed)
     try:
-        instant = dt.datetime.fromisoformat(text.strip())
+        # RFC 3339 allows a lower-case t and z, which Python's reader does not take: the rest of an
+        # instant has no letter that upper case would change.
+        instant = dt.datetime.fromisoformat(text.strip().upper())
     except ValueError:
         raise ValueError(allowed) from None
     if instant.tzinfo is None:
