@@ -77,6 +77,26 @@ def assert_same_values(duckdb: Aggregates, spark: Aggregates, same_files: bool =
     return compared
 
 
+def descendants(pid: int) -> set[int]:
+    """The processes below ``pid`` (its children, theirs, ...), from /proc."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    # The command's name, in parentheses, may hold spaces: the fields after it are plain.
+                    parents[int(entry)] = int(stat.read().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue  # it ended while we looked
+    found, pending = set(), [pid]
+    while pending:
+        parent = pending.pop()
+        children = {child for child, ppid in parents.items() if ppid == parent and child not in found}
+        found |= children
+        pending.extend(children)
+    return found
+
+
 GOLDEN = Path(__file__).parent.parent / "golden" / "data"
 
 

@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import os
 import re
+import shlex
 import shutil
 import signal
 import sys
@@ -28,7 +29,7 @@ import threading
 import time
 import urllib.parse
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
@@ -163,6 +164,76 @@ def _remote_session(url: str, given_as: str):
     return session
 
 
+# A Spark of this process alone (a local master) listens on this machine's loopback only: its driver
+# (spark.driver.*), and its web UI, which binds to SPARK_LOCAL_IP or else every interface, and
+# which is off unless the user's own Spark configuration turns it on. The UI shows the build's
+# jobs, SQL plans (the data's paths) and environment to whoever reaches its port.
+LOOPBACK = "127.0.0.1"
+_LOCAL_SETTINGS = {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK, "spark.ui.enabled": "false"}
+_LOCAL_IP_ENV = "SPARK_LOCAL_IP"
+
+
+def user_configuration(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The Spark settings the user gave this process's Spark, as spark-submit reads them when pyspark
+    starts its JVM: ``spark-defaults.conf`` (in ``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``), then
+    ``--conf KEY=VALUE`` and ``--master`` in ``PYSPARK_SUBMIT_ARGS``, which win."""
+    found: dict[str, str] = {}
+    home = environ.get("SPARK_HOME")
+    if home is None:
+        import pyspark
+
+        home = str(Path(pyspark.__file__).parent)
+    defaults = Path(environ.get("SPARK_CONF_DIR") or Path(home, "conf")) / "spark-defaults.conf"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in defaults.read_text(encoding="utf-8").splitlines():
+            # A Java properties line: KEY VALUE, KEY=VALUE or KEY: VALUE.
+            match = re.fullmatch(r"([^\s=:#!][^\s=:]*)(?:\s*[=:]\s*|\s+|$)(.*)", line.strip())
+            if match:
+                found[match[1]] = match[2].strip()
+    try:
+        words = shlex.split(environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    except ValueError:
+        words = []
+
+    def given(flag: str, value: str) -> None:
+        if flag == "--master":
+            found["spark.master"] = value
+        elif "=" in value:
+            key, _sep, setting = value.partition("=")
+            found[key] = setting
+
+    pending = None
+    for word in words:
+        if pending is not None:
+            given(pending, word)
+            pending = None
+        elif word in ("--conf", "-c", "--master"):
+            pending = word
+        elif word.startswith(("--conf=", "--master=")):
+            flag, _sep, value = word.partition("=")
+            given(flag, value)
+    return found
+
+
+def runs_here(master: str | None, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether a session started for ``master`` is a Spark of this machine alone: a local master, or
+    none given and none configured (pyspark's own default is ``local[*]``); never under spark-submit,
+    which has started the JVM with its own settings."""
+    if master is not None:
+        return master.startswith("local")
+    configured = user_configuration(environ).get("spark.master", "local")
+    return "PYSPARK_GATEWAY_PORT" not in environ and configured.startswith("local")
+
+
+def local_settings(master: str | None, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """What a build sets on a Spark of this machine alone (:func:`runs_here`) that the user's Spark
+    configuration does not set itself: the driver on the loopback, the web UI off."""
+    if not runs_here(master, environ):
+        return {}
+    user = user_configuration(environ)
+    return {key: value for key, value in _LOCAL_SETTINGS.items() if key not in user}
+
+
 def _local_session(master: str | None):
     from pyspark.sql import SparkSession
 
@@ -185,14 +256,29 @@ def _local_session(master: str | None):
         .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
         .config("spark.ui.showConsoleProgress", "false")
     )
+    for key, value in local_settings(master).items():
+        builder = builder.config(key, value)
+    loopback = runs_here(master) and _LOCAL_IP_ENV not in os.environ
     try:
-        return builder.getOrCreate()
+        with _environment({_LOCAL_IP_ENV: LOOPBACK} if loopback else {}):
+            return builder.getOrCreate()
     except Exception as exc:  # a master Spark does not know, a JVM that would not start
         shown = f"spark_master={masked(master)}" if master else "Spark"
         raise ConfigurationError(
             f"{shown}: Spark did not start: {_first_line(exc)} (its own output above says why); "
             "a master is local[N], spark://HOST:PORT, yarn, k8s://..., or sc://HOST:PORT for Spark Connect"
         ) from None
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in this process's environment while the JVM is started (it inherits it), removed after."""
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name in values:
+            os.environ.pop(name, None)
 
 
 def where(master: str | None) -> tuple[str | None, str]:
