@@ -140,3 +140,19 @@ def test_every_command_stops_printing_when_its_reader_has_gone(tmp_path):
     assert (done.returncode, done.stderr) == (0, "")
     assert (tmp_path / "demo" / "projects.parquet").is_file()
 
+
+def test_a_part_that_cannot_be_read_is_named_as_a_data_file_not_a_write(tmp_path):
+    """A symbolic link to nothing in a table folder is a data part that cannot be read: named so,
+    not "a file error ... (writing --out, --stage or the cache)"."""
+    data = tmp_path / "data"
+    shutil.copytree(GOLDEN, data)
+    (data / "transactions").mkdir()
+    (data / "transactions.csv").rename(data / "transactions" / "part-0.csv")
+    (data / "transactions" / "part-1.csv").symlink_to(tmp_path / "nonexistent" / "part-1.csv")
+    done = _build(data, tmp_path / "agg.parquet", tmp_path / "cache", capture_output=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "metrics-kit: error: transactions/part-1.csv: a data file that cannot be read: No such file or directory "
+        "(a symbolic link to a file that does not exist)\n"
+    )
+    assert not (tmp_path / "agg.parquet").exists()

@@ -920,6 +920,72 @@ def test_a_0_byte_part_is_an_empty_part(tmp_path):
     assert store.load(folder).fingerprint != before
 
 
+def test_a_table_given_as_one_0_byte_csv_file_is_refused(tmp_path):
+    """A 0-byte fees.csv has no header row: its columns are missing (it is not a table without
+    fees, as a 0-byte part of a table folder is an empty part), as a URL build on Spark says too."""
+    folder = make(tmp_path, fees="")
+    assert load_error(folder) == (
+        "fees.csv: an empty file (0 bytes), without a header row: missing columns 'block_time', 'project', "
+        "'fee_type', 'recipient', 'amount_usd'; the fees table has columns block_time, project, fee_type, "
+        "recipient, amount_usd"
+    )
+
+
+def test_parts_named_in_any_case_and_parquet_parts_without_an_ending_are_read(tmp_path):
+    """Hive and Impala write Parquet parts as 000000_0; other jobs part-1.PARQUET or .parq: every one
+    is a part (by its ending in any case, else by its Parquet bytes), and the data version sees it."""
+    folder = make(tmp_path, transactions=None)
+    parts = folder / "transactions"
+    names = ["000000_0", "part-1.PARQUET", "day=2024-03-14/part-2.parq", "part-3.Parquet"]
+    for i, name in enumerate(names):
+        _tx_part(parts / name, [_row(tx_id=f"t{i}")], block_time=US)
+    sources = store.find_sources(folder)
+    assert [sources["transactions"].part(p) for p in sources["transactions"].files] == sorted(names)
+    loaded = store.load(folder)
+    assert loaded.con.execute("SELECT count(*) FROM transactions").fetchone() == (4,)
+    before = loaded.fingerprint
+    _tx_part(parts / "000001_0", [_row(tx_id="t9")], block_time=US)
+    assert store.load(folder).fingerprint != before
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("notes.txt", b"not a part"),
+        ("part-0.csv.gz", b"\x1f\x8b compressed"),
+        ("000000_0", TRANSACTIONS.encode()),  # text, not Parquet, without an ending
+        ("000001_0", b""),  # 0 bytes without an ending: no format to be an empty part of
+        ("part-0.json", b"{}"),
+    ],
+)
+def test_a_file_of_a_table_folder_that_is_no_part_is_refused_naming_it(tmp_path, name, content):
+    folder = make(tmp_path, transactions=None)
+    (folder / "transactions" / "sub").mkdir(parents=True)
+    (folder / "transactions" / "part-9.csv").write_text(TRANSACTIONS)
+    (folder / "transactions" / "sub" / name).write_bytes(content)
+    assert load_error(folder) == (
+        f"transactions/sub/{name}: not a part of its table folder: a part's name ends in .parquet or .csv "
+        "(in any case), or the file is Parquet whatever its name (as Hive and Impala write 000000_0); "
+        "rename or move the file, or start its name with _ or . to have it skipped"
+    )
+
+
+def test_a_part_that_cannot_be_read_is_refused_naming_it_never_left_out(tmp_path):
+    """A symbolic link to nothing among the parts, or as a table file: a data file that cannot be
+    read, named, not a file error of the build's own writing."""
+    folder = make(tmp_path, transactions=None)
+    (folder / "transactions" / "day=2024-03-13").mkdir(parents=True)
+    (folder / "transactions" / "part-0.csv").write_text(TRANSACTIONS)
+    (folder / "transactions" / "day=2024-03-13" / "part-1.csv").symlink_to(tmp_path / "gone.csv")
+    expected = ": a data file that cannot be read: No such file or directory"
+    expected += " (a symbolic link to a file that does not exist)"
+    assert load_error(folder) == "transactions/day=2024-03-13/part-1.csv" + expected
+    (folder / "transactions" / "day=2024-03-13" / "part-1.csv").unlink()
+    (folder / "fees.csv").unlink()
+    (folder / "fees.csv").symlink_to(tmp_path / "gone.csv")
+    assert load_error(folder) == "fees.csv" + expected
+
+
 # -- the normalised layout (what Spark reads) -------------------------------------------------------------
 
 

@@ -418,6 +418,8 @@ _SPARK_TYPE = {"str": "STRING", "float": "DOUBLE", "bool": "BOOLEAN", "time": "T
 _GLOB = re.compile(r"([\\\[\]{}*?])")
 # Each part's columns are read by a Spark job of their own: a few at a time.
 _SCHEMA_THREADS = 8
+# How Spark says a file is not Parquet: its error class, and parquet-mr's words.
+_NOT_PARQUET = re.compile(r"CANNOT_READ_FILE_FOOTER|is not a Parquet file|magic number")
 
 
 @dataclasses.dataclass
@@ -577,6 +579,15 @@ class Spark:
         with ThreadPoolExecutor(min(_SCHEMA_THREADS, len(paths)), thread_name_prefix="metrics-kit schema") as pool:
             return list(pool.map(one, paths))
 
+    def parquet_files(self, paths: Sequence[str]) -> list[bool]:
+        """Which of ``paths`` (files of table folders whose names end otherwise than .parquet or
+        .csv) are Parquet, by Spark's reading of their footers: a file in which Spark finds no
+        Parquet footer is not; one it cannot read for another reason is taken for one, and named
+        with that reason when its columns are read."""
+        with self._quiet("OFF"):  # Spark logs each file that is not Parquet with a stack trace
+            found = self.schemas("parquet", paths)
+        return [not (isinstance(schema, Exception) and _NOT_PARQUET.search(str(schema))) for schema in found]
+
     def nanosecond(self, paths: Sequence[str], column: str) -> set[str]:
         """Which of ``paths`` (Parquet files in which Spark reads ``column`` as a 64-bit integer)
         hold nanosecond timestamps in it, rather than integers: Spark reads both as integers
@@ -595,14 +606,14 @@ class Spark:
         return {path for path in paths if path not in plain}
 
     @contextlib.contextmanager
-    def _quiet(self) -> Iterator[None]:
-        """Spark's log below errors left out while it runs, in a session of this process (a Spark
+    def _quiet(self, level: str = "ERROR") -> Iterator[None]:
+        """Spark's log below ``level`` left out while it runs, in a session of this process (a Spark
         Connect server logs on its own machine)."""
         if self.remote is not None:
             yield
             return
         context = self.session.sparkContext
-        context.setLogLevel("ERROR")
+        context.setLogLevel(level)
         try:
             yield
         finally:

@@ -42,8 +42,10 @@ from metrics_kit.server.data.sources import (  # noqa: F401 (find_sources: the s
     csv_header,
     csv_lines,
     csv_problem,
+    empty_table_file,
     find_sources,
     fingerprint,
+    unreadable,
 )
 from metrics_kit.spec.catalogue import KINDS
 from metrics_kit.spec.ids import PROJECT_PATTERN
@@ -222,7 +224,10 @@ def _file_columns(con, source: Source, files: tuple[Path, ...]) -> dict[Path, di
     if source.fmt == "csv":
         out: dict[Path, dict[str, str]] = {}
         for path in files:
-            header = csv_header(path)
+            try:
+                header = csv_header(path)
+            except OSError as error:
+                raise unreadable(source.named(path), error, path.is_symlink()) from None
             if header is None:
                 raise _csv_error(source) or DataFormatError(f"{source.named(path)}: cannot be read as CSV")
             out[path] = dict.fromkeys(header, "VARCHAR")
@@ -268,7 +273,15 @@ def _top_level(elements: list[tuple]) -> dict[str, str]:
 def _parts(con, source: Source) -> _Parts:
     """The parts that hold rows, each checked against the table's columns: every column there, in
     the file or from its folders but not both, and of a type the format reads; else the part named."""
-    files = tuple(path for path in source.files if os.path.getsize(path) > 0)
+    sizes = {}
+    for path in source.files:
+        try:
+            sizes[path] = os.path.getsize(path)
+        except OSError as error:  # gone, or a link to nothing, since the folder was listed
+            raise unreadable(source.named(path), error, path.is_symlink()) from None
+    if not source.folder and source.fmt == "csv" and not sizes[source.files[0]]:
+        raise empty_table_file(source.named(source.files[0]), source.table)
+    files = tuple(path for path in source.files if sizes[path] > 0)
     wanted = COLUMNS[source.table]
     found = _file_columns(con, source, files)
     supplied: dict[Path, dict[str, str | None]] = {}
