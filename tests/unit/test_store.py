@@ -9,6 +9,7 @@ first offending rows (numbered as a person counts data rows); a good one must ex
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import time
 from pathlib import Path
@@ -1025,6 +1026,27 @@ def test_absent_event_tables_are_written_as_empty_tables(tmp_path):
     store.write_parquet(store.validate(folder), tmp_path / "layout")
     assert pq.read_table(tmp_path / "layout" / "fees").num_rows == 0
     assert _open_layout(tmp_path / "layout").coverage is None
+
+
+def test_a_layout_carries_the_watermark_its_data_folder_declared(tmp_path):
+    """build --stage writes the folder's watermark.json into the layout's marker; a build of the
+    layout (on Spark, at its URL: here on DuckDB) records it as a build of the folder does."""
+    from metrics_kit.server.building import build
+    from metrics_kit.spec.catalogue import default_catalogue
+
+    folder = make(tmp_path / "data")
+    (folder / "watermark.json").write_text('{"watermark": "2024-03-14t12:00:00z"}')  # RFC 3339 allows t, z
+    layout = tmp_path / "layout"
+    catalogue = default_catalogue()
+    from_folder = build.build_on_engine(folder, catalogue, stage=layout, log=lambda line: None)
+    assert json.loads((layout / store.LAYOUT_FILE).read_text())["watermark"] == "2024-03-14T12:00:00.000000Z"
+    opened = _open_layout(layout)
+    assert opened.watermark == dt.datetime(2024, 3, 14, 12, tzinfo=dt.UTC)
+    from_layout = build.build_in_full(opened, catalogue)
+    assert from_layout.meta["watermark"] == from_folder.meta["watermark"] == "2024-03-14T12:00:00.000000Z"
+    # A layout written without a declaration (or by an earlier version, without the field) declares none.
+    store.write_parquet(store.validate(folder), tmp_path / "plain")
+    assert _open_layout(tmp_path / "plain").watermark is None
 
 
 def test_a_folder_without_the_marker_is_not_a_layout(tmp_path):

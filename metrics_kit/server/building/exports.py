@@ -19,6 +19,7 @@ listing's names, sizes and modification times; a URL is always built in full.
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import hashlib
 import re
 import tempfile
@@ -45,6 +46,7 @@ from metrics_kit.server.data.sources import (
     part_format,
     skipped,
 )
+from metrics_kit.server.serving.completeness import WATERMARK_FILE, parse_declaration
 
 _SHOWN_ROWS = 5
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -96,6 +98,8 @@ class Cluster(Protocol):
     def folders_named(self, root: str, name: str) -> list[str] | None: ...
 
     def contents(self, paths: Sequence[str]) -> dict[str, bytes]: ...
+
+    def small_file(self, path: str) -> bytes | None: ...
 
     def schemas(self, fmt: str, paths: Sequence[str]) -> list[Any]: ...
 
@@ -442,6 +446,24 @@ def _check(engine: Cluster, source: _Source, projects: list[str]) -> ibis.Table:
 def _shown(source: _Source, row: dict) -> str:
     value = row["value"]
     return f"  {source.name(row['_file'])}: {'(empty)' if value is None or value == '' else repr(value)}"
+
+
+def declared(engine: Cluster, location: str) -> dt.datetime | None:
+    """The watermark ``location/watermark.json`` declares (docs/data-format.md), read through the
+    engine as a local folder's is read; None without the file. Read before the tables are listed,
+    so that a declaration written after new files never claims them."""
+    where = f"{location.rstrip('/')}/{WATERMARK_FILE}"
+    try:
+        content = engine.small_file(where)
+    except Exception as exc:
+        raise DataFormatError(f"{where}: cannot be read: {_first_line(exc)}") from None
+    if content is None:
+        return None
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DataFormatError(f"{where}: cannot be read: {error}") from None
+    return parse_declaration(text, where)
 
 
 def open_exports(engine: Cluster, location: str) -> Exports | None:

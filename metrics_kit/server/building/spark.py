@@ -503,11 +503,13 @@ class Spark:
         """The event tables at ``location``, a URL or a path the cluster reads: raw exports,
         validated here on Spark (``exports``), with the transactions' rows per day their validation
         counted; else a normalised layout, validated when it was written (``engines.open_layout``)."""
+        declared = exports.declared(self, location)  # before the files are listed
         raw = exports.open_exports(self, location)
-        if raw is None:
-            return open_layout(self, location), None
+        if raw is None:  # a layout carries the watermark its data folder declared; watermark.json beside it wins
+            events = open_layout(self, location)
+            return dataclasses.replace(events, watermark=declared or events.watermark), None
         log(f"Validated {location} on Spark")
-        return raw.store, raw.rows_per_day
+        return dataclasses.replace(raw.store, watermark=declared), raw.rows_per_day
 
     # -- raw exports where the cluster reads them (``exports``) ---------------------------
 
@@ -549,6 +551,19 @@ class Spark:
         """The bytes of a few small files (the projects table), by path as the listing gives it."""
         files = self.session.read.format("binaryFile").load(list(map(_pattern, paths))).select("path", "content")
         return {r["path"]: bytes(r["content"]) for r in files.collect()}
+
+    def small_file(self, path: str) -> bytes | None:
+        """The bytes of one small file (``watermark.json``), None when there is no such file (an
+        empty one gives no row of Spark's binaryFile source: ``b""``)."""
+        pattern = _pattern(path)
+        try:
+            # Given twice, as in folders_named: a single missing path has Spark log a stack trace.
+            found = self.session.read.format("binaryFile").load([pattern, pattern]).select("content").limit(1).collect()
+        except Exception as exc:
+            if "PATH_NOT_FOUND" in str(exc):
+                return None
+            raise
+        return bytes(found[0]["content"]) if found else b""
 
     def _reader(self, fmt: str) -> Any:
         # Named files, never partition discovery: the folders' Hive-style levels are read by

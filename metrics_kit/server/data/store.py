@@ -82,13 +82,15 @@ class Project:
 
 @dataclass(frozen=True)
 class EventStore:
-    """A validated data set: an Ibis backend holding its five tables by name, its projects and coverage."""
+    """A validated data set: an Ibis backend holding its five tables by name, its projects and
+    coverage; and the watermark declared with it, where one was (aware UTC; docs/data-format.md)."""
 
     backend: ibis.BaseBackend
     location: str  # the data folder, or the normalised layout's path or URL
     projects: dict[str, Project]
     coverage: tuple[dt.date, dt.date] | None
     fingerprint: str
+    watermark: dt.datetime | None = None
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -750,9 +752,10 @@ LAYOUT_FILE = "metrics_kit_layout.json"
 LAYOUT_VERSION = 1
 
 
-def write_parquet(validated: Validated, out: Path) -> None:
+def write_parquet(validated: Validated, out: Path, watermark: str | None = None) -> None:
     """Write the validated tables as the normalised layout: ``out/TABLE/part-0.parquet`` for each
-    of the five tables (an absent table as zero rows), and the marker file, written last."""
+    of the five tables (an absent table as zero rows), and the marker file, written last, which
+    carries the data folder's declared ``watermark`` (ISO 8601 text; None: none declared)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / LAYOUT_FILE).unlink(missing_ok=True)
     for table, relation in validated.relations.items():
@@ -767,7 +770,12 @@ def write_parquet(validated: Validated, out: Path) -> None:
         )
         target = _quote(str(folder / "part-0.parquet"))
         validated.con.execute(f"COPY (SELECT {columns} FROM ({relation})) TO {target} (FORMAT parquet)")
-    marker = {"layout": LAYOUT_VERSION, "fingerprint": validated.fingerprint, "source": str(validated.directory)}
+    marker = {
+        "layout": LAYOUT_VERSION,
+        "fingerprint": validated.fingerprint,
+        "source": str(validated.directory),
+        "watermark": watermark,
+    }
     (out / LAYOUT_FILE).write_text(json.dumps(marker) + "\n", encoding="utf-8")
 
 

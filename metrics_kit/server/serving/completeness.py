@@ -117,19 +117,25 @@ def read_declaration(folder: Path) -> dt.datetime | None:
         return None
     except (OSError, UnicodeDecodeError) as error:
         raise DataFormatError(f"{path}: cannot be read: {error}") from None
+    return parse_declaration(text, str(path))
+
+
+def parse_declaration(text: str, where: str) -> dt.datetime:
+    """The watermark a ``watermark.json``'s text declares (``where``: the file, as messages name it,
+    a path or a URL); a DataFormatError naming it when it is not ``{"watermark": "<instant>"}``."""
     try:
         declared = json.loads(text)
     except json.JSONDecodeError as error:
-        raise DataFormatError(f"{path}: not JSON ({error})") from None
+        raise DataFormatError(f"{where}: not JSON ({error})") from None
     if not isinstance(declared, dict) or set(declared) != {"watermark"}:
         raise DataFormatError(
-            f'{path}: must be one JSON object, {{"watermark": "<instant>"}}, {_INSTANT_EXAMPLE}: the instant '
+            f'{where}: must be one JSON object, {{"watermark": "<instant>"}}, {_INSTANT_EXAMPLE}: the instant '
             "before which every event is in the data"
         )
     try:
         return parse_instant(declared["watermark"], "watermark")
     except ValueError as error:
-        raise DataFormatError(f"{path}: {error}") from None
+        raise DataFormatError(f"{where}: {error}") from None
 
 
 def utc_text(instant: dt.datetime) -> str:
