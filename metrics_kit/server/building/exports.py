@@ -302,10 +302,7 @@ def _empty(table: str) -> ibis.Table:
 def _parts(engine: Cluster, source: _Source) -> list[_Part]:
     """Each part that holds rows, with its own columns, checked against the table's: every column
     there, in the file or from its folders but not both, of a type the format reads; else the part
-    named, as on DuckDB."""
-    from ibis.backends.pyspark.datatypes import PySparkType
-
-    wanted = COLUMNS[source.table]
+    named, as on DuckDB (``rules.part_columns``)."""
     listed = source.parts()
     found = engine.schemas(source.fmt, [path for path, _name in listed])
     parts = []
@@ -319,29 +316,18 @@ def _parts(engine: Cluster, source: _Source) -> list[_Part]:
             levels = hive_levels(name.partition("/")[2]) if source.folder else {}
         except DataFormatError as error:
             raise DataFormatError(f"{source.table}/{error}") from None
-        given = {column: value for column, value in levels.items() if column in wanted}
-        for column, value in given.items():
-            if column in own:
-                raise DataFormatError(
-                    f"{name}, column {column!r}: given both in the file and by its folder "
-                    f"{column}={'' if value is None else value}; give it in one place (a Hive-style folder "
-                    "level supplies a column the files lack)"
-                )
-        missing = [c for c in wanted if c not in own and c not in given]
-        if missing:
-            raise DataFormatError(
-                f"{name}: missing column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
-                f"the {source.table} table has columns {', '.join(wanted)} (found: {', '.join([*own, *given])})"
-            )
-        for column, kind in wanted.items():
-            if column in own and not _integer_time(kind, own[column]):
-                if not rules.kind_ok(kind, PySparkType.to_ibis(own[column])):
-                    raise DataFormatError(
-                        f"{name}, column {column!r}: has type {own[column].simpleString().upper()}; "
-                        f"expected {rules.expected(kind)}"
-                    )
+        given = rules.part_columns(
+            name, source.table, own, levels, _type_ok, lambda found: found.simpleString().upper()
+        )
         parts.append(_Part(path, name, own, schema, given))
     return parts
+
+
+def _type_ok(kind: str, found: Any) -> bool:
+    """Whether Spark's type ``found`` is one the format reads for a column of ``kind``."""
+    from ibis.backends.pyspark.datatypes import PySparkType
+
+    return _integer_time(kind, found) or rules.kind_ok(kind, PySparkType.to_ibis(found))
 
 
 def _integer_time(kind: str, found: Any) -> bool:

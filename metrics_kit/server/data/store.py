@@ -274,7 +274,8 @@ def _top_level(elements: list[tuple]) -> dict[str, str]:
 
 def _parts(con, source: Source) -> _Parts:
     """The parts that hold rows, each checked against the table's columns: every column there, in
-    the file or from its folders but not both, and of a type the format reads; else the part named."""
+    the file or from its folders but not both, and of a type the format reads; else the part named
+    (``rules.part_columns``, as on Spark)."""
     sizes = {}
     for path in source.files:
         try:
@@ -284,32 +285,17 @@ def _parts(con, source: Source) -> _Parts:
     if not source.folder and source.fmt == "csv" and not sizes[source.files[0]]:
         raise empty_table_file(source.named(source.files[0]), source.table)
     files = tuple(path for path in source.files if sizes[path] > 0)
-    wanted = COLUMNS[source.table]
     found = _file_columns(con, source, files)
     supplied: dict[Path, dict[str, str | None]] = {}
     for path in files:
-        own, levels = found[path], source.levels(path)
-        given = {name: value for name, value in levels.items() if name in wanted}
-        for name, value in given.items():
-            if name in own:
-                raise DataFormatError(
-                    f"{source.named(path)}, column {name!r}: given both in the file and by its folder "
-                    f"{name}={'' if value is None else value}; give it in one place (a Hive-style folder "
-                    "level supplies a column the files lack)"
-                )
-        missing = [c for c in wanted if c not in own and c not in given]
-        if missing:
-            # A short row or a stray quote can make a CSV's header unreadable: name that line first.
-            raise _csv_error(source) or DataFormatError(
-                f"{source.named(path)}: missing column{'s' if len(missing) > 1 else ''} "
-                f"{', '.join(map(repr, missing))}; the {source.table} table has columns "
-                f"{', '.join(wanted)} (found: {', '.join([*own, *given])})"
-            )
-        for column, kind in wanted.items():
-            if column in own and not _type_ok(kind, own[column]):
-                raise DataFormatError(
-                    f"{source.named(path)}, column {column!r}: has type {own[column]}; expected {rules.expected(kind)}"
-                )
+        given = rules.part_columns(
+            source.named(path),
+            source.table,
+            found[path],
+            source.levels(path),
+            _type_ok,
+            header_problem=lambda: _csv_error(source),
+        )
         if given:
             supplied[path] = given
     return _Parts(files, supplied)
