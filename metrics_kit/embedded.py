@@ -59,8 +59,20 @@ async def _on_first_request(scope: Any, receive: Any, send: Any) -> None:
     await application()(scope, receive, send)
 
 
+def check_environment() -> None:
+    """Refuse a bad ``METRICS_KIT_LAG`` or ``METRICS_KIT_NOW`` once, as a ConfigurationError naming
+    the variable and what it allows (serve's words), before any request: raised by the service on
+    its first request, it would fail every point apart, while cached points still answered."""
+    from metrics_kit.server.serving.completeness import clock_from_environment, lag_from_environment
+
+    lag_from_environment()
+    clock_from_environment()
+
+
 def transport(*, rate_limit: float | None = None) -> ASGITransport:
-    """A transport to the embedded service; the demo data and its aggregates are built on its first request."""
+    """A transport to the embedded service; the demo data and its aggregates are built on its first
+    request. Its settings from the environment are checked first (:func:`check_environment`)."""
+    check_environment()
     return ASGITransport(
         _on_first_request,
         _KEY,

@@ -20,10 +20,14 @@ from typing import Any
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.server.serving.aggregates import cached, read_prebuilt
 from metrics_kit.server.serving.completeness import (
+    LAG_ENV,
+    WATERMARK_FILE,
     Clock,
     clock_from_environment,
     lag_from_environment,
+    lag_text,
     read_declaration,
+    utc_text,
 )
 from metrics_kit.server.serving.service import MetricService
 from metrics_kit.spec.catalogue import Catalogue, default_catalogue
@@ -50,7 +54,17 @@ def open_service(
     Which periods are complete (``server/serving/completeness.py``): ``watermark`` declares the data's
     watermark (it wins over the data folder's ``watermark.json``, which wins over the one prebuilt
     aggregates recorded); ``lag`` in seconds (None: ``$METRICS_KIT_LAG``, else 0); ``clock`` the
-    service's time (None: the system's, or ``$METRICS_KIT_NOW``'s, a testing hook)."""
+    service's time (None: the system's, or ``$METRICS_KIT_NOW``'s, a testing hook). A lag applies
+    to a derived watermark only: given with ``watermark`` it is refused; from ``$METRICS_KIT_LAG``
+    with a declared watermark, or given with one the data declares, ``log`` says once that it does
+    not apply."""
+    if watermark is not None and lag:
+        raise ConfigurationError(
+            "lag= does not apply with watermark=: a lag holds back the watermark the service derives "
+            "from the data and its clock, and a declared watermark says itself what is in; give one of them",
+            argument="lag",
+        )
+    given_lag = "" if lag is not None else f" ({LAG_ENV})"
     lag = lag_from_environment() if lag is None else lag
     clock = clock or clock_from_environment()
     if aggregates_file is not None:
@@ -63,6 +77,8 @@ def open_service(
         prebuilt, catalogue = read_prebuilt(Path(aggregates_file), chain_unit)
         log(f"Serving the aggregates {aggregates_file} (built {prebuilt.meta['built_at']})")
         declared = watermark or prebuilt.declared_watermark
+        where = f"recorded in {Path(aggregates_file).name} from its data folder"
+        _lag_unused(log, lag, given_lag, "the one given" if watermark else where, declared)
         return MetricService(prebuilt, catalogue, watermark=declared, lag=lag, clock=clock)
     catalogue = catalogue or default_catalogue()
     again: Callable[[], Path] | None = None
@@ -73,6 +89,7 @@ def open_service(
         log(f"Serving the SYNTHETIC demo data set ({data})")
     # Read before the data files: a declaration written after new files never claims them.
     declared = watermark or read_declaration(Path(data))
+    _lag_unused(log, lag, given_lag, "the one given" if watermark else f"{WATERMARK_FILE} of the data folder", declared)
     aggregates = None if rebuild else cached(data, catalogue, log=log)
     if aggregates is None:
         from metrics_kit.server.building import build  # only a build loads DuckDB and Ibis
@@ -87,3 +104,13 @@ def open_service(
         clock=clock,
         events_again=again,
     )
+
+
+def _lag_unused(log: Callable[[str], Any], lag: float, given: str, where: str, declared: dt.datetime | None) -> None:
+    """Say once that a lag does not apply where a watermark is declared (``where``: by whom)."""
+    if lag and declared is not None:
+        log(
+            f"Note: the lag of {lag_text(lag)}{given} does not apply: a watermark is declared "
+            f"({where}: {utc_text(declared)}), which says itself what is in; the lag holds back only a "
+            "watermark derived from the last event (docs/service.md, Complete periods)"
+        )

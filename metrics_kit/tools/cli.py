@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Mapping
@@ -68,8 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--lag",
         metavar="DURATION",
-        help="count a period complete only this long after it ends, for exports that arrive late: 2h, 90m, "
-        "45s, 1d (default: $METRICS_KIT_LAG, else 0; not with a declared watermark)",
+        help="count a period complete only this long after it ends, for exports that arrive late: 0 to 366d, "
+        "such as 2h, 90m, 45s, 1d (default: $METRICS_KIT_LAG, else 0). Not with --watermark; with a watermark "
+        "the data declares (watermark.json, or recorded in --aggregates) it does not apply, and serve says so",
     )
     serve.add_argument(
         "--watermark",
@@ -231,7 +234,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Flags whose value may start with '-' and a digit: argparse takes "--lag -1h" for two flags and says
+# "expected one argument"; joined as "--lag=-1h", the value reaches the library's check, which says
+# what is allowed.
+_SIGNED_VALUES = ("--lag",)
+
+
+def _signed_values(argv: list[str]) -> list[str]:
+    joined: list[str] = []
+    for word in argv:
+        if joined and joined[-1] in _SIGNED_VALUES and re.match(r"-[0-9.]", word):
+            joined[-1] = f"{joined[-1]}={word}"
+        else:
+            joined.append(word)
+    return joined
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = _signed_values(sys.argv[1:] if argv is None else list(argv))
     args, unknown = _parser().parse_known_args(argv)
     if unknown:
         args.command_parser.error(f"unrecognized arguments: {' '.join(masked_arguments(unknown))}")
@@ -251,11 +271,49 @@ def run() -> None:
     """The ``metrics-kit`` command (and ``python -m metrics_kit``): :func:`main`, then the exit."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_interrupt)
+    stdout = sys.stdout = _Stdout(sys.stdout)
     try:
         code = main()
     except KeyboardInterrupt:  # Ctrl-C while starting up, before _dispatch catches it
         code = _interrupted()
+    stdout.flush()  # what is still buffered, while a reader gone can still be told from a failure
     sys.exit(code)
+
+
+class _Stdout:
+    """The command's standard output, which stops printing when its reader has gone
+    (``metrics-kit build ... | head -1``), as command-line tools do: a closed pipe is not a failure
+    of the command, which goes on and ends as it would have. Any other write error is raised."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._went()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._went()
+
+    def _went(self) -> None:
+        self.gone = True
+        # The interpreter flushes the stream once more as it exits: into nothing, not the closed pipe.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _interrupted() -> int:
@@ -416,6 +474,11 @@ def _serve(args) -> int:
     lag = _setting("lag", settings.lag, args.lag) if args.lag is not None else None
     watermark = _setting("watermark", settings.watermark, args.watermark)
     catalogue = _setting("chain_unit", default_catalogue, args.chain_unit) if args.chain_unit is not None else None
+    if lag is not None and watermark is not None:  # open_service's rule, in flags
+        return _fail(
+            "--lag does not apply with --watermark: a lag holds back the watermark the service derives from "
+            "the data and its clock, and a declared watermark says itself what is in; give one of them"
+        )
     if args.aggregates is not None and (args.data is not None or args.rebuild):  # open_service's rule, in flags
         return _fail("--aggregates serves prebuilt aggregates: give it without --data and --rebuild")
     if args.aggregates is not None and not args.aggregates.is_file():  # before a key is made for nothing

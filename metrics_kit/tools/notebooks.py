@@ -18,6 +18,7 @@ import ast
 import copy
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -292,6 +293,33 @@ def _kernel_manager_class():
     return ThisPythonKernelManager
 
 
+# A FetchError's text (errors.py): its count, what errors= could do instead, then a line per point,
+# "  POINT: REASON", where a point (metric, project, granularity, date) holds no ': ' and an
+# APIError's reason ends with the URL of its point.
+_FETCH_COUNT = re.compile(r"(\d+ of \d+ points failed)\b")
+_POINT_URL = re.compile(r" for \S+://\S+$")
+
+
+def failure_reason(ename: str, evalue: str) -> str:
+    """The reason a notebook's cell failed, in one line: the error's first line; for a FetchError,
+    how many points failed and why (the reason once where all failed alike, else the first one's),
+    without its suggestion of errors='coerce', an argument of the notebook's code, not of the
+    command that ran it."""
+    lines = evalue.strip().splitlines()
+    if not lines:
+        return ""
+    count = _FETCH_COUNT.match(lines[0]) if ename == "FetchError" else None
+    points = [line.strip().partition(": ") for line in lines[1:] if line.startswith("  ") and ": " in line]
+    if count is None or not points:
+        return lines[0]
+    reasons = [_POINT_URL.sub("", reason) for _point, _sep, reason in points]
+    if len(set(reasons)) == 1:
+        more = any(line.strip().startswith("... and") for line in lines[1:])  # points the text leaves out
+        return f"{count[1]}, {f'the first {len(points)} ' if more else ''}each with: {reasons[0]}"
+    first, _sep, _reason = points[0]
+    return f"{count[1]}; the first, {first}, with: {reasons[0]}"
+
+
 def execute(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = None, *, timeout: float = CELL_TIMEOUT):
     """Run a notebook with ``parameters`` under papermill (kernel ``python3`` of this Python, in a
     temporary working folder) and return the executed notebook (an ``nbformat`` node)."""
@@ -313,9 +341,9 @@ def execute(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = 
                 kernel_manager_class=_kernel_manager_class(),
             )
         except PapermillExecutionError as error:
-            evalue = (error.evalue or "").strip().splitlines()
+            reason = failure_reason(error.ename, error.evalue or "")
             raise MetricsKitError(
-                f"{path.name} failed in cell {error.exec_count}: {error.ename}{': ' + evalue[0] if evalue else ''}"
+                f"{path.name} failed in cell {error.exec_count}: {error.ename}{': ' + reason if reason else ''}"
             ) from error
         except Exception as error:  # the kernel died, timed out or never started
             raise MetricsKitError(

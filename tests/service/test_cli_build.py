@@ -91,3 +91,68 @@ def _opens_a_file_under(pid: int, folder: Path, seconds: float) -> bool:
             return True
         time.sleep(0.005)
     return False
+
+
+def _build(data: Path, out: Path, cache: Path, **popen) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "metrics_kit", "build", "--data", str(data), "--out", str(out)],
+        text=True,
+        timeout=300,
+        env={**os.environ, "METRICS_KIT_CACHE_DIR": str(cache)},
+        check=False,
+        **popen,
+    )
+
+
+def test_a_closed_standard_output_is_not_a_failure_of_the_build(tmp_path):
+    """`metrics-kit build ... | head -1`: the reader gone, the build stops printing and ends as it
+    would have (exit 0, --out written), not with "Broken pipe (writing --out ...)". The pipe is
+    closed before the build prints anything, so every line it prints meets a closed pipe."""
+    data = tmp_path / "data"
+    shutil.copytree(GOLDEN, data)
+    out = tmp_path / "agg.parquet"
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = _build(data, out, tmp_path / "cache", stdout=write, stderr=subprocess.PIPE)
+    finally:
+        os.close(write)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr
+    assert out.is_file()
+
+
+def test_every_command_stops_printing_when_its_reader_has_gone(tmp_path):
+    """The same for every command's standard output (here demo-data, whose one line is its last act)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "metrics_kit", "demo-data", "--out", str(tmp_path / "demo"), "--scale", "0.01"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert (tmp_path / "demo" / "projects.parquet").is_file()
+
+
+def test_a_part_that_cannot_be_read_is_named_as_a_data_file_not_a_write(tmp_path):
+    """A symbolic link to nothing in a table folder is a data part that cannot be read: named so,
+    not "a file error ... (writing --out, --stage or the cache)"."""
+    data = tmp_path / "data"
+    shutil.copytree(GOLDEN, data)
+    (data / "transactions").mkdir()
+    (data / "transactions.csv").rename(data / "transactions" / "part-0.csv")
+    (data / "transactions" / "part-1.csv").symlink_to(tmp_path / "nonexistent" / "part-1.csv")
+    done = _build(data, tmp_path / "agg.parquet", tmp_path / "cache", capture_output=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "metrics-kit: error: transactions/part-1.csv: a data file that cannot be read: No such file or directory "
+        "(a symbolic link to a file that does not exist)\n"
+    )
+    assert not (tmp_path / "agg.parquet").exists()

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from support import ServerProcess, live_exports, utc
@@ -25,6 +26,7 @@ from metrics_kit.server.http.app import App
 from metrics_kit.spec.catalogue import default_catalogue
 
 KEY = "completeness-test-key-0123456789"
+DATA = Path(__file__).parents[1] / "http_data"
 SUNDAY = dt.datetime(2025, 6, 29, 14, tzinfo=dt.UTC)  # the last day of ISO week 2025-06-23..06-29
 MONTH_END = dt.datetime(2025, 6, 30, 14, tzinfo=dt.UTC)  # a Monday, the last day of June
 TWO_HOURS = dt.timedelta(hours=2)
@@ -143,6 +145,36 @@ def test_a_lag_holds_the_last_day_back(tmp_path):
             assert server.get(params=query("1_day", MONTH_END.date())).json()["complete"] is complete
 
 
+def test_a_lag_with_a_declared_watermark_is_said_not_to_apply(tmp_path):
+    """A lag holds back only a derived watermark: given while the data declares one (watermark.json,
+    or the one recorded in --aggregates), serve says in one line that it does not apply."""
+    folder = live_exports(tmp_path / "data", MONTH_END - TWO_HOURS)
+    (folder / "watermark.json").write_text(json.dumps({"watermark": "2025-06-29T00:00:00Z"}))
+    said = "Note: the lag of 2d does not apply: a watermark is declared"
+    with ServerProcess(folder, "--lag", "2d", cache_dir=tmp_path / "cache") as server:
+        notes = [line for line in server.output if line.startswith("Note: the lag")]
+    where = "(watermark.json of the data folder: 2025-06-29T00:00"
+    assert len(notes) == 1 and notes[0].startswith(f"{said} {where}"), notes
+    built = build.build_on_engine(folder, default_catalogue(), log=lambda line: None)
+    built.save(tmp_path / "agg.parquet")
+    env = {"METRICS_KIT_LAG": "2d"}
+    with ServerProcess(None, "--aggregates", str(tmp_path / "agg.parquet"), cache_dir=tmp_path / "c", env=env) as s:
+        notes = [line.strip() for line in s.output if line.startswith("Note: the lag")]
+    assert len(notes) == 1 and notes[0].startswith("Note: the lag of 2d (METRICS_KIT_LAG) does not apply"), notes
+    # From the environment, with --watermark (given with --lag, serve refuses the two).
+    with ServerProcess(folder, "--watermark", "2025-06-28T00:00:00Z", cache_dir=tmp_path / "cache", env=env) as s:
+        notes = [line.strip() for line in s.output if line.startswith("Note: the lag")]
+    assert notes == [
+        "Note: the lag of 2d (METRICS_KIT_LAG) does not apply: a watermark is declared (the one given: "
+        "2025-06-28T00:00:00.000000Z), which says itself what is in; the lag holds back only a watermark derived "
+        "from the last event (docs/service.md, Complete periods)"
+    ], notes
+    # Without a declaration the lag applies, and nothing is said.
+    (folder / "watermark.json").unlink()
+    with ServerProcess(folder, "--lag", "2d", cache_dir=tmp_path / "cache") as server:
+        assert not [line for line in server.output if "does not apply" in line], server.output
+
+
 def test_a_declared_watermark_wins(tmp_path):
     """Declared in the data folder: every event before 06-29 is in (the rest may still come)."""
     folder = live_exports(tmp_path / "data", MONTH_END - TWO_HOURS)
@@ -192,3 +224,36 @@ def test_the_embedded_default_follows_the_rule_and_its_lag():
     assert _embedded_flags({"METRICS_KIT_NOW": "2025-12-31T18:00:00Z"}) == [True, False]
     assert _embedded_flags({"METRICS_KIT_NOW": "2026-01-01T01:00:00Z"}) == [True, True]
     assert _embedded_flags({"METRICS_KIT_NOW": "2026-01-01T01:00:00Z", "METRICS_KIT_LAG": "2h"}) == [True, False]
+
+
+_SERIES = """
+import warnings
+import metrics_kit as mk
+warnings.simplefilter("ignore")
+try:
+    mk.series("swap_transaction_count", "demoswap", "2025-06-01", "2025-06-03", "1_day")
+except Exception as error:
+    print(f"{type(error).__name__}|{error}")
+"""
+
+
+@pytest.mark.parametrize(("variable", "value"), [("METRICS_KIT_LAG", "2hours"), ("METRICS_KIT_NOW", "2025-07-01")])
+def test_a_bad_setting_of_the_embedded_default_is_refused_once_in_serves_words(tmp_path, variable, value):
+    """A bad METRICS_KIT_LAG or METRICS_KIT_NOW on the embedded default: one ConfigurationError naming
+    the variable and what it allows, the line serve says, before any request; not a TransportError
+    per point, and not values answered from the cache as if nothing were wrong."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+    environment["METRICS_KIT_CACHE_DIR"] = os.environ["METRICS_KIT_CACHE_DIR"]
+
+    def child(*command: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command, capture_output=True, text=True, env=environment | env, timeout=300)
+
+    cached = child(sys.executable, "-c", _SERIES)  # the points cached under a good setting
+    assert (cached.returncode, cached.stdout) == (0, ""), cached.stderr
+    refused = child(sys.executable, "-c", _SERIES, **{variable: value})
+    serve = (sys.executable, "-m", "metrics_kit", "serve", "--data", str(DATA))
+    served = child(*serve, **{variable: value, "METRICS_KIT_API_KEYS": KEY})
+    assert served.returncode == 2 and served.stderr.startswith("metrics-kit: error: "), served.stderr
+    said = served.stderr.removeprefix("metrics-kit: error: ").strip()
+    assert said.startswith(f"{variable} must be ") and repr(value) in said, said
+    assert refused.stdout == f"ConfigurationError|{said}\n", refused.stdout

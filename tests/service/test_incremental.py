@@ -91,7 +91,8 @@ def histories(draw):
             if chosen:
                 # Beside the others, or in a subfolder (a Hive-style level, or plain ones): all read.
                 below = draw(st.sampled_from(["", "", "batch=1/", "2025/01/"]))
-                files.append((table, f"{below}part-{part}.csv", chosen))
+                ending = draw(st.sampled_from([".csv", ".csv", ".CSV"]))  # a part's ending, in any case
+                files.append((table, f"{below}part-{part}{ending}", chosen))
     order = draw(st.permutations(files))
     cuts = sorted(draw(st.lists(st.integers(1, len(order)), max_size=3, unique=True)) + [len(order)])
     steps: list[tuple] = []
@@ -172,3 +173,33 @@ def test_incremental_equals_full_after_every_step(steps):
         assert modes == ["full"] + ["incremental"] * (len(steps) - 1)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+GOLDEN = Path(__file__).parents[1] / "golden" / "data"
+
+
+def test_parquet_parts_without_an_ending_are_built_incrementally(tmp_path):
+    """Hive's parts (000000_0, Parquet without an ending) arriving a day at a time: each new one is
+    a file added to the folder, built incrementally, and the values are those of all the rows."""
+    import duckdb
+
+    catalogue = default_catalogue()
+    folder = tmp_path / "data"
+    shutil.copytree(GOLDEN, folder)
+    (folder / "transactions.csv").unlink()
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    rows = f"read_csv('{GOLDEN / 'transactions.csv'}', all_varchar = true)"
+    days = [day for (day,) in con.execute(f"SELECT DISTINCT block_time[:10] FROM {rows} ORDER BY 1").fetchall()]
+    (folder / "transactions").mkdir()
+    for i, day in enumerate(days):
+        part = folder / "transactions" / f"{i:06d}_0"
+        con.execute(
+            f"COPY (SELECT * REPLACE (CAST(block_time AS TIMESTAMPTZ) AS block_time) FROM {rows} "
+            f"WHERE block_time[:10] = '{day}') TO '{part}' (FORMAT parquet)"
+        )
+        built = aggregates.build_folder(folder, catalogue, log=lambda m: None)
+        assert built.meta["build"] == ("full" if i == 0 else "incremental"), built.meta
+        if i:
+            assert built.meta["changes"].startswith("1 file added"), built.meta["changes"]
+    assert_same(built, aggregates.build_in_full(store.load(GOLDEN), catalogue))

@@ -40,6 +40,8 @@ def serve(*args: str, keys: str = KEY, cache_dir: Path) -> subprocess.CompletedP
         (["--host", "not a host"], KEY, "--host must be an IP address"),
         (["--host", "0.0.0.0.0"], KEY, "not '0.0.0.0.0': it is not a valid IP address"),
         (["--lag", "two hours"], KEY, "--lag must be a duration from 0 to 366d, such as 2h"),
+        (["--lag", "-1h"], KEY, "--lag must be a duration from 0 to 366d, such as 2h, 90m, 45s or 1d, not '-1h'"),
+        (["--lag", "2h", "--watermark", "2025-07-01T00:00:00Z"], KEY, "--lag does not apply with --watermark"),
         (["--watermark", "2025-07-01"], KEY, "--watermark must be an ISO 8601 instant with its zone"),
         (["--rate-limit", "0"], KEY, "--rate-limit must be a number of requests per second above 0"),
         (["--rate-limit", "inf"], KEY, "--rate-limit must be a number of requests per second above 0"),
@@ -113,3 +115,12 @@ def test_the_sample_query_asks_a_complete_period(tmp_path):
         answer = server.session.get(url[1], headers={"x-api-key": server.key}, timeout=30)
     assert answer.status_code == 200 and answer.json()["complete"] is True, answer.text
     assert answer.json()["period_end"] == "2024-03-31"  # the last whole week of tests/http_data
+
+
+def test_keys_set_to_blanks_are_said_to_be_blank_not_unset(tmp_path):
+    """METRICS_KIT_API_KEYS set to blanks (an empty secret exported) serves a key made for the run,
+    as when it is not set, and says which of the two it was."""
+    with ServerProcess(DATA, cache_dir=tmp_path, env={"METRICS_KIT_API_KEYS": " , "}) as server:
+        said = "".join(server.output)
+    assert "METRICS_KIT_API_KEYS is set but blank (no key in it): generated an API key for this run" in said, said
+    assert "No METRICS_KIT_API_KEYS set" not in said

@@ -77,6 +77,26 @@ def assert_same_values(duckdb: Aggregates, spark: Aggregates, same_files: bool =
     return compared
 
 
+def descendants(pid: int) -> set[int]:
+    """The processes below ``pid`` (its children, theirs, ...), from /proc."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    # The command's name, in parentheses, may hold spaces: the fields after it are plain.
+                    parents[int(entry)] = int(stat.read().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue  # it ended while we looked
+    found, pending = set(), [pid]
+    while pending:
+        parent = pending.pop()
+        children = {child for child, ppid in parents.items() if ppid == parent and child not in found}
+        found |= children
+        pending.extend(children)
+    return found
+
+
 GOLDEN = Path(__file__).parent.parent / "golden" / "data"
 
 
@@ -85,8 +105,9 @@ def mixed_exports(folder: Path) -> Path:
     the golden data's values: the transactions as Parquet parts at several depths (a Hive-style
     ``day=`` level, a ``pool_type=regular`` level supplying the column its part lacks), whose
     ``block_time`` is a nanosecond timestamp with a zone (pandas' default) and without, naive
-    microseconds, milliseconds with a zone and ISO text; the fees as CSV parts, one of 0 bytes and
-    one with a header only; and the bookkeeping files export jobs leave (``_SUCCESS``,
+    microseconds, milliseconds with a zone and ISO text, two of them named as Hive names a part
+    (``000000_0``, without an ending) and in capitals (``.PARQUET``); the fees as CSV parts, one of
+    0 bytes and one with a header only; and the bookkeeping files export jobs leave (``_SUCCESS``,
     ``_temporary/``, hidden files)."""
     import pandas as pd
     import pyarrow as pa
@@ -113,7 +134,7 @@ def mixed_exports(folder: Path) -> Path:
     # Nanoseconds with a zone (pandas' default), 999 ns past each golden instant: the 23:59:59.999999
     # rows then end 1 ns before midnight, and stay on their day only if truncated to microseconds.
     nanos = pa.timestamp("ns", "UTC")
-    part("part-0.parquet", quarter == 0, lambda t: pa.array(t.astype("datetime64[ns, UTC]") + pd.Timedelta(999), nanos))
+    part("000000_0", quarter == 0, lambda t: pa.array(t.astype("datetime64[ns, UTC]") + pd.Timedelta(999), nanos))
     naive_us = pa.timestamp("us")
     part("day=2025-01-01/part-1.parquet", quarter == 1, lambda t: pa.array(t.dt.tz_localize(None), naive_us))
     part(
@@ -123,7 +144,7 @@ def mixed_exports(folder: Path) -> Path:
         drop=("pool_type",),
     )
     naive_ns = pa.timestamp("ns")
-    part("part-2b.parquet", (quarter == 2) & ~regular, lambda t: pa.array(t.dt.tz_localize(None), naive_ns))
+    part("part-2b.PARQUET", (quarter == 2) & ~regular, lambda t: pa.array(t.dt.tz_localize(None), naive_ns))
     part("batch/2/part-3.parquet", quarter == 3, lambda t: pa.array(rows["block_time"][t.index]))  # ISO text
     (parts / "_SUCCESS").write_text("")
     (parts / "_temporary" / "0").mkdir(parents=True)

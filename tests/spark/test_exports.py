@@ -272,13 +272,18 @@ def _part(path: Path, block_time: str = "CAST(block_time AS TIMESTAMPTZ)", drop:
         ("integer time", "transactions/part-1.parquet, column 'block_time': has type BIGINT; expected a timestamp"),
         ("level twice", "transactions/day=1/day=2/part-1.parquet: the folder level 'day' is given twice"),
         ("delta", "transactions/: a Delta table (it holds _delta_log/), not a folder of parts"),
+        ("no part", "transactions/day=1/notes.txt: not a part of its table folder: a part's name ends in"),
+        ("text without an ending", "transactions/000001_0: not a part of its table folder"),
+        ("link to nothing", "transactions/part-1.parquet: a data file that cannot be read: No such file"),
     ],
 )
 def test_what_both_engines_refuse_they_refuse_alike_naming_file_and_column(connect, tmp_path, case, said):
     """A folder DuckDB refuses is refused at its URL on Spark with the same message, naming the
     part and the column: a part without a column (which Spark's merged schema filled with nulls),
     a column both in a part and in its folder, an integer timestamp (which Spark reads as a
-    nanosecond one can be read), a folder level given twice, a Delta table's folder."""
+    nanosecond one can be read), a folder level given twice, a Delta table's folder; a file of a
+    table folder that is no part (which both engines left out), and a symbolic link to nothing
+    (which Spark's listing leaves out without a word)."""
     events = _broken(tmp_path / "events", "", "", "")
     (events / "transactions.csv").unlink()
     parts = events / "transactions"
@@ -291,6 +296,13 @@ def test_what_both_engines_refuse_they_refuse_alike_naming_file_and_column(conne
         _part(parts / "part-1.parquet", block_time="epoch(CAST(block_time AS TIMESTAMPTZ))::BIGINT")
     elif case == "level twice":
         _part(parts / "day=1" / "day=2" / "part-1.parquet")
+    elif case == "no part":
+        (parts / "day=1").mkdir()
+        (parts / "day=1" / "notes.txt").write_text("exported by the nightly job\n")
+    elif case == "text without an ending":
+        (parts / "000001_0").write_text((GOLDEN / "transactions.csv").read_text())
+    elif case == "link to nothing":
+        (parts / "part-1.parquet").symlink_to(tmp_path / "nowhere" / "part-1.parquet")
     else:
         (parts / "_delta_log").mkdir()
         (parts / "_delta_log" / "00000000000000000000.json").write_text("{}\n")

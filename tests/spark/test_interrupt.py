@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from spark_support import SPARK_ENV, SUBMIT_ARGS
+from spark_support import SPARK_ENV, SUBMIT_ARGS, descendants
 
 from metrics_kit.server.data import demo
 
@@ -32,26 +32,6 @@ def demo_data(tmp_path_factory) -> Path:
     return folder
 
 
-def _descendants(pid: int) -> set[int]:
-    """The processes below ``pid`` (its children, theirs, ...), from /proc."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    # The command's name, in parentheses, may hold spaces: the fields after it are plain.
-                    parents[int(entry)] = int(stat.read().rpartition(")")[2].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue  # it ended while we looked
-    found, pending = set(), [pid]
-    while pending:
-        parent = pending.pop()
-        children = {child for child, ppid in parents.items() if ppid == parent and child not in found}
-        found |= children
-        pending.extend(children)
-    return found
-
-
 def _reading(pid: int, folder: Path, seconds: float) -> set[int]:
     """The processes below ``pid`` once one of them holds a Parquet file under ``folder`` open
     (empty if none does within ``seconds``; bounded in time and in count of looks)."""
@@ -60,7 +40,7 @@ def _reading(pid: int, folder: Path, seconds: float) -> set[int]:
     for _ in range(int(seconds / 0.01)):
         if time.monotonic() > deadline:
             break
-        below = _descendants(pid)
+        below = descendants(pid)
         for process in below:
             try:
                 targets = [os.readlink(f"/proc/{process}/fd/{fd}") for fd in os.listdir(f"/proc/{process}/fd")]

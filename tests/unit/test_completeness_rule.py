@@ -148,6 +148,10 @@ def test_bad_lags(given):
 def test_instants():
     assert parse_instant("2025-07-01T00:00:00Z", "x") == at(2025, 7, 1)
     assert parse_instant("2025-07-01T02:00:00+02:00", "x") == at(2025, 7, 1)
+    # RFC 3339 allows a lower-case t and z (Python's reader does not).
+    assert (
+        parse_instant("2025-07-01t00:00:00z", "x") == parse_instant("2025-07-01t02:00:00+02:00", "x") == at(2025, 7, 1)
+    )
 
 
 @pytest.mark.parametrize("given", ["2025-07-01", "2025-07-01T00:00:00", "yesterday", "", None, 5])

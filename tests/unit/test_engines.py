@@ -112,3 +112,22 @@ def test_an_engine_holds_an_ibis_backend_and_con_is_a_duckdb_connection():
     engine = DuckDB(ibis.duckdb.from_connection(con))
     assert isinstance(engine.backend, ibis.BaseBackend) and not hasattr(engine, "con")
     assert engine.backend.con is con
+
+
+def test_a_local_spark_binds_the_loopback_and_keeps_the_ui_off_unless_the_user_says_otherwise(tmp_path):
+    """What a build sets on a Spark of this machine alone: the driver on 127.0.0.1 and the web UI
+    off, unless the user's Spark configuration (spark-defaults.conf, PYSPARK_SUBMIT_ARGS) sets them
+    itself; nothing for a cluster's master, nor under spark-submit."""
+    from metrics_kit.server.building import spark
+
+    loopback = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1", "spark.ui.enabled": "false"}
+    plain = {"SPARK_HOME": str(tmp_path), "SPARK_CONF_DIR": str(tmp_path)}
+    assert spark.local_settings("local[2]", plain) == loopback
+    assert spark.local_settings(None, plain) == loopback  # pyspark's own default master is local[*]
+    (tmp_path / "spark-defaults.conf").write_text("# mine\nspark.ui.enabled   true\nspark.executor.memory=2g\n")
+    assert spark.local_settings("local[2]", plain) == {k: v for k, v in loopback.items() if k != "spark.ui.enabled"}
+    given = {**plain, "PYSPARK_SUBMIT_ARGS": "--conf spark.driver.host=10.0.0.5 --master yarn pyspark-shell"}
+    assert spark.local_settings("local[1]", given) == {"spark.driver.bindAddress": "127.0.0.1"}
+    assert spark.local_settings(None, given) == {}  # yarn, from PYSPARK_SUBMIT_ARGS
+    assert spark.local_settings("spark://127.0.0.1:7077", plain) == {}
+    assert spark.local_settings(None, {**plain, "PYSPARK_GATEWAY_PORT": "4242"}) == {}  # under spark-submit

@@ -39,3 +39,31 @@ def test_what_a_readme_command_writes_is_ignored_by_git(written):
         ["git", "check-ignore", "--no-index", "--quiet", written], cwd=ROOT, capture_output=True, timeout=30
     )
     assert done.returncode == 0, f"{written} would be left untracked in the checkout"
+
+
+def python_snippets() -> list[tuple[str, str]]:
+    """Every ```python block of the READMEs, with where it is."""
+    found = []
+    for readme in READMES:
+        text = readme.read_text(encoding="utf-8")
+        for i, block in enumerate(re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)):
+            found.append((f"{readme.relative_to(ROOT)} python block {i + 1}", block))
+    return found
+
+
+@pytest.mark.parametrize(("where", "snippet"), python_snippets(), ids=[w for w, _ in python_snippets()])
+def test_a_readme_snippet_defines_every_name_it_uses(where, snippet):
+    """Each snippet runs as it is copied, alone: a name it uses is imported or assigned in it (a
+    builtin aside), never one another snippet defined (the chart snippet used `client`)."""
+    import ast
+    import builtins
+
+    tree = ast.parse(snippet)
+    defined = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            defined |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    assert sorted(used - defined) == [], f"{where} uses names it does not define"

@@ -9,6 +9,7 @@ first offending rows (numbered as a person counts data rows); a good one must ex
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import time
 from pathlib import Path
@@ -920,6 +921,72 @@ def test_a_0_byte_part_is_an_empty_part(tmp_path):
     assert store.load(folder).fingerprint != before
 
 
+def test_a_table_given_as_one_0_byte_csv_file_is_refused(tmp_path):
+    """A 0-byte fees.csv has no header row: its columns are missing (it is not a table without
+    fees, as a 0-byte part of a table folder is an empty part), as a URL build on Spark says too."""
+    folder = make(tmp_path, fees="")
+    assert load_error(folder) == (
+        "fees.csv: an empty file (0 bytes), without a header row: missing columns 'block_time', 'project', "
+        "'fee_type', 'recipient', 'amount_usd'; the fees table has columns block_time, project, fee_type, "
+        "recipient, amount_usd"
+    )
+
+
+def test_parts_named_in_any_case_and_parquet_parts_without_an_ending_are_read(tmp_path):
+    """Hive and Impala write Parquet parts as 000000_0; other jobs part-1.PARQUET or .parq: every one
+    is a part (by its ending in any case, else by its Parquet bytes), and the data version sees it."""
+    folder = make(tmp_path, transactions=None)
+    parts = folder / "transactions"
+    names = ["000000_0", "part-1.PARQUET", "day=2024-03-14/part-2.parq", "part-3.Parquet"]
+    for i, name in enumerate(names):
+        _tx_part(parts / name, [_row(tx_id=f"t{i}")], block_time=US)
+    sources = store.find_sources(folder)
+    assert [sources["transactions"].part(p) for p in sources["transactions"].files] == sorted(names)
+    loaded = store.load(folder)
+    assert loaded.con.execute("SELECT count(*) FROM transactions").fetchone() == (4,)
+    before = loaded.fingerprint
+    _tx_part(parts / "000001_0", [_row(tx_id="t9")], block_time=US)
+    assert store.load(folder).fingerprint != before
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("notes.txt", b"not a part"),
+        ("part-0.csv.gz", b"\x1f\x8b compressed"),
+        ("000000_0", TRANSACTIONS.encode()),  # text, not Parquet, without an ending
+        ("000001_0", b""),  # 0 bytes without an ending: no format to be an empty part of
+        ("part-0.json", b"{}"),
+    ],
+)
+def test_a_file_of_a_table_folder_that_is_no_part_is_refused_naming_it(tmp_path, name, content):
+    folder = make(tmp_path, transactions=None)
+    (folder / "transactions" / "sub").mkdir(parents=True)
+    (folder / "transactions" / "part-9.csv").write_text(TRANSACTIONS)
+    (folder / "transactions" / "sub" / name).write_bytes(content)
+    assert load_error(folder) == (
+        f"transactions/sub/{name}: not a part of its table folder: a part's name ends in .parquet or .csv "
+        "(in any case), or the file is Parquet whatever its name (as Hive and Impala write 000000_0); "
+        "rename or move the file, or start its name with _ or . to have it skipped"
+    )
+
+
+def test_a_part_that_cannot_be_read_is_refused_naming_it_never_left_out(tmp_path):
+    """A symbolic link to nothing among the parts, or as a table file: a data file that cannot be
+    read, named, not a file error of the build's own writing."""
+    folder = make(tmp_path, transactions=None)
+    (folder / "transactions" / "day=2024-03-13").mkdir(parents=True)
+    (folder / "transactions" / "part-0.csv").write_text(TRANSACTIONS)
+    (folder / "transactions" / "day=2024-03-13" / "part-1.csv").symlink_to(tmp_path / "gone.csv")
+    expected = ": a data file that cannot be read: No such file or directory"
+    expected += " (a symbolic link to a file that does not exist)"
+    assert load_error(folder) == "transactions/day=2024-03-13/part-1.csv" + expected
+    (folder / "transactions" / "day=2024-03-13" / "part-1.csv").unlink()
+    (folder / "fees.csv").unlink()
+    (folder / "fees.csv").symlink_to(tmp_path / "gone.csv")
+    assert load_error(folder) == "fees.csv" + expected
+
+
 # -- the normalised layout (what Spark reads) -------------------------------------------------------------
 
 
@@ -959,6 +1026,27 @@ def test_absent_event_tables_are_written_as_empty_tables(tmp_path):
     store.write_parquet(store.validate(folder), tmp_path / "layout")
     assert pq.read_table(tmp_path / "layout" / "fees").num_rows == 0
     assert _open_layout(tmp_path / "layout").coverage is None
+
+
+def test_a_layout_carries_the_watermark_its_data_folder_declared(tmp_path):
+    """build --stage writes the folder's watermark.json into the layout's marker; a build of the
+    layout (on Spark, at its URL: here on DuckDB) records it as a build of the folder does."""
+    from metrics_kit.server.building import build
+    from metrics_kit.spec.catalogue import default_catalogue
+
+    folder = make(tmp_path / "data")
+    (folder / "watermark.json").write_text('{"watermark": "2024-03-14t12:00:00z"}')  # RFC 3339 allows t, z
+    layout = tmp_path / "layout"
+    catalogue = default_catalogue()
+    from_folder = build.build_on_engine(folder, catalogue, stage=layout, log=lambda line: None)
+    assert json.loads((layout / store.LAYOUT_FILE).read_text())["watermark"] == "2024-03-14T12:00:00.000000Z"
+    opened = _open_layout(layout)
+    assert opened.watermark == dt.datetime(2024, 3, 14, 12, tzinfo=dt.UTC)
+    from_layout = build.build_in_full(opened, catalogue)
+    assert from_layout.meta["watermark"] == from_folder.meta["watermark"] == "2024-03-14T12:00:00.000000Z"
+    # A layout written without a declaration (or by an earlier version, without the field) declares none.
+    store.write_parquet(store.validate(folder), tmp_path / "plain")
+    assert _open_layout(tmp_path / "plain").watermark is None
 
 
 def test_a_folder_without_the_marker_is_not_a_layout(tmp_path):

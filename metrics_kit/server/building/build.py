@@ -91,6 +91,7 @@ def build_in_full(
         "build": "full",
         "why": why,
         "last_event": None if last is None else utc_text(last),
+        "watermark": None if event_store.watermark is None else utc_text(event_store.watermark),
     }
     return assemble(sparse, coverage, event_store.projects, catalogue, meta, started)
 
@@ -216,7 +217,7 @@ def build_folder(
             assert state is not None
             validated, after, sparse, projects, how = job.incremental(todo, state)
         else:
-            validated, after, sparse, projects = job.full(stage)
+            validated, after, sparse, projects = job.full(stage, None if declared is None else utc_text(declared))
             how = {"build": "full", "why": todo}
     last = increments.last_event(after)
     meta = {
@@ -245,12 +246,12 @@ class _Job:
     engine: Engine  # where the values are computed
     log: Callable[[str], Any]
 
-    def full(self, stage: Path | None):
+    def full(self, stage: Path | None, watermark: str | None):
         validated = store.validate(self.directory, self.con, sources=self.sources, stats=self.stats)
         if self.engine.slow_start:  # progress before the long part
             self.log(f"Validated {self.directory}")
-        if stage is not None:
-            store.write_parquet(validated, stage)
+        if stage is not None:  # the layout carries the folder's declared watermark to its builds
+            store.write_parquet(validated, stage, watermark)
             self.log(f"Wrote the normalised layout to {stage}")
         after = increments.manifest(self.directory, self.sources, self.stats, validated.days, last=validated.last)
         rows = increments.coverage(after) is not None

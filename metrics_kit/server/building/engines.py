@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -45,6 +46,7 @@ from metrics_kit.errors import ConfigurationError, DataFormatError, MetricsKitEr
 from metrics_kit.server.data import store
 from metrics_kit.server.data.schema import TABLES
 from metrics_kit.server.data.store import EventStore, Project, Validated
+from metrics_kit.server.serving.completeness import parse_instant
 
 Hash64 = Callable[[ir.StringValue], ir.Value]
 Log = Callable[[str], Any]
@@ -201,8 +203,17 @@ def open_layout(engine: Engine, location: str, given: str | None = None) -> Even
         raise DataFormatError(
             f"{location}/{store.LAYOUT_FILE}: not a layout this version reads ({store.LAYOUT_VERSION})"
         )
+    declared = marker[0].get("watermark")  # the data folder's watermark.json, carried by the layout
+    if isinstance(declared, dt.datetime) and declared.tzinfo is not None:
+        watermark: dt.datetime | None = declared.astimezone(dt.UTC)  # a reader that took the text for a time
+    else:
+        try:
+            watermark = None if declared is None else parse_instant(declared, "watermark")
+        except ValueError as error:
+            raise DataFormatError(f"{root}/{store.LAYOUT_FILE}: {error}") from None
     register_layout(engine, location, given)
-    return store.event_store(engine.backend, location, str(marker[0]["fingerprint"]))
+    events = store.event_store(engine.backend, location, str(marker[0]["fingerprint"]))
+    return dataclasses.replace(events, watermark=watermark)
 
 
 def register_layout(engine: Engine, location: str, given: str | None = None) -> None:

@@ -19,10 +19,11 @@ listing's names, sizes and modification times; a URL is always built in full.
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import hashlib
 import re
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
@@ -35,7 +36,17 @@ import pandas as pd
 from metrics_kit.errors import DataFormatError, MetricsKitError
 from metrics_kit.server.data import rules, store
 from metrics_kit.server.data.schema import COLUMNS, EVENT_TABLES, TABLES
-from metrics_kit.server.data.sources import DELTA_LOG, FORMATS, delta_table, hive_levels, skipped
+from metrics_kit.server.data.sources import (
+    DELTA_LOG,
+    check_readable,
+    delta_table,
+    empty_table_file,
+    hive_levels,
+    not_a_part,
+    part_format,
+    skipped,
+)
+from metrics_kit.server.serving.completeness import WATERMARK_FILE, parse_declaration
 
 _SHOWN_ROWS = 5
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -88,7 +99,11 @@ class Cluster(Protocol):
 
     def contents(self, paths: Sequence[str]) -> dict[str, bytes]: ...
 
+    def small_file(self, path: str) -> bytes | None: ...
+
     def schemas(self, fmt: str, paths: Sequence[str]) -> list[Any]: ...
+
+    def parquet_files(self, paths: Sequence[str]) -> list[bool]: ...
 
     def nanosecond(self, paths: Sequence[str], column: str) -> set[str]: ...
 
@@ -150,30 +165,36 @@ def _from_uri(uri: str) -> str:
     return unquote(urlparse(uri).path)
 
 
-def _sources(location: str, listing: list[tuple[str, int, int]]) -> dict[str, _Source]:
+def _sources(
+    location: str, listing: list[tuple[str, int, int]], parquet: Callable[[list[str]], list[bool]]
+) -> dict[str, _Source]:
+    """The tables of the listing, by the rules of a local folder (``sources``): ``parquet`` says
+    which of the files of a table folder whose names end otherwise than .parquet or .csv are
+    Parquet (Hive's ``000000_0``); any other is refused, as is a table given as one 0-byte CSV file."""
     base = PurePosixPath(_plain(location) or "/")
     found: dict[str, list[tuple[str, str, int, str, bool]]] = {}
+    unnamed: list[tuple[str, str, int]] = []  # files of table folders without a part's ending
     for path, size, _mtime in sorted(listing):
         relative = PurePosixPath(_plain(path)).relative_to(base)
-        if relative.suffix not in FORMATS or any(map(skipped, relative.parts)):
-            continue
         folder = len(relative.parts) > 1
-        table = relative.parts[0] if folder else relative.stem
-        if table not in TABLES:
-            raise DataFormatError(
-                f"{location}: {relative}: not a table of the data format; the tables are {', '.join(TABLES)} "
-                "(as NAME.parquet, NAME.csv or a folder NAME/)"
-            )
-        if relative.suffix == ".csv" and size == 0 and not folder:
-            # Spark reads an empty file as no rows of the other files' columns; it has no header.
-            columns = COLUMNS[table]
-            raise DataFormatError(
-                f"{relative}: an empty file (0 bytes), without a header row: missing columns "
-                f"{', '.join(map(repr, columns))}; the {table} table has columns {', '.join(columns)}"
-            )
-        found.setdefault(table, []).append((path, str(relative), size, relative.suffix[1:], folder))
+        fmt = part_format(relative.name)
+        if any(map(skipped, relative.parts)) or (fmt is None and not folder):
+            continue  # left out, or beside the tables (watermark.json, notes)
+        if fmt is None:
+            unnamed.append((path, str(relative), size))
+            continue
+        _add(found, location, path, relative, size, fmt)
+    if unnamed:
+        # Too small for a Parquet file's magic numbers and footer: not read at all.
+        candidates = [(path, name, size) for path, name, size in unnamed if size >= 12]
+        is_parquet = dict(zip((p for p, _n, _s in candidates), parquet([p for p, _n, _s in candidates]), strict=True))
+        for path, name, size in unnamed:
+            if not is_parquet.get(path, False):
+                raise not_a_part(name)
+            _add(found, location, path, PurePosixPath(name), size, "parquet")
     sources = {}
     for table, files in found.items():
+        files.sort()
         kinds = {(fmt, folder) for *_, fmt, folder in files}
         if len(kinds) > 1:
             raise DataFormatError(
@@ -192,8 +213,23 @@ def _sources(location: str, listing: list[tuple[str, int, int]]) -> dict[str, _S
     return sources
 
 
+def _add(found: dict, location: str, path: str, relative: PurePosixPath, size: int, fmt: str) -> None:
+    folder = len(relative.parts) > 1
+    table = relative.parts[0] if folder else relative.stem
+    if table not in TABLES:
+        raise DataFormatError(
+            f"{location}: {relative}: not a table of the data format; the tables are {', '.join(TABLES)} "
+            "(as NAME.parquet, NAME.csv or a folder NAME/)"
+        )
+    if fmt == "csv" and size == 0 and not folder:
+        # Spark reads an empty file as no rows of the other files' columns; it has no header.
+        raise empty_table_file(str(relative), table)
+    found.setdefault(table, []).append((path, str(relative), size, fmt, folder))
+
+
 def fingerprint(location: str, listing: list[tuple[str, int, int]]) -> str:
-    """Changes whenever a file under ``location`` is added, removed, rewritten or touched."""
+    """Changes whenever a file of ``listing`` (the tables' files under ``location``) is added,
+    removed, rewritten or touched."""
     digest = hashlib.sha256(location.rstrip("/").encode() + b"\n")
     for path, size, mtime in sorted(listing):
         digest.update(f"{path}\0{size}\0{mtime}\n".encode())
@@ -266,10 +302,7 @@ def _empty(table: str) -> ibis.Table:
 def _parts(engine: Cluster, source: _Source) -> list[_Part]:
     """Each part that holds rows, with its own columns, checked against the table's: every column
     there, in the file or from its folders but not both, of a type the format reads; else the part
-    named, as on DuckDB."""
-    from ibis.backends.pyspark.datatypes import PySparkType
-
-    wanted = COLUMNS[source.table]
+    named, as on DuckDB (``rules.part_columns``)."""
     listed = source.parts()
     found = engine.schemas(source.fmt, [path for path, _name in listed])
     parts = []
@@ -283,29 +316,18 @@ def _parts(engine: Cluster, source: _Source) -> list[_Part]:
             levels = hive_levels(name.partition("/")[2]) if source.folder else {}
         except DataFormatError as error:
             raise DataFormatError(f"{source.table}/{error}") from None
-        given = {column: value for column, value in levels.items() if column in wanted}
-        for column, value in given.items():
-            if column in own:
-                raise DataFormatError(
-                    f"{name}, column {column!r}: given both in the file and by its folder "
-                    f"{column}={'' if value is None else value}; give it in one place (a Hive-style folder "
-                    "level supplies a column the files lack)"
-                )
-        missing = [c for c in wanted if c not in own and c not in given]
-        if missing:
-            raise DataFormatError(
-                f"{name}: missing column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
-                f"the {source.table} table has columns {', '.join(wanted)} (found: {', '.join([*own, *given])})"
-            )
-        for column, kind in wanted.items():
-            if column in own and not _integer_time(kind, own[column]):
-                if not rules.kind_ok(kind, PySparkType.to_ibis(own[column])):
-                    raise DataFormatError(
-                        f"{name}, column {column!r}: has type {own[column].simpleString().upper()}; "
-                        f"expected {rules.expected(kind)}"
-                    )
+        given = rules.part_columns(
+            name, source.table, own, levels, _type_ok, lambda found: found.simpleString().upper()
+        )
         parts.append(_Part(path, name, own, schema, given))
     return parts
+
+
+def _type_ok(kind: str, found: Any) -> bool:
+    """Whether Spark's type ``found`` is one the format reads for a column of ``kind``."""
+    from ibis.backends.pyspark.datatypes import PySparkType
+
+    return _integer_time(kind, found) or rules.kind_ok(kind, PySparkType.to_ibis(found))
 
 
 def _integer_time(kind: str, found: Any) -> bool:
@@ -412,6 +434,24 @@ def _shown(source: _Source, row: dict) -> str:
     return f"  {source.name(row['_file'])}: {'(empty)' if value is None or value == '' else repr(value)}"
 
 
+def declared(engine: Cluster, location: str) -> dt.datetime | None:
+    """The watermark ``location/watermark.json`` declares (docs/data-format.md), read through the
+    engine as a local folder's is read; None without the file. Read before the tables are listed,
+    so that a declaration written after new files never claims them."""
+    where = f"{location.rstrip('/')}/{WATERMARK_FILE}"
+    try:
+        content = engine.small_file(where)
+    except Exception as exc:
+        raise DataFormatError(f"{where}: cannot be read: {_first_line(exc)}") from None
+    if content is None:
+        return None
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DataFormatError(f"{where}: cannot be read: {error}") from None
+    return parse_declaration(text, where)
+
+
 def open_exports(engine: Cluster, location: str) -> Exports | None:
     """Validate the raw exports at ``location`` on Spark and register their tables; None when
     ``location`` holds the normalised layout instead (``engines.open_layout`` reads it)."""
@@ -429,9 +469,14 @@ def open_exports(engine: Cluster, location: str) -> Exports | None:
     if logs is not None:
         where = PurePosixPath(_plain(logs[0])).relative_to(PurePosixPath(_plain(root) or "/")).parts if logs else ()
         raise delta_table(f"{where[0]}/" if len(where) > 2 else f"data={location}")
-    sources = _sources(root, listing)
+    local = Path(_plain(root)) if urlparse(root).scheme == "file" else None
+    if local is not None and local.is_dir():
+        # Spark's listing of a file: URL leaves out a file it cannot read (a symbolic link to
+        # nothing) without a word; where that folder is this machine's too, it is looked at here.
+        check_readable(local)
     for key, value in EXPORT_SETTINGS.items():
         engine.session.conf.set(key, value)
+    sources = _sources(root, listing, lambda paths: _parquet(engine, paths))
     projects = _projects(engine, sources["projects"])
     backend = engine.backend
     for table in EVENT_TABLES:
@@ -447,4 +492,11 @@ def open_exports(engine: Cluster, location: str) -> Exports | None:
         per_day = per_day.to_pandas()
         per_day["day"] = pd.to_datetime(per_day["day"]).astype("datetime64[us]")
     coverage = store.read_coverage(backend)
-    return Exports(store.EventStore(backend, location, projects, coverage, fingerprint(location, listing)), per_day)
+    # The data version is the tables' files, as a local folder's: not watermark.json nor notes beside them.
+    files = {path for source in sources.values() for path in source.paths}
+    version = fingerprint(location, [entry for entry in listing if entry[0] in files])
+    return Exports(store.EventStore(backend, location, projects, coverage, version), per_day)
+
+
+def _parquet(engine: Cluster, paths: list[str]) -> list[bool]:
+    return engine.parquet_files(paths) if paths else []

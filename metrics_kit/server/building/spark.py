@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import os
 import re
+import shlex
 import shutil
 import signal
 import sys
@@ -28,7 +29,7 @@ import threading
 import time
 import urllib.parse
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
@@ -163,6 +164,76 @@ def _remote_session(url: str, given_as: str):
     return session
 
 
+# A Spark of this process alone (a local master) listens on this machine's loopback only: its driver
+# (spark.driver.*), and its web UI, which binds to SPARK_LOCAL_IP or else every interface, and
+# which is off unless the user's own Spark configuration turns it on. The UI shows the build's
+# jobs, SQL plans (the data's paths) and environment to whoever reaches its port.
+LOOPBACK = "127.0.0.1"
+_LOCAL_SETTINGS = {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK, "spark.ui.enabled": "false"}
+_LOCAL_IP_ENV = "SPARK_LOCAL_IP"
+
+
+def user_configuration(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The Spark settings the user gave this process's Spark, as spark-submit reads them when pyspark
+    starts its JVM: ``spark-defaults.conf`` (in ``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``), then
+    ``--conf KEY=VALUE`` and ``--master`` in ``PYSPARK_SUBMIT_ARGS``, which win."""
+    found: dict[str, str] = {}
+    home = environ.get("SPARK_HOME")
+    if home is None:
+        import pyspark
+
+        home = str(Path(pyspark.__file__).parent)
+    defaults = Path(environ.get("SPARK_CONF_DIR") or Path(home, "conf")) / "spark-defaults.conf"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in defaults.read_text(encoding="utf-8").splitlines():
+            # A Java properties line: KEY VALUE, KEY=VALUE or KEY: VALUE.
+            match = re.fullmatch(r"([^\s=:#!][^\s=:]*)(?:\s*[=:]\s*|\s+|$)(.*)", line.strip())
+            if match:
+                found[match[1]] = match[2].strip()
+    try:
+        words = shlex.split(environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    except ValueError:
+        words = []
+
+    def given(flag: str, value: str) -> None:
+        if flag == "--master":
+            found["spark.master"] = value
+        elif "=" in value:
+            key, _sep, setting = value.partition("=")
+            found[key] = setting
+
+    pending = None
+    for word in words:
+        if pending is not None:
+            given(pending, word)
+            pending = None
+        elif word in ("--conf", "-c", "--master"):
+            pending = word
+        elif word.startswith(("--conf=", "--master=")):
+            flag, _sep, value = word.partition("=")
+            given(flag, value)
+    return found
+
+
+def runs_here(master: str | None, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether a session started for ``master`` is a Spark of this machine alone: a local master, or
+    none given and none configured (pyspark's own default is ``local[*]``); never under spark-submit,
+    which has started the JVM with its own settings."""
+    if master is not None:
+        return master.startswith("local")
+    configured = user_configuration(environ).get("spark.master", "local")
+    return "PYSPARK_GATEWAY_PORT" not in environ and configured.startswith("local")
+
+
+def local_settings(master: str | None, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """What a build sets on a Spark of this machine alone (:func:`runs_here`) that the user's Spark
+    configuration does not set itself: the driver on the loopback, the web UI off."""
+    if not runs_here(master, environ):
+        return {}
+    user = user_configuration(environ)
+    return {key: value for key, value in _LOCAL_SETTINGS.items() if key not in user}
+
+
 def _local_session(master: str | None):
     from pyspark.sql import SparkSession
 
@@ -185,14 +256,29 @@ def _local_session(master: str | None):
         .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
         .config("spark.ui.showConsoleProgress", "false")
     )
+    for key, value in local_settings(master).items():
+        builder = builder.config(key, value)
+    loopback = runs_here(master) and _LOCAL_IP_ENV not in os.environ
     try:
-        return builder.getOrCreate()
+        with _environment({_LOCAL_IP_ENV: LOOPBACK} if loopback else {}):
+            return builder.getOrCreate()
     except Exception as exc:  # a master Spark does not know, a JVM that would not start
         shown = f"spark_master={masked(master)}" if master else "Spark"
         raise ConfigurationError(
             f"{shown}: Spark did not start: {_first_line(exc)} (its own output above says why); "
             "a master is local[N], spark://HOST:PORT, yarn, k8s://..., or sc://HOST:PORT for Spark Connect"
         ) from None
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in this process's environment while the JVM is started (it inherits it), removed after."""
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name in values:
+            os.environ.pop(name, None)
 
 
 def where(master: str | None) -> tuple[str | None, str]:
@@ -332,6 +418,8 @@ _SPARK_TYPE = {"str": "STRING", "float": "DOUBLE", "bool": "BOOLEAN", "time": "T
 _GLOB = re.compile(r"([\\\[\]{}*?])")
 # Each part's columns are read by a Spark job of their own: a few at a time.
 _SCHEMA_THREADS = 8
+# How Spark says a file is not Parquet: its error class, and parquet-mr's words.
+_NOT_PARQUET = re.compile(r"CANNOT_READ_FILE_FOOTER|is not a Parquet file|magic number")
 
 
 @dataclasses.dataclass
@@ -416,11 +504,13 @@ class Spark:
         """The event tables at ``location``, a URL or a path the cluster reads: raw exports,
         validated here on Spark (``exports``), with the transactions' rows per day their validation
         counted; else a normalised layout, validated when it was written (``engines.open_layout``)."""
+        declared = exports.declared(self, location)  # before the files are listed
         raw = exports.open_exports(self, location)
-        if raw is None:
-            return open_layout(self, location), None
+        if raw is None:  # a layout carries the watermark its data folder declared; watermark.json beside it wins
+            events = open_layout(self, location)
+            return dataclasses.replace(events, watermark=declared or events.watermark), None
         log(f"Validated {location} on Spark")
-        return raw.store, raw.rows_per_day
+        return dataclasses.replace(raw.store, watermark=declared), raw.rows_per_day
 
     # -- raw exports where the cluster reads them (``exports``) ---------------------------
 
@@ -463,6 +553,19 @@ class Spark:
         files = self.session.read.format("binaryFile").load(list(map(_pattern, paths))).select("path", "content")
         return {r["path"]: bytes(r["content"]) for r in files.collect()}
 
+    def small_file(self, path: str) -> bytes | None:
+        """The bytes of one small file (``watermark.json``), None when there is no such file (an
+        empty one gives no row of Spark's binaryFile source: ``b""``)."""
+        pattern = _pattern(path)
+        try:
+            # Given twice, as in folders_named: a single missing path has Spark log a stack trace.
+            found = self.session.read.format("binaryFile").load([pattern, pattern]).select("content").limit(1).collect()
+        except Exception as exc:
+            if "PATH_NOT_FOUND" in str(exc):
+                return None
+            raise
+        return bytes(found[0]["content"]) if found else b""
+
     def _reader(self, fmt: str) -> Any:
         # Named files, never partition discovery: the folders' Hive-style levels are read by
         # ``exports`` as they are on DuckDB.
@@ -492,6 +595,15 @@ class Spark:
         with ThreadPoolExecutor(min(_SCHEMA_THREADS, len(paths)), thread_name_prefix="metrics-kit schema") as pool:
             return list(pool.map(one, paths))
 
+    def parquet_files(self, paths: Sequence[str]) -> list[bool]:
+        """Which of ``paths`` (files of table folders whose names end otherwise than .parquet or
+        .csv) are Parquet, by Spark's reading of their footers: a file in which Spark finds no
+        Parquet footer is not; one it cannot read for another reason is taken for one, and named
+        with that reason when its columns are read."""
+        with self._quiet("OFF"):  # Spark logs each file that is not Parquet with a stack trace
+            found = self.schemas("parquet", paths)
+        return [not (isinstance(schema, Exception) and _NOT_PARQUET.search(str(schema))) for schema in found]
+
     def nanosecond(self, paths: Sequence[str], column: str) -> set[str]:
         """Which of ``paths`` (Parquet files in which Spark reads ``column`` as a 64-bit integer)
         hold nanosecond timestamps in it, rather than integers: Spark reads both as integers
@@ -510,14 +622,14 @@ class Spark:
         return {path for path in paths if path not in plain}
 
     @contextlib.contextmanager
-    def _quiet(self) -> Iterator[None]:
-        """Spark's log below errors left out while it runs, in a session of this process (a Spark
+    def _quiet(self, level: str = "ERROR") -> Iterator[None]:
+        """Spark's log below ``level`` left out while it runs, in a session of this process (a Spark
         Connect server logs on its own machine)."""
         if self.remote is not None:
             yield
             return
         context = self.session.sparkContext
-        context.setLogLevel("ERROR")
+        context.setLogLevel(level)
         try:
             yield
         finally:

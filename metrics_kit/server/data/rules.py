@@ -9,13 +9,15 @@ prefixed ``r_``) that flags a row breaking it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import ibis
 import ibis.expr.datatypes as datatypes
 import ibis.expr.types as ir
 
+from metrics_kit.errors import DataFormatError
 from metrics_kit.server.data.schema import (
     ACTIONS,
     COLUMNS,
@@ -49,6 +51,48 @@ def kind_ok(kind: str, found: datatypes.DataType) -> bool:
     if kind == "bool":
         return found.is_boolean() or found.is_string() or found.is_null()
     return not (found.is_array() or found.is_struct() or found.is_map())
+
+
+T = TypeVar("T")
+
+
+def part_columns(
+    name: str,
+    table: str,
+    own: Mapping[str, T],
+    levels: Mapping[str, str | None],
+    type_ok: Callable[[str, T], bool],
+    shown: Callable[[T], str] = str,
+    header_problem: Callable[[], DataFormatError | None] = lambda: None,
+) -> dict[str, str | None]:
+    """Check one part's columns against its table's, by the same rule and in the same words on
+    every engine: ``own`` are the part's columns with their types as its engine reads them
+    (``type_ok`` says whether the format reads a type for a column's kind, ``shown`` writes it),
+    ``levels`` its Hive-style folder levels. Every column must be there, in the file or from its
+    folders but not both, of a type the format reads; else a DataFormatError naming the part
+    (``header_problem``: a better one for missing columns, such as a CSV line that makes the header
+    unreadable). Returns the columns its folders supply."""
+    wanted = COLUMNS[table]
+    given = {column: value for column, value in levels.items() if column in wanted}
+    for column, value in given.items():
+        if column in own:
+            raise DataFormatError(
+                f"{name}, column {column!r}: given both in the file and by its folder "
+                f"{column}={'' if value is None else value}; give it in one place (a Hive-style folder "
+                "level supplies a column the files lack)"
+            )
+    missing = [c for c in wanted if c not in own and c not in given]
+    if missing:
+        raise header_problem() or DataFormatError(
+            f"{name}: missing column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
+            f"the {table} table has columns {', '.join(wanted)} (found: {', '.join([*own, *given])})"
+        )
+    for column, kind in wanted.items():
+        if column in own and not type_ok(kind, own[column]):
+            raise DataFormatError(
+                f"{name}, column {column!r}: has type {shown(own[column])}; expected {expected(kind)}"
+            )
+    return given
 
 
 def type_problem(table: str, schema: ibis.Schema) -> tuple[str, str] | None:

@@ -9,7 +9,12 @@ A table folder is read recursively, as Spark reads it, by the same rules on ever
 - a folder level ``name=value`` (Hive-style partitions, :func:`hive_levels`) supplies the column
   ``name`` to the files below it that lack it;
 - a table folder holding ``_delta_log/`` is refused: a Delta table's folder also keeps the files
-  of its older versions, which are not its rows.
+  of its older versions, which are not its rows;
+- a part is a file whose name ends in ``.parquet`` or ``.csv``, in any case (:func:`part_format`),
+  or a Parquet file by its bytes whatever its name (:func:`parquet_bytes`: Hive and Impala write
+  ``000000_0``); anything else in a table folder is refused (:func:`not_a_part`), and so is a part
+  that cannot be read, such as a symbolic link to nothing (:func:`unreadable`): a file left out
+  without a word would take its rows out of every number.
 
 Kept apart from the store so that finding saved aggregates (a fingerprint from file names, sizes
 and times) needs no database engine: the embedded service starts without importing DuckDB.
@@ -26,9 +31,12 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from metrics_kit.errors import DataFormatError
-from metrics_kit.server.data.schema import TABLES
+from metrics_kit.server.data.schema import COLUMNS, TABLES
 
-FORMATS = (".parquet", ".csv")
+FORMATS = ("parquet", "csv")
+# A Parquet file starts and ends with these bytes (the footer's length comes before the last four).
+PARQUET_MAGIC = b"PAR1"
+_PARQUET_SMALLEST = 12  # the two magic numbers and the footer's length: no Parquet file is shorter
 DELTA_LOG = "_delta_log"
 # How Spark (and Hive) write a missing value as a folder level: name=__HIVE_DEFAULT_PARTITION__.
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -38,6 +46,54 @@ def skipped(name: str) -> bool:
     """Whether a file or folder of a data folder is left out, as Spark's listing leaves it out:
     hidden and bookkeeping entries, and files still being copied (``._COPYING_``)."""
     return name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_")
+
+
+def part_format(name: str) -> str | None:
+    """``parquet`` or ``csv`` for a file whose name ends in ``.parquet`` or ``.csv`` in any case
+    (``part-1.PARQUET``); None for any other name."""
+    lower = name.lower()
+    return next((fmt for fmt in FORMATS if lower.endswith("." + fmt)), None)
+
+
+def parquet_bytes(head: bytes, tail: bytes) -> bool:
+    """Whether a file whose first and last bytes are ``head`` and ``tail`` is Parquet by its magic
+    numbers (what Hive and Impala write as ``000000_0``, without an ending)."""
+    return head[:4] == PARQUET_MAGIC and tail[-4:] == PARQUET_MAGIC
+
+
+def _is_parquet(path: str, size: int) -> bool:
+    if size < _PARQUET_SMALLEST:
+        return False
+    with open(path, "rb") as file:
+        head = file.read(4)
+        file.seek(-4, os.SEEK_END)
+        return parquet_bytes(head, file.read(4))
+
+
+def not_a_part(name: str) -> DataFormatError:
+    """A file in a table folder that is no part of it: refused rather than left out."""
+    return DataFormatError(
+        f"{name}: not a part of its table folder: a part's name ends in .parquet or .csv (in any case), or "
+        "the file is Parquet whatever its name (as Hive and Impala write 000000_0); rename or move the file, "
+        "or start its name with _ or . to have it skipped"
+    )
+
+
+def unreadable(name: str, error: OSError, link: bool = False) -> DataFormatError:
+    """A data file that cannot be read, named: never left out, never taken for an empty part."""
+    reason = os.strerror(error.errno) if error.errno else str(error)
+    why = " (a symbolic link to a file that does not exist)" if link and isinstance(error, FileNotFoundError) else ""
+    return DataFormatError(f"{name}: a data file that cannot be read: {reason}{why}")
+
+
+def empty_table_file(name: str, table: str) -> DataFormatError:
+    """A table given as one 0-byte CSV file: it has no header row, so every column is missing (a
+    0-byte part of a table folder is an empty part)."""
+    columns = COLUMNS[table]
+    return DataFormatError(
+        f"{name}: an empty file (0 bytes), without a header row: missing columns "
+        f"{', '.join(map(repr, columns))}; the {table} table has columns {', '.join(columns)}"
+    )
 
 
 def delta_table(label: str) -> DataFormatError:
@@ -106,9 +162,10 @@ class Source:
             raise DataFormatError(f"{self.table}/{error}") from None
 
 
-def _walk(folder: Path) -> Iterator[Path]:
-    """The files below ``folder`` at any depth, leaving out what :func:`skipped` names; a folder
-    reached twice through a symbolic link is read once."""
+def _files(folder: Path) -> Iterator[os.DirEntry[str]]:
+    """The entries below ``folder`` that are not folders, at any depth, leaving out what
+    :func:`skipped` names; a Delta table is refused. A folder reached twice through a symbolic link
+    is read once."""
     seen: set[tuple[int, int]] = set()
     pending = [folder]
     while pending:
@@ -125,8 +182,46 @@ def _walk(folder: Path) -> Iterator[Path]:
                     continue
                 if entry.is_dir():
                     pending.append(Path(entry.path))
-                elif entry.name.endswith(FORMATS):
-                    yield Path(entry.path)
+                else:
+                    yield entry
+
+
+def _walk(folder: Path) -> Iterator[tuple[Path, str]]:
+    """Each part below the table folder ``folder`` (:func:`_files`) with its format; a file that
+    is no part (:func:`not_a_part`) or that cannot be read (:func:`unreadable`) is refused."""
+    prefix = len(str(folder.parent)) + 1
+    for entry in _files(folder):
+        name = entry.path[prefix:]
+        try:
+            size = entry.stat().st_size  # through a symbolic link: the file it points to
+            fmt = part_format(entry.name) or ("parquet" if _is_parquet(entry.path, size) else None)
+        except OSError as error:
+            raise unreadable(name, error, entry.is_symlink()) from None
+        if fmt is None:
+            raise not_a_part(name)
+        yield Path(entry.path), fmt
+
+
+def check_readable(directory: Path) -> None:
+    """Refuse a data file of ``directory`` that cannot be read (a symbolic link to nothing), at any
+    depth of its table folders, as :func:`find_sources` does; nothing else is checked. Spark's own
+    listing of a ``file:`` URL leaves such a file out without a word: ``exports`` asks here."""
+    prefix = len(str(directory).rstrip("/")) + 1
+    with os.scandir(directory) as top:
+        for entry in top:
+            if skipped(entry.name):
+                continue
+            if entry.is_dir():
+                files = list(_files(Path(entry.path)))
+            elif part_format(entry.name) is not None:
+                files = [entry]
+            else:
+                continue  # beside the tables (watermark.json, notes): not a data file
+            for file in files:
+                try:
+                    file.stat()
+                except OSError as error:
+                    raise unreadable(file.path[prefix:], error, file.is_symlink()) from None
 
 
 def find_sources(directory: Path) -> dict[str, Source]:
@@ -139,19 +234,25 @@ def find_sources(directory: Path) -> dict[str, Source]:
     for entry in sorted(directory.iterdir()):
         if skipped(entry.name):
             continue
+        fmt = part_format(entry.name)
         if entry.is_dir():
             # By the path below the folder, as text: the order is the same on every run, without
             # pathlib's slow comparisons over thousands of files.
             prefix = len(str(entry)) + 1
-            parts = sorted(_walk(entry), key=lambda p: str(p)[prefix:])
-            fmts = {p.suffix[1:] for p in parts}
-            if not parts:
+            found_parts = sorted(_walk(entry), key=lambda part: str(part[0])[prefix:])
+            fmts = {fmt for _path, fmt in found_parts}
+            if not found_parts:
                 continue
             if len(fmts) > 1:
                 raise DataFormatError(f"{entry.name}/ mixes Parquet and CSV parts; use one format per table")
-            source = Source(entry.name, tuple(parts), fmts.pop(), folder=True, root=entry)
-        elif entry.suffix in FORMATS:
-            source = Source(entry.stem, (entry,), entry.suffix[1:])
+            parts = tuple(path for path, _fmt in found_parts)
+            source = Source(entry.name, parts, fmts.pop(), folder=True, root=entry)
+        elif fmt is not None:
+            try:
+                entry.stat()  # through a symbolic link: the file it points to
+            except OSError as error:
+                raise unreadable(entry.name, error, entry.is_symlink()) from None
+            source = Source(entry.stem, (entry,), fmt)
         else:
             continue
         if source.table not in TABLES:

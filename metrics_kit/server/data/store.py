@@ -42,8 +42,10 @@ from metrics_kit.server.data.sources import (  # noqa: F401 (find_sources: the s
     csv_header,
     csv_lines,
     csv_problem,
+    empty_table_file,
     find_sources,
     fingerprint,
+    unreadable,
 )
 from metrics_kit.spec.catalogue import KINDS
 from metrics_kit.spec.ids import PROJECT_PATTERN
@@ -80,13 +82,15 @@ class Project:
 
 @dataclass(frozen=True)
 class EventStore:
-    """A validated data set: an Ibis backend holding its five tables by name, its projects and coverage."""
+    """A validated data set: an Ibis backend holding its five tables by name, its projects and
+    coverage; and the watermark declared with it, where one was (aware UTC; docs/data-format.md)."""
 
     backend: ibis.BaseBackend
     location: str  # the data folder, or the normalised layout's path or URL
     projects: dict[str, Project]
     coverage: tuple[dt.date, dt.date] | None
     fingerprint: str
+    watermark: dt.datetime | None = None
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -222,7 +226,10 @@ def _file_columns(con, source: Source, files: tuple[Path, ...]) -> dict[Path, di
     if source.fmt == "csv":
         out: dict[Path, dict[str, str]] = {}
         for path in files:
-            header = csv_header(path)
+            try:
+                header = csv_header(path)
+            except OSError as error:
+                raise unreadable(source.named(path), error, path.is_symlink()) from None
             if header is None:
                 raise _csv_error(source) or DataFormatError(f"{source.named(path)}: cannot be read as CSV")
             out[path] = dict.fromkeys(header, "VARCHAR")
@@ -267,34 +274,28 @@ def _top_level(elements: list[tuple]) -> dict[str, str]:
 
 def _parts(con, source: Source) -> _Parts:
     """The parts that hold rows, each checked against the table's columns: every column there, in
-    the file or from its folders but not both, and of a type the format reads; else the part named."""
-    files = tuple(path for path in source.files if os.path.getsize(path) > 0)
-    wanted = COLUMNS[source.table]
+    the file or from its folders but not both, and of a type the format reads; else the part named
+    (``rules.part_columns``, as on Spark)."""
+    sizes = {}
+    for path in source.files:
+        try:
+            sizes[path] = os.path.getsize(path)
+        except OSError as error:  # gone, or a link to nothing, since the folder was listed
+            raise unreadable(source.named(path), error, path.is_symlink()) from None
+    if not source.folder and source.fmt == "csv" and not sizes[source.files[0]]:
+        raise empty_table_file(source.named(source.files[0]), source.table)
+    files = tuple(path for path in source.files if sizes[path] > 0)
     found = _file_columns(con, source, files)
     supplied: dict[Path, dict[str, str | None]] = {}
     for path in files:
-        own, levels = found[path], source.levels(path)
-        given = {name: value for name, value in levels.items() if name in wanted}
-        for name, value in given.items():
-            if name in own:
-                raise DataFormatError(
-                    f"{source.named(path)}, column {name!r}: given both in the file and by its folder "
-                    f"{name}={'' if value is None else value}; give it in one place (a Hive-style folder "
-                    "level supplies a column the files lack)"
-                )
-        missing = [c for c in wanted if c not in own and c not in given]
-        if missing:
-            # A short row or a stray quote can make a CSV's header unreadable: name that line first.
-            raise _csv_error(source) or DataFormatError(
-                f"{source.named(path)}: missing column{'s' if len(missing) > 1 else ''} "
-                f"{', '.join(map(repr, missing))}; the {source.table} table has columns "
-                f"{', '.join(wanted)} (found: {', '.join([*own, *given])})"
-            )
-        for column, kind in wanted.items():
-            if column in own and not _type_ok(kind, own[column]):
-                raise DataFormatError(
-                    f"{source.named(path)}, column {column!r}: has type {own[column]}; expected {rules.expected(kind)}"
-                )
+        given = rules.part_columns(
+            source.named(path),
+            source.table,
+            found[path],
+            source.levels(path),
+            _type_ok,
+            header_problem=lambda: _csv_error(source),
+        )
         if given:
             supplied[path] = given
     return _Parts(files, supplied)
@@ -737,9 +738,10 @@ LAYOUT_FILE = "metrics_kit_layout.json"
 LAYOUT_VERSION = 1
 
 
-def write_parquet(validated: Validated, out: Path) -> None:
+def write_parquet(validated: Validated, out: Path, watermark: str | None = None) -> None:
     """Write the validated tables as the normalised layout: ``out/TABLE/part-0.parquet`` for each
-    of the five tables (an absent table as zero rows), and the marker file, written last."""
+    of the five tables (an absent table as zero rows), and the marker file, written last, which
+    carries the data folder's declared ``watermark`` (ISO 8601 text; None: none declared)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / LAYOUT_FILE).unlink(missing_ok=True)
     for table, relation in validated.relations.items():
@@ -754,7 +756,12 @@ def write_parquet(validated: Validated, out: Path) -> None:
         )
         target = _quote(str(folder / "part-0.parquet"))
         validated.con.execute(f"COPY (SELECT {columns} FROM ({relation})) TO {target} (FORMAT parquet)")
-    marker = {"layout": LAYOUT_VERSION, "fingerprint": validated.fingerprint, "source": str(validated.directory)}
+    marker = {
+        "layout": LAYOUT_VERSION,
+        "fingerprint": validated.fingerprint,
+        "source": str(validated.directory),
+        "watermark": watermark,
+    }
     (out / LAYOUT_FILE).write_text(json.dumps(marker) + "\n", encoding="utf-8")
 
 

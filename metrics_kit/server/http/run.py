@@ -80,8 +80,10 @@ def api_keys(out=sys.stdout) -> list[str]:
     if configured:
         return configured
     key = secrets.token_urlsafe(24)
+    # Set to blanks (an export of an empty secret, say) is told apart from not set: both serve a new key.
+    why = f"{KEYS_ENV} is set but blank (no key in it)" if KEYS_ENV in os.environ else f"No {KEYS_ENV} set"
     print(
-        f"No {KEYS_ENV} set: generated an API key for this run (shown once):\n  export METRICS_KIT_API_KEY={key}",
+        f"{why}: generated an API key for this run (shown once):\n  export METRICS_KIT_API_KEY={key}",
         file=out,
         flush=True,
     )

@@ -52,7 +52,9 @@ def parse_instant(text: object, name: str) -> dt.datetime:
     if not isinstance(text, str) or "T" not in text.upper():
         raise ValueError(allowed)
     try:
-        instant = dt.datetime.fromisoformat(text.strip())
+        # RFC 3339 allows a lower-case t and z, which Python's reader does not take: the rest of an
+        # instant has no letter that upper case would change.
+        instant = dt.datetime.fromisoformat(text.strip().upper())
     except ValueError:
         raise ValueError(allowed) from None
     if instant.tzinfo is None:
@@ -75,6 +77,14 @@ def parse_lag(value: object, name: str = "lag") -> float:
     if not (math.isfinite(seconds) and 0 <= seconds <= MAX_LAG_DAYS * 86400):
         raise ConfigurationError(f"{allowed}, not {value!r}")
     return seconds
+
+
+def lag_text(seconds: float) -> str:
+    """A lag as it is written: ``2d``, ``90m``, ``45s`` (the largest unit that is exact)."""
+    for unit in ("d", "h", "m"):
+        if seconds and seconds % _UNIT_SECONDS[unit] == 0:
+            return f"{seconds / _UNIT_SECONDS[unit]:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def lag_from_environment() -> float:
@@ -107,19 +117,25 @@ def read_declaration(folder: Path) -> dt.datetime | None:
         return None
     except (OSError, UnicodeDecodeError) as error:
         raise DataFormatError(f"{path}: cannot be read: {error}") from None
+    return parse_declaration(text, str(path))
+
+
+def parse_declaration(text: str, where: str) -> dt.datetime:
+    """The watermark a ``watermark.json``'s text declares (``where``: the file, as messages name it,
+    a path or a URL); a DataFormatError naming it when it is not ``{"watermark": "<instant>"}``."""
     try:
         declared = json.loads(text)
     except json.JSONDecodeError as error:
-        raise DataFormatError(f"{path}: not JSON ({error})") from None
+        raise DataFormatError(f"{where}: not JSON ({error})") from None
     if not isinstance(declared, dict) or set(declared) != {"watermark"}:
         raise DataFormatError(
-            f'{path}: must be one JSON object, {{"watermark": "<instant>"}}, {_INSTANT_EXAMPLE}: the instant '
+            f'{where}: must be one JSON object, {{"watermark": "<instant>"}}, {_INSTANT_EXAMPLE}: the instant '
             "before which every event is in the data"
         )
     try:
         return parse_instant(declared["watermark"], "watermark")
     except ValueError as error:
-        raise DataFormatError(f"{path}: {error}") from None
+        raise DataFormatError(f"{where}: {error}") from None
 
 
 def utc_text(instant: dt.datetime) -> str:
