@@ -128,6 +128,9 @@ def test_clients_closed_and_configured_again_never_answer_from_another_service(s
     with pytest.raises(ClientClosedError):
         given.value(*QUESTION)  # was: 347 from the embedded demo, base_url "embedded"
     assert given.base_url == a.base_url and not given.embedded
+    mk.configure(api_key=KEY_B)  # a key alone is the configured service's new key (b's)
+    assert mk.value(*QUESTION) == 2
+    mk.configure(base_url=None)  # the service handed back to the environment, which names none
     with pytest.raises(ConfigurationError, match="without a base URL"):
         mk.configure(api_key=KEY_B)
 
