@@ -60,13 +60,27 @@ COLUMNS, ROWS, TOTAL_ROWS, NEXT_OFFSET = "columns", "rows", "total_rows", "next_
 ERROR, CODE, MESSAGE, PARAM = "error", "code", "message", "param"
 
 # GET /projects: {DATA_VERSION, PROJECTS: [{PROJECT, KINDS, REGULAR_POOLS, COVERAGE, METRICS}], COVERAGE,
-# LAST_EVENT}; a coverage is {START, END}, the first and last day with an event (null: no events).
+# LAST_EVENT, SERIES}; a coverage is {START, END}, the first and last day with an event (null: no events).
 DATA_VERSION, PROJECTS, COVERAGE, LAST_EVENT = "data_version", "projects", "coverage", "last_event"
 KINDS, REGULAR_POOLS, METRICS = "kinds", "regular_pools", "metrics"
 START, END = "start", "end"
 # GET /catalogue: {CHAIN_UNIT, CATALOGUE_GRANULARITIES, METRICS: [each metric's catalogue entry, with
 # COMPUTED, how it is computed in words, and SQL, its standalone query]}.
 CHAIN_UNIT, CATALOGUE_GRANULARITIES, COMPUTED, SQL = "chain_unit", "granularities", "computed", "sql"
+
+# GET /series, an extension of the reference service: every value of one series, from the period
+# containing START to the period containing END (any date inside each), that lies in coverage, a page
+# at a time: at most LIMIT periods (SERIES_LIMIT unless given, at most SERIES_LIMIT) from period
+# OFFSET of them (0 unless given, at most SERIES_MAX_OFFSET). A page costs one request of the key's
+# rate limit, whatever its length. GET /projects advertises it: {SERIES: {PATH, LIMIT}}.
+SERIES_PATH = "/series"
+SERIES_PARAMETERS = (METRIC_NAME, PROJECT, GRANULARITY, START, END)
+SERIES_PAGE = (LIMIT, OFFSET)
+SERIES_LIMIT = 10_000
+SERIES_MAX_OFFSET = 10**7  # far past any series' periods (about 27,000 years of days)
+SERIES, PATH, PERIODS, TOTAL_PERIODS = "series", "path", "periods", "total_periods"
+# Each period of a series page, in the order its fields are written.
+PERIOD_FIELDS = (PERIOD_START, PERIOD_END, VALUE, COMPLETE)
 
 
 API_KEY_HEADER = "x-api-key"  # the key travels here, and only here
@@ -115,8 +129,9 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "rate_limited"
     HEADERS_TOO_LARGE = "headers_too_large"
     INTERNAL_ERROR = "internal_error"
-    # GET /explain only:
+    # GET /explain and GET /series only:
     INVALID_PAGE = "invalid_page"
+    # GET /explain only:
     EVENTS_CHANGED = "events_changed"
     EXPLAIN_UNAVAILABLE = "explain_unavailable"
 
@@ -163,9 +178,11 @@ ERROR_CODES: dict[int, tuple[ErrorCode, ...]] = {
     500: (ErrorCode.INTERNAL_ERROR,),
     501: (ErrorCode.EXPLAIN_UNAVAILABLE,),
 }
-# The codes only GET /explain answers with (a bad page, event files changed under the service, no
-# event data to explain from).
-EXPLAIN_ONLY = (ErrorCode.INVALID_PAGE, ErrorCode.EVENTS_CHANGED, ErrorCode.EXPLAIN_UNAVAILABLE)
+# The codes only the paged paths (GET /explain, GET /series) answer with: a bad page.
+PAGED_ONLY = (ErrorCode.INVALID_PAGE,)
+# The codes only GET /explain answers with (event files changed under the service, no event data to
+# explain from).
+EXPLAIN_ONLY = (ErrorCode.EVENTS_CHANGED, ErrorCode.EXPLAIN_UNAVAILABLE)
 
 # -- writing (the server) ---------------------------------------------------------------------------
 
@@ -280,7 +297,7 @@ PROJECTS_PATH = "/projects"  # discovery (an extension): the projects, their kin
 CATALOGUE_PATH = "/catalogue"  # discovery (an extension): the metric catalogue, with each metric's SQL
 OPENAPI_PATH = "/openapi.json"  # the OpenAPI document of the service, answered without a key
 # Every path the reference service answers, in the order it names them (a 404 lists them).
-SERVED_PATHS = (METRICS_PATH, PROJECTS_PATH, CATALOGUE_PATH, EXPLAIN_PATH, OPENAPI_PATH)
+SERVED_PATHS = (METRICS_PATH, SERIES_PATH, PROJECTS_PATH, CATALOGUE_PATH, EXPLAIN_PATH, OPENAPI_PATH)
 
 # Caching: every 200 carries an ETag (the data version in quotes, INCOMPLETE_TAG appended for a value
 # whose period is not complete yet), and a request naming it in If-None-Match gets a 304.
@@ -293,6 +310,14 @@ CONTENT_TYPE_HEADER = "content-type"
 JSON_TYPE = "application/json"
 ALLOW_HEADER = "allow"
 METHODS = ("GET", "HEAD")
+# A key's rate limit, stated on every answer to a request that counts against it (a switch of the
+# service leaves them out), as the IETF httpapi draft's fields (draft-ietf-httpapi-ratelimit-headers-06):
+# the requests a window allows, those left now, whole seconds until all are available again, and the
+# policy ("R;w=1": R requests a second).
+RATELIMIT_LIMIT_HEADER = "ratelimit-limit"
+RATELIMIT_REMAINING_HEADER = "ratelimit-remaining"
+RATELIMIT_RESET_HEADER = "ratelimit-reset"
+RATELIMIT_POLICY_HEADER = "ratelimit-policy"
 
 
 def coverage_field(coverage: tuple[str, str] | None) -> dict[str, str] | None:
@@ -318,9 +343,58 @@ def projects_body(
     data_version: str, projects: list[dict[str, Any]], coverage: tuple[str, str] | None, last_event: str | None
 ) -> bytes:
     """The body of GET /projects: the data version, every project (``project_entry``), the data set's
-    coverage and the time of its last event (ISO 8601 UTC; None when not known)."""
-    body = {DATA_VERSION: data_version, PROJECTS: projects, COVERAGE: coverage_field(coverage), LAST_EVENT: last_event}
+    coverage, the time of its last event (ISO 8601 UTC; None when not known) and GET /series
+    (``series_field``)."""
+    body = {
+        DATA_VERSION: data_version,
+        PROJECTS: projects,
+        COVERAGE: coverage_field(coverage),
+        LAST_EVENT: last_event,
+        SERIES: series_field(),
+    }
     return json.dumps(body).encode()
+
+
+def series_field(limit: int = SERIES_LIMIT) -> dict[str, Any]:
+    """How GET /projects advertises GET /series: its path and the most periods of a page."""
+    return {PATH: SERIES_PATH, LIMIT: limit}
+
+
+def series_body(
+    *,
+    metric_name: str,
+    project: str,
+    granularity: str,
+    start: str,
+    end: str,
+    unit: str,
+    data_version: str,
+    coverage: tuple[str, str] | None,
+    periods: list[tuple[str, str, int | float, bool]],
+    total_periods: int,
+    offset: int,
+    limit: int,
+    next_offset: int | None,
+) -> bytes:
+    """One page of GET /series: the series asked for (its parameters as given), its unit, the data
+    version, the data set's coverage, this page's periods (each PERIOD_FIELDS) and where the next
+    page starts (null after the last)."""
+    body = {
+        METRIC_NAME: metric_name,
+        PROJECT: project,
+        GRANULARITY: granularity,
+        START: start,
+        END: end,
+        UNIT: unit,
+        DATA_VERSION: data_version,
+        COVERAGE: coverage_field(coverage),
+        PERIODS: [dict(zip(PERIOD_FIELDS, period, strict=True)) for period in periods],
+        TOTAL_PERIODS: total_periods,
+        OFFSET: offset,
+        LIMIT: limit,
+        NEXT_OFFSET: next_offset,
+    }
+    return json.dumps(body, allow_nan=False).encode()
 
 
 def catalogue_entry(described: dict[str, Any], computed: str, sql: str) -> dict[str, Any]:
