@@ -510,7 +510,7 @@ def _unfit_flags(args) -> str | None:
     try:
         engine.check(spark_master=args.spark_master, spark_stall_timeout=args.spark_stall_timeout)
     except ConfigurationError as error:
-        if args.engine == "spark":  # the engine takes the option and refuses its value
+        if error.argument in engine.options:  # the engine takes the option and refuses its value
             return said(error, FLAGS["build"])
         return f"{FLAGS['build'].get(error.argument or '', '--engine')} is for --engine spark"
     if aggregates.is_url(args.data) and not engine.reads_urls:

@@ -97,6 +97,9 @@ class EngineKind(Protocol):
     @property
     def reads_urls(self) -> bool: ...  # whether ``started_for_url`` starts one (else it says why not)
 
+    @property
+    def options(self) -> frozenset[str]: ...  # those of check's options it takes; others it refuses as not its own
+
     def check(self, *, spark_master: str | None, spark_stall_timeout: float | None) -> None: ...
 
     def started(
@@ -131,6 +134,7 @@ class DuckDB:
     slow_start = False  # nothing to report before the values are computed
     default = True
     reads_urls = False
+    options = frozenset[str]()
 
     @staticmethod
     def check(*, spark_master: str | None, spark_stall_timeout: float | None) -> None:

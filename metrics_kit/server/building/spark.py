@@ -350,6 +350,7 @@ class Spark:
     slow_start = True  # validation is done before the long part: say so
     default = False  # a build asked of Spark is computed by Spark, never taken from the cache
     reads_urls = True
+    options = frozenset({"spark_master", "spark_stall_timeout"})
 
     @staticmethod
     def check(*, spark_master: str | None, spark_stall_timeout: float | None) -> None:
