@@ -17,7 +17,7 @@
     └── FetchError                some points of a range or panel failed (errors="raise")
 
     PartialDataWarning (a UserWarning): the same, with errors="coerce"; and points without a value (null)
-    └── IncompletePeriodWarning   value() of a period that had not ended when it was fetched
+    └── IncompletePeriodWarning   value() of a period that is not complete (its message says why)
     CacheWarning (a UserWarning): a cache write failed (a full disk); the values are returned, not cached
     UnconfirmedDataWarning (a UserWarning): cached values read while the service could not confirm its data version
 
@@ -195,12 +195,13 @@ def for_status(status: int) -> type[APIError]:
 class PartialDataWarning(UserWarning):
     """Data that is not all there: some points of a pull failed and are missing (errors='coerce';
     ``attrs['failed']`` lists them), the service has no value for some (``attrs['missing']``, with
-    its reasons), or, as IncompletePeriodWarning, a value of a period that had not ended when it was
-    fetched."""
+    its reasons), or, as IncompletePeriodWarning, a value of a period that is not complete."""
 
 
 class IncompletePeriodWarning(PartialDataWarning):
-    """``value()`` of a period that had not ended when the value was fetched: it may still change."""
+    """``value()`` of a period that is not complete, so its value may still change: the period had not
+    ended when the value was fetched, or the service flags it not complete (its data do not cover the
+    whole period yet). The message says which."""
 
 
 class CacheWarning(UserWarning):

@@ -22,6 +22,7 @@ and every open connection, and joins every thread.
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import struct
@@ -66,8 +67,15 @@ def status(
 
 def echo(code: int, body: str, *, headers: Mapping[str, str] | None = None) -> Action:
     """Answer ``code`` with ``body`` and ``headers``, each ``{key}`` in them replaced by the x-api-key
-    the request came with (formatted by ``str.replace``: the rest of the text is sent as it is)."""
+    the request came with, ``{KEY}`` by it upper-cased and ``{key64}`` by the base64 of ``user:key``
+    (formatted by ``str.replace``: the rest of the text is sent as it is)."""
     return Action("status", code, body.encode(), dict(headers or {}), echo=True)
+
+
+def echoed(text: str, key: str) -> str:
+    """``text`` with the forms of ``key`` that ``echo`` writes (see there)."""
+    key64 = base64.b64encode(b"user:" + key.encode()).decode()
+    return text.replace("{key}", key).replace("{KEY}", key.upper()).replace("{key64}", key64)
 
 
 def slow(delay: float, code: int = 200, body: bytes | str | dict | None = None) -> Action:
@@ -279,8 +287,8 @@ def _handler_for(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
                 action = Action(
                     "status",
                     action.code,
-                    action.body.replace(b"{key}", key.encode()),
-                    {name: value.replace("{key}", key) for name, value in action.headers.items()},
+                    echoed(action.body.decode(), key).encode(),
+                    {name: echoed(value, key) for name, value in action.headers.items()},
                 )
             self.send_response(action.code)
             for name, value in action.headers.items():

@@ -4,10 +4,12 @@ The default client is made on first use from the environment (``METRICS_KIT_BASE
 ``METRICS_KIT_API_KEY``, ``METRICS_KIT_CACHE_DIR``), else it is the embedded reference service, and
 it follows that environment: when any of those variables changes, the next call makes a new default
 client from them (closing the old one, even when none can be made from them: the error says what is
-missing). ``configure(...)`` replaces it with one built from your
-arguments (closing the old one too; a base URL or transport given there is kept whatever the
-environment says). A closed client raises ClientClosedError if used through a reference held to it:
-it never answers from the new service, nor from any other. Use ``Client`` directly to hold several.
+missing). ``configure(...)`` replaces it with one built from what it was given, on top of what
+earlier calls gave it: it changes only what it is given (``configure(workers=3)`` after
+``configure(base_url=..., api_key=...)`` keeps that service), and closes the old one too; a base URL
+or transport configured is kept whatever the environment says. A closed client raises
+ClientClosedError if used through a reference held to it: it never answers from the new service,
+nor from any other. Use ``Client`` directly to hold several.
 
 Each function is the Client method of the same name, on the default client: written out with the
 method's parameters and annotations (so a type checker sees them), and given the method's docstring;
@@ -16,12 +18,15 @@ tests/unit/test_client_signatures.py checks that each signature is the method's,
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import hashlib
+import inspect
 import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any, Literal, TypedDict, TypeVar
+from typing import Any, Literal, ParamSpec, TypedDict, TypeVar
 
 import pandas as pd
 
@@ -56,7 +61,13 @@ __all__ = [
 _lock = threading.Lock()
 _default: Client | None = None
 _made_from: tuple[str, ...] | None = None  # the environment the default was made under (None: not from it)
-_arguments: dict[str, Any] = {}  # what configure() was given, to make the default again from
+_arguments: dict[str, Any] = {}  # the settings configure() was given, to make the default again from
+# Everything configure() was given so far (the key as a Secret): what the next configure() changes.
+_configured: dict[str, Any] = {}
+# The service's part of it: given as a whole, except a key alone, which changes the configured service's key.
+_SERVICE = ("base_url", "api_key", "transport")
+# The names of the arguments the running configure() call was given (see _knows_what_it_is_given).
+_given: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("metrics_kit_configure_given")
 
 
 def _environment() -> tuple[str, ...]:
@@ -70,6 +81,31 @@ def _environment() -> tuple[str, ...]:
 
 
 Function = TypeVar("Function", bound=Callable[..., Any])
+Parameters = ParamSpec("Parameters")
+
+
+def _knows_what_it_is_given(function: Callable[Parameters, Client]) -> Callable[Parameters, Client]:
+    """``configure`` told (in ``_given``) which arguments its caller gave, which a default cannot say:
+    ``configure(cache=True)`` changes the setting, ``configure()`` leaves it as configured. Its
+    signature, docstring and type are ``function``'s."""
+    signature = inspect.signature(function)
+    call: Callable[..., Client] = function
+
+    @functools.wraps(function)
+    def called(*args: Parameters.args, **kwargs: Parameters.kwargs) -> Client:
+        bound = signature.bind(*args, **kwargs)
+        del args, kwargs  # no frame of ours holds the key plain (a verbose traceback shows the locals)
+        if "api_key" in bound.arguments:
+            bound.arguments["api_key"] = Secret.of(bound.arguments["api_key"])
+        if "base_url" in bound.arguments:  # it may be a key given in its place: an Address masks it
+            bound.arguments["base_url"] = address(bound.arguments["base_url"])
+        token = _given.set(frozenset(bound.arguments))
+        try:
+            return call(*bound.args, **bound.kwargs)
+        finally:
+            _given.reset(token)
+
+    return called
 
 
 def _documented_as(method: Callable[..., Any]) -> Callable[[Function], Function]:
@@ -83,6 +119,7 @@ def _documented_as(method: Callable[..., Any]) -> Callable[[Function], Function]
     return document
 
 
+@_knows_what_it_is_given
 def configure(
     base_url: str | None = None,
     api_key: str | Secret | None = None,
@@ -103,13 +140,22 @@ def configure(
     clock: Any = None,
     deadline: float | None = None,
 ) -> Client:
-    """Make the default client from these arguments, closing the previous one (a reference held to
-    it then raises ClientClosedError). ``api_key`` without a base URL is a ConfigurationError."""
-    global _default, _made_from, _arguments
+    """Make the default client from what this call gives, on top of what earlier calls gave: only
+    what is given changes (``configure(workers=3)`` keeps the configured service and settings).
+    Giving ``base_url`` or ``transport`` names another service (a key not given with it is dropped);
+    ``api_key`` alone changes the configured service's key; ``base_url=None`` hands the service back
+    to the environment. The previous default client is closed (a reference held to it then raises
+    ClientClosedError). A key without a configured base URL is a ConfigurationError."""
+    global _default, _made_from, _arguments, _configured
+    given = _given.get(frozenset(_SERVICE) | {s.name for s in options.SETTINGS})
     key = Secret.of(api_key)
     del api_key  # no frame of ours holds the key plain, nor what may be one given as the base URL
-    base_url = address(base_url)
-    if key is not None and base_url is None and transport is None:
+    called = {"base_url": address(base_url), "api_key": key, "transport": transport, **options.given(locals())}
+    with _lock:
+        merged = {**_configured, **{name: called[name] for name in given}}
+    if given & {"base_url", "transport"}:  # another service: a key belongs to the one it was given with
+        merged.update({name: called[name] for name in _SERVICE})
+    if merged.get("api_key") is not None and merged.get("base_url") is None and merged.get("transport") is None:
         # A key belongs to the service it was given with: with the base URL left to the environment,
         # it would be sent to whatever METRICS_KIT_BASE_URL points at later.
         raise ConfigurationError(
@@ -117,19 +163,17 @@ def configure(
             f"environment variables ({BASE_URL_ENV} and {API_KEY_ENV}) and call configure() without them",
             argument="api_key",
         )
-    # The settings by their names in the one table (client/options.py), as Client takes them.
-    settings: dict[str, Any] = {"transport": transport, **options.given(locals())}
-    client = Client(base_url, key, **settings)
-    # Made again from the environment when it changes: never with a key given here (see above).
-    arguments = {"base_url": base_url, **settings}
+    settings = {name: merged[name] for name in options.given(called) if name in merged}
+    client = Client(merged.get("base_url"), merged.get("api_key"), transport=merged.get("transport"), **settings)
     with _lock:
-        previous, _default = _default, client
-        # A base URL or transport given here stands; otherwise the environment still decides.
-        fixed = base_url is not None or transport is not None
+        previous, _default, _configured = _default, client, merged
+        # A base URL or transport configured stands; otherwise the environment still decides, and
+        # the default is made again from it with these settings (never with a key: see above).
+        fixed = merged.get("base_url") is not None or merged.get("transport") is not None
         _made_from = None if fixed else _environment()
-        _arguments = {} if fixed else arguments
+        _arguments = {} if fixed else settings
     if previous is not None:  # the transport the new default shares with it (given twice) stays open
-        close_as(previous, "by mk.configure(), which replaced it as the default client", keep=transport)
+        close_as(previous, "by mk.configure(), which replaced it as the default client", keep=merged.get("transport"))
     return client
 
 

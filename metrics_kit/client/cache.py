@@ -26,14 +26,24 @@ Which data version
     ``/projects`` answer under it are kept per service and key (the ``services`` table), for a
     client that cannot reach the service (a client trusts only a version it saw itself).
     Recording another version deletes the rows of every other: values of two data sets are never
-    mixed. A service that names no version has the version ``""``.
+    mixed. A service that names no version has the version ``""``. A row holds a one-way digest of
+    its version (``version_id``), the ``services`` table the version as the client keeps it (with the
+    key masked in it: ``fetching.kept_version``).
+
+No text of a service
+    What a row holds of an answer is the number, the unit (the catalogue's: an answer in another
+    is refused), the period's bounds as ISO dates (anything else is not stored) and the digest of
+    its version; the ``services`` table holds the version and the projects as the client keeps them
+    (``discovery``: the fields it uses, and none when the key is in them). So no text of a service,
+    and so no key a service echoed, is written to the file.
 
 Where
     One SQLite file, ``cache_dir() / "values.sqlite3"`` (``$METRICS_KIT_CACHE_DIR``, else the
     user's cache folder), in WAL mode, shared safely by the threads of a process (one connection
     behind a lock) and by several processes (SQLite's file locks, with a busy timeout; opening, and
     creating, the file is retried while another process holds it). A file of a previous schema
-    version (2 or 3) is migrated, its values kept; a file that is not a database, is damaged, or has
+    version (2, 3 or 4) is migrated, its values kept (and the file rewritten, so that no text of a
+    service it held stays in it); a file that is not a database, is damaged, or has
     another schema version is deleted and rebuilt, with a warning in the log: a cache is only ever
     a copy.
 
@@ -56,9 +66,11 @@ The API key is never stored
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import math
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -88,8 +100,9 @@ log = logging.getLogger(__name__)
 
 FILE_NAME = "values.sqlite3"
 # 2: the data version of each row, and the services table; 3: completeness decided when fetched;
-# 4: the completeness rule each row's flag was decided under
-SCHEMA_VERSION = "4"
+# 4: the completeness rule each row's flag was decided under; 5: no text of a service (a row's version
+# as a digest, its period's bounds as ISO dates, the services table as the client keeps it)
+SCHEMA_VERSION = "5"
 # The version of the rule that decides whether a value is complete (complete_when_fetched, with the
 # flags services send). 1: the service's flag as it came (the reference service flagged a day, week
 # or month complete while it ran, when its data reached that far); 2: complete only if the period had
@@ -121,13 +134,13 @@ CREATE TABLE IF NOT EXISTS entries (
     period_start TEXT,
     period_end TEXT,
     fetched_at REAL NOT NULL,
-    version TEXT NOT NULL,       -- the data version of the answer ('' when the service names none)
+    version TEXT NOT NULL,       -- version_id(the data version of the answer), a one-way digest
     rule INTEGER NOT NULL,       -- the completeness rule the flag was decided under (COMPLETENESS_RULE)
     PRIMARY KEY (ns, metric, project, granularity, date)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS services (
     ns TEXT PRIMARY KEY,
-    version TEXT NOT NULL,       -- the data version last seen
+    version TEXT NOT NULL,       -- the data version last seen, as the client keeps it (key masked)
     seen_at REAL NOT NULL,       -- when it was last seen, the wall clock
     projects TEXT                -- its project discovery answer as JSON ('null': none offered), NULL: not asked
 ) WITHOUT ROWID;
@@ -153,6 +166,16 @@ CREATE INDEX IF NOT EXISTS entries_incomplete ON entries (fetched_at) WHERE comp
 """
 # Schema 3 -> 4: every row was decided under the first completeness rule.
 _MIGRATE_3 = "ALTER TABLE entries ADD COLUMN rule INTEGER NOT NULL DEFAULT 1"
+# Schema 4 -> 5: no text of a service. A row's version becomes its digest (version_id, a function of
+# the connection), its period's bounds the ISO dates they begin with (the client checked them so),
+# and the services table is emptied: its versions and projects were kept as the service wrote them,
+# the key perhaps in them, and are asked again (the version the client keeps is its masked form).
+_MIGRATE_4 = """
+UPDATE entries SET version = version_id(version), period_start = substr(period_start, 1, 10),
+    period_end = substr(period_end, 1, 10);
+DELETE FROM services;
+"""
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 
 T = TypeVar("T")
 
@@ -191,6 +214,17 @@ def namespace(base_url: str, api_key: str | None) -> str:
     key cannot be recovered from it.
     """
     return Secret(api_key or "").fingerprint(base_url)
+
+
+def version_id(version: str) -> str:
+    """What a row of the cache holds of its data version: a one-way digest of it (the start of its
+    SHA-256, in hex), which tells versions apart and holds none of the service's text."""
+    return hashlib.sha256(version.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _date(bound: str | None) -> str | None:
+    """A period's bound as a row holds it: an ISO date, nothing else (None)."""
+    return bound if isinstance(bound, str) and _ISO_DATE.fullmatch(bound) else None
 
 
 def complete_when_fetched(complete: bool | None, last_day: dt.date | None, fetched_at: float) -> bool:
@@ -308,10 +342,10 @@ class ValueCache:
                     value,
                     entry.unit,
                     complete,
-                    entry.period_start,
-                    entry.period_end,
+                    _date(entry.period_start),
+                    _date(entry.period_end),
                     entry.fetched_at,
-                    entry.version,
+                    version_id(entry.version),
                     COMPLETENESS_RULE,
                 )
             )
@@ -352,7 +386,7 @@ class ValueCache:
                     kept = row[1] if projects is None else projects
                     seen = max(seen_at, row[2])
                 else:
-                    conn.execute("DELETE FROM entries WHERE ns = ? AND version != ?", (self._ns, version))
+                    conn.execute("DELETE FROM entries WHERE ns = ? AND version != ?", (self._ns, version_id(version)))
                     seen = seen_at
                 conn.execute("INSERT OR REPLACE INTO services VALUES (?, ?, ?, ?)", (self._ns, version, seen, kept))
             except BaseException:
@@ -436,7 +470,7 @@ class ValueCache:
         conn.execute("BEGIN")  # one snapshot for every query
         try:
             for (metric, project, granularity), by_date in groups.items():
-                head = (self._ns, metric, project, granularity, version)
+                head = (self._ns, metric, project, granularity, version_id(version))
                 get = by_date.get
                 for sql, params in _queries(head, by_date, now - self.incomplete_ttl):
                     for day, value, unit, complete, start, end, fetched_at in conn.execute(sql, params):
@@ -590,13 +624,17 @@ class ValueCache:
             if "meta" in tables:
                 row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
                 version = row[0] if row else None
-            if tables and version in ("2", "3") and "entries" in tables:
-                for statement in [*(_MIGRATE_2.split(";") if version == "2" else ()), _MIGRATE_3]:
+            migrated = bool(tables) and version in ("2", "3", "4") and "entries" in tables
+            if migrated:
+                conn.create_function("version_id", 1, version_id, deterministic=True)
+                steps = [_MIGRATE_2 if version == "2" else "", _MIGRATE_3 if version in ("2", "3") else "", _MIGRATE_4]
+                for statement in ";".join(steps).split(";"):
                     if statement.strip():
                         conn.execute(statement)
                 log.warning(
                     "the metric value cache %s was migrated to schema %s, its values kept (those filed complete "
-                    "under an older completeness rule are fetched again once)",
+                    "under an older completeness rule are fetched again once; the service's data version and "
+                    "projects are asked again)",
                     self.path,
                     SCHEMA_VERSION,
                 )
@@ -613,6 +651,8 @@ class ValueCache:
             _rollback(conn)
             raise
         conn.execute("COMMIT")
+        if migrated:
+            _scrub(conn, self.path)
         stat = os.stat(self.path)
         self._inode = (stat.st_dev, stat.st_ino)
 
@@ -691,6 +731,17 @@ def _queries(
 
 
 _INSERT = "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _scrub(conn: sqlite3.Connection, path: Path) -> None:
+    """Rewrite the file after a migration, so that none of what the migration replaced (a service's
+    text, perhaps a key it echoed) stays in its free pages or its write-ahead log. Not done (another
+    process holds the file, a full disk), it is said in the log: the values are the same either way."""
+    try:
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.Error as error:
+        log.warning("the metric value cache %s could not be rewritten after its migration (%s)", path, error)
 
 
 def _code(error: sqlite3.Error) -> int | None:

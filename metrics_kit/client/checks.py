@@ -7,10 +7,12 @@ arguments with them; this module imports no other module of the client, so both 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import math
 import re
+import string
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -68,11 +70,11 @@ class Secret:
     cache files values under: one-way, keyed by the key. :meth:`mask` hides the key in a service's
     text (a vendor's 401 that repeats it) before that text goes into a message."""
 
-    __slots__ = ("_pattern", "_value")
+    __slots__ = ("_masker", "_value")
 
     def __init__(self, value: str):
         self._value = value
-        self._pattern: re.Pattern[str] | None = None  # what mask() looks for, made on first use
+        self._masker: _Masker | None = None  # what mask() looks for, made on first use
 
     @classmethod
     def of(cls, value: str | Secret | None) -> Secret | None:
@@ -95,14 +97,16 @@ class Secret:
         return len(self._value) >= API_KEY_MIN_LENGTH
 
     def mask(self, text: str) -> str:
-        """``text`` with the key replaced by ``***`` in every form a service may echo it in: as it is,
-        percent-encoded (either case of hex, ``quote`` or ``quote_plus``), JSON-escaped (``\\uXXXX``,
-        ``\\/``, ``\\"``), as HTML character references, or any mix of these, character by character.
+        """``text`` with the key replaced by ``***`` wherever a service may echo it (see :class:`_Masker`):
+        in any case; as it is, percent-encoded, JSON-escaped, as HTML character references or any mix
+        of these, character by character; base64-encoded (standard or URL-safe, at any alignment);
+        and any run of at least max(8, half its length) consecutive characters of it in any of these
+        forms (a key cut short, or split between two fields).
 
         For messages only, never for a value that is parsed: a short key may also be part of a date."""
-        if self._pattern is None:
-            self._pattern = re.compile("".join(_forms(character) for character in self._value))
-        return self._pattern.sub("***", text)
+        if self._masker is None:
+            self._masker = _Masker(self._value)
+        return self._masker.mask(text)
 
     def fingerprint(self, service: str) -> str:
         """The hex HMAC-SHA256 of the normalised ``service`` address, keyed by the key: the same
@@ -126,30 +130,111 @@ class Secret:
         raise TypeError("an API key (Secret) is not pickled or copied out of the process")
 
 
-# The escapes of a character that a JSON or HTML writer may use besides \uXXXX and &#N;.
-_ESCAPED = {
-    '"': ('\\"', "&quot;"),
-    "\\": ("\\\\",),
-    "/": ("\\/",),
-    "&": ("&amp;",),
-    "<": ("&lt;",),
-    ">": ("&gt;",),
-    "'": ("&apos;",),
-}
+# The escapes a service's text may write a character of the key in: percent-encoding (either case of
+# hex), JSON's \uXXXX, \", \\ and \/, HTML's numeric and named character references.
+_ESCAPE = re.compile(
+    r"%([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4})|&#0*([0-9]{1,7});|&#[xX]0*([0-9A-Fa-f]{1,6});"
+    r"|&(quot|amp|lt|gt|apos);|\\([\"\\/])",
+    re.IGNORECASE,
+)
+_NAMED = {"quot": '"', "amp": "&", "lt": "<", "gt": ">", "apos": "'"}
+# Only ASCII letters change case: the text keeps its length, so a position in it is one in the original.
+_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+PIECE = 8  # the shortest run of a key's characters masked on its own (else half the key, if longer)
 
 
-def _forms(character: str) -> str:
-    """A pattern for one character of a key in any of the forms :meth:`Secret.mask` hides."""
-    code = ord(character)
-    forms = [  # the escapes before the character itself, so that "%25" is taken whole for a "%"
-        f"%(?i:{code:02x})",  # percent-encoded, upper or lower hex
-        f"\\\\u(?i:{code:04x})",  # a JSON \uXXXX escape
-        f"&#0*{code};",
-        f"&#[xX]0*(?i:{code:x});",
-        *(re.escape(escaped) for escaped in _ESCAPED.get(character, ())),
-        re.escape(character),
-    ]
-    return "(?:" + "|".join(forms) + ")"
+def _decoded(text: str) -> tuple[str, list[tuple[int, int]] | None]:
+    """``text`` with every escape of :data:`_ESCAPE` written as the character it stands for, and where
+    each character of the result came from in ``text`` (None: nowhere else than the same place)."""
+    pieces: list[str] = []
+    spans: list[tuple[int, int]] = []
+    last = 0
+    for found in _ESCAPE.finditer(text):
+        start, end = found.span()
+        pieces.append(text[last:start])
+        spans.extend((i, i + 1) for i in range(last, start))
+        hexa, unicode, decimal, hexadecimal, named, escaped = found.groups()
+        if named is not None:
+            character = _NAMED[named.lower()]
+        elif escaped is not None:
+            character = escaped
+        else:
+            code = int(decimal, 10) if decimal is not None else int(hexa or unicode or hexadecimal, 16)
+            character = chr(code) if code <= 0x10FFFF else "\ufffd"
+        pieces.append(character)
+        spans.append((start, end))
+        last = end
+    if not spans:
+        return text, None
+    pieces.append(text[last:])
+    spans.extend((i, i + 1) for i in range(last, len(text)))
+    return "".join(pieces), spans
+
+
+def _base64_forms(key: bytes) -> list[str]:
+    """The base64 text of ``key`` as it stands in the encoding of a longer blob that holds it: for each
+    of the three byte alignments, the characters that depend on the key's bytes alone, standard and
+    URL-safe."""
+    forms = []
+    for before in range(3):
+        encoded = base64.b64encode(b"\0" * before + key).decode()
+        first, last = -(-8 * before // 6), 8 * (before + len(key)) // 6  # characters within the key's bits
+        forms += [encoded[first:last], encoded[first:last].translate(str.maketrans("+/", "-_"))]
+    return forms
+
+
+class _Masker:
+    """Finds a key in a text (see :meth:`Secret.mask`).
+
+    The text is decoded once (every escape written as its character, letters in lower case) and
+    searched for every run of ``PIECE`` or more characters (half the form's length, if longer) of each
+    form of the key: the key, the key decoded (a key that holds a ``%41`` of its own), its base64
+    texts; a key shorter than ``PIECE`` is searched for whole. Each run found is masked where it
+    stands in the text as it came, escapes and all. A search is a ``str.find`` per run length and
+    place in the key, so masking costs a few dozen searches of the text."""
+
+    def __init__(self, key: str) -> None:
+        forms = {key.translate(_LOWER), _decoded(key)[0].translate(_LOWER)}
+        runs: dict[int, set[str]] = {}
+        for form in forms:
+            self._add(runs, form, min(len(form), max(PIECE, len(key) // 2)))
+        if len(key) >= PIECE:  # a shorter key's base64 is a few characters any word may hold
+            for form in _base64_forms(key.encode("utf-8", "surrogatepass")):
+                if len(form) >= PIECE:
+                    self._add(runs, form.translate(_LOWER), max(PIECE, len(form) // 2))
+        self._runs = [sorted(found) for _, found in sorted(runs.items())]
+
+    @staticmethod
+    def _add(runs: dict[int, set[str]], form: str, length: int) -> None:
+        if length:
+            runs.setdefault(length, set()).update(form[i : i + length] for i in range(len(form) - length + 1))
+
+    def mask(self, text: str) -> str:
+        decoded, spans = _decoded(text)
+        lowered = decoded.translate(_LOWER)
+        covered: list[tuple[int, int]] = []
+        for same_length in self._runs:
+            for run in same_length:
+                at = lowered.find(run)
+                while at >= 0:
+                    covered.append((at, at + len(run)))
+                    at = lowered.find(run, at + 1)
+        if not covered:
+            return text
+        covered.sort()
+        merged = [covered[0]]
+        for start, end in covered[1:]:
+            if start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        out, last = [], 0
+        for start, end in merged:
+            first, after = (spans[start][0], spans[end - 1][1]) if spans is not None else (start, end)
+            out += [text[last:first], "***"]
+            last = after
+        out.append(text[last:])
+        return "".join(out)
 
 
 def normalise_url(base_url: str) -> str:
@@ -206,9 +291,7 @@ def masked_url(value: str, key: Secret | None = None) -> str | None:
     netloc = _USERINFO.sub(r"\1***@", "//" + parts.netloc)[2:]
     path = "/".join("***" if _TOKEN.fullmatch(segment) else segment for segment in parts.path.split("/"))
     shown = urlunsplit((parts.scheme, netloc, path, "***" if "?" in text else "", "***" if "#" in text else ""))
-    if key is not None and key.reveal() in shown:
-        shown = shown.replace(key.reveal(), "***")
-    return shown
+    return key.mask(shown) if key is not None else shown
 
 
 def shown_url(value: object, limit: int = 80, key: Secret | None = None) -> str:

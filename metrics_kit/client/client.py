@@ -332,7 +332,9 @@ class Client:
             latest = self._source.discovery.version(self.transport, cache)
             if latest is not None:
                 for key, entry in cache.get_many(points, version=latest).items():
-                    results[Point(*key)] = Result(entry.value, entry.unit, entry.complete, True, latest)
+                    results[Point(*key)] = Result(
+                        entry.value, entry.unit, entry.complete, True, latest, fetched_at=entry.fetched_at
+                    )
                     versions[Point(*key)] = latest
             if len(results) == len(points) and points and self._source.discovery.needs_confirming():
                 # The service names its version only in its answers, and none has named this one within
@@ -359,7 +361,7 @@ class Client:
                 latest = version or ""
                 entry = self._entry(point, outcome, latest, sent)
                 saver.add(point, entry)
-                results[point] = Result(entry.value, entry.unit, entry.complete, False, latest)
+                results[point] = Result(entry.value, entry.unit, entry.complete, False, latest, fetched_at=sent)
                 versions[point] = latest
             bar.update(1)
 
@@ -420,13 +422,37 @@ class Client:
             )
         if not result.complete:
             warnings.warn(
-                f"{about} is not complete: "
-                "the period had not ended when the value was fetched, so it may still change "
+                f"{about} is not complete: {self._why_incomplete(point, result)}, so it may still change "
                 "(series() and frame() list such periods in attrs['incomplete'])",
                 IncompletePeriodWarning,
                 stacklevel=_caller_level(),
             )
         return result.value
+
+    def _why_incomplete(self, point: Point, result: Result) -> str:
+        """Why a value is not complete, by the rule that decided it (complete_when_fetched): its
+        period had not ended when it was fetched, else the service flagged it so."""
+        last = self.calendar.end(dt.date.fromisoformat(point.date), point.granularity)
+        try:
+            fetched = dt.datetime.fromtimestamp(result.fetched_at, dt.UTC) if result.fetched_at is not None else None
+        except (OverflowError, OSError, ValueError):  # a clock far outside the calendar
+            fetched = None
+        if fetched is None:
+            return "whether its period had ended when the value was fetched is not known"
+        # The period ends at the start of the day after its last (9999-12-31 has none: it never ends).
+        ends = dt.datetime.combine(last, dt.time(), dt.UTC) + dt.timedelta(days=1) if last < dt.date.max else None
+        if ends is None or fetched < ends:
+            return f"the period had not ended when the value was fetched ({fetched:%Y-%m-%d %H:%M} UTC)"
+        last_event = self._source.discovery.last_event()
+        data = (
+            f"; its data's last event is at {last_event:%Y-%m-%d %H:%M:%S} UTC"
+            if last_event is not None and ends is not None and last_event < ends
+            else ""
+        )
+        return (
+            "the service flags the period not complete: its data (or the watermark or lag it declares) do not "
+            f"cover the whole period yet{data}"
+        )
 
     def explain(
         self, metric: str, project: str, granularity: str, date: DateLike, *, max_rows: int = explaining.MAX_ROWS

@@ -19,10 +19,16 @@ reads cached values under it only once an answer of the pull names it (see ``Cli
 Discovery is not required by the specification, so nothing depends on it: with it, an unknown
 project or a metric that does not apply to a project is a ValidationError before any ``/metrics``
 request; without it, the service's answers say so.
+
+What the cache keeps of the service is only what the client uses, and none of the service's text
+that holds the key: the version as :func:`~metrics_kit.client.fetching.kept_version` keeps it, and
+the projects' used fields (``wire.PROJECT_FIELDS``), left out altogether (not asked, then) when the
+key is in any of them.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import math
@@ -31,14 +37,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from metrics_kit.client.cache import ValueCache
-from metrics_kit.client.fetching import detached
+from metrics_kit.client.fetching import detached, kept_version, version_of
 from metrics_kit.client.transports import Transport
 from metrics_kit.errors import ResponseFormatError, TransportError, ValidationError
 from metrics_kit.spec import wire
 from metrics_kit.spec.catalogue import Metric
 
 log = logging.getLogger("metrics_kit.client")
-VERSION_HEADER = wire.DATA_VERSION_HEADER
 Mask = Callable[[str], str]
 Projects = dict[str, dict[str, Any]]  # {project: {kinds, regular_pools, coverage, metrics}}
 
@@ -92,6 +97,7 @@ class Discovery:
         self._mask: Mask = str  # hides the key in the service's words (the last answer's)
         # Whether /projects names no version, which the /metrics answers then name.
         self._from_answers = False
+        self._last_event: dt.datetime | None = None  # the data's last event, as /projects last said
 
     def version(self, transport: Transport, cache: ValueCache | None) -> str | None:
         """The data version to read cached values under: a trusted one, else asked for; None when no
@@ -112,6 +118,12 @@ class Discovery:
         with self._lock:
             self._refresh(transport, cache, need_projects=True)
             return self._projects if self._asked else None
+
+    def last_event(self) -> dt.datetime | None:
+        """The time of the data's last event, as the service's ``/projects`` last said it (None when it
+        did not, or was not asked)."""
+        with self._lock:
+            return self._last_event
 
     def confirmed(self, version: str) -> bool:
         """Whether ``version`` is the one the service answered from the last time this client asked
@@ -200,7 +212,7 @@ class Discovery:
             self._confirmed = False
             return
         now = self._clock()
-        version = reply.header(VERSION_HEADER)
+        version = version_of(reply)
         self._mask = reply.mask
         if reply.status != 200 and version is None:
             # No /projects, or refused, and no version with it: the service names its version, if
@@ -210,6 +222,7 @@ class Discovery:
             self._from_answers = True
             return
         projects: ProjectList | None = None
+        last_event = None
         if reply.status == 200:
             try:
                 answer = wire.projects_answer(reply.body)
@@ -217,14 +230,27 @@ class Discovery:
                 log.debug("project discovery unreadable: %s", error)
             else:
                 projects = ProjectList(answer.projects, reply.mask)
-                version = answer.data_version if version is None else version
+                version = kept_version(answer.data_version, reply.mask) if version is None else version
+                last_event = answer.last_event
         version = version or ""
         if version != self._version and self._version is not None:  # the service's text, masked for the log
             log.info("the service's data version changed from %s to %s", reply.mask(self._version), reply.mask(version))
         self._version, self._seen_at, self._projects, self._asked = version, now, projects, True
         self._asked_at, self._from_answers, self._confirmed = now, False, True
+        self._last_event = last_event
         if cache is not None:
-            cache.record_version(version, now, json.dumps(projects))
+            cache.record_version(version, now, _kept(projects, reply.mask))
+
+
+def _kept(projects: ProjectList | None, mask: Mask) -> str | None:
+    """What the cache keeps of a /projects answer: its JSON ('null': none offered), or None (not
+    asked) when the key is in it, which the mask would change: a project list with the key masked in
+    it would name projects the service does not have."""
+    text = json.dumps(projects)
+    if mask(text) != text:
+        log.debug("the service's project list holds the API key: it is not kept in the cache")
+        return None
+    return text
 
 
 def listing(projects: Mapping[str, dict[str, Any]]) -> ProjectList:

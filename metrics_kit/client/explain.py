@@ -23,7 +23,7 @@ import pandas as pd
 from metrics_kit.client.cache import complete_when_fetched
 from metrics_kit.client.checks import shown_request
 from metrics_kit.client.families import DateLike
-from metrics_kit.client.fetching import detached, error_of, mismatches, other_period, shown
+from metrics_kit.client.fetching import about, detached, error_of, shown, version_of
 from metrics_kit.client.frames import Point
 from metrics_kit.client.source import Source
 from metrics_kit.errors import APIError, ConfigurationError, ResponseFormatError, ValidationError
@@ -42,7 +42,9 @@ _DTYPES = {
     wire.ColumnType.AMOUNT: "float64",
     wire.ColumnType.TEXT: object,
 }
-Pages = tuple[wire.ExplainPage, list[list[Any]], str, float, Callable[[str], str]]
+# The first page, its value checked against the question, every row, the data version, when the
+# first page was asked and what masks the service's text.
+Pages = tuple[wire.ExplainPage, wire.Parsed, list[list[Any]], str, float, Callable[[str], str]]
 
 
 def check_max_rows(max_rows: object) -> int:
@@ -55,17 +57,19 @@ def explain(source: Source, metric: str, project: str, granularity: str, date: D
     """See ``Client.explain``: the rows behind one value of ``source``'s service."""
     max_rows = check_max_rows(max_rows)
     point = source.point(metric, project, granularity, date)
-    first, rows, version, sent, hide = source.settled(
+    first, value, rows, version, sent, hide = source.settled(
         lambda: detached(_pages, source, point, max_rows),
         f"while the rows of {point.metric} for {point.project} were fetched page by page",
     )
     frame = _frame(first.columns, rows)
-    fields, value = first.fields, wire.explained(first)
-    last = dt.date.fromisoformat(str(value.period_end)[:10])
+    fields = first.fields
+    last = dt.date.fromisoformat(str(value.period_end))
     # The service's words about the value (its formula, say) are text of the service: masked.
     answered = {
         name: _hidden(fields[name], hide) if name in wire.EXPLAIN_WORDS else fields[name] for name in wire.EXPLAIN_ABOUT
     }
+    # The bounds as the days they name (checked with the first page): as written, they are the service's text.
+    answered.update(period_start=value.period_start, period_end=value.period_end)
     answered["complete"] = complete_when_fetched(value.complete, last, sent)
     source.discovery.saw(version, source.cache())
     frame.attrs = {
@@ -85,7 +89,7 @@ def _pages(source: Source, point: Point, max_rows: int) -> Pages | None:
     transport, calendar, metric = source.transport(), source.calendar, source.metric(point.metric)
     params = dict(zip(wire.PARAMETERS, point, strict=True))
     limit = min(max_rows, wire.EXPLAIN_MAX_LIMIT)
-    offset, rows, first, version = 0, [], None, ""
+    offset, rows, first, checked, version = 0, [], None, None, ""
     sent = source.clock()
     while True:
         reply = transport.get(wire.EXPLAIN_PATH, {**params, wire.LIMIT: str(limit), wire.OFFSET: str(offset)})
@@ -93,9 +97,9 @@ def _pages(source: Source, point: Point, max_rows: int) -> Pages | None:
         if reply.status != 200:
             raise _refused(source.service, error_of(reply, url, source.clock))
         page = wire.explain_page(reply.body, url, hide)
-        answered_version = reply.header(wire.DATA_VERSION_HEADER) or ""
+        answered_version = version_of(reply) or ""
         if first is None:
-            _check_about(point, page, metric, calendar, url, hide)
+            checked = about(point, wire.explained(page), metric, calendar, url, hide)
             if page.total_rows > max_rows:
                 raise ValidationError(
                     f"{point.metric} for {point.project} over the {point.granularity} period starting {point.date} "
@@ -119,20 +123,8 @@ def _pages(source: Source, point: Point, max_rows: int) -> Pages | None:
         raise ResponseFormatError(
             f"{shown_request(reply.url)}: the pages held {len(rows):,} rows where the answer says {first.total_rows:,}"
         )
-    return first, rows, version, sent, hide
-
-
-def _check_about(
-    point: Point, page: wire.ExplainPage, metric: Any, calendar: Any, url: str, hide: Callable[[str], str]
-) -> None:
-    """Refuse an answer about another value than the one asked (as /metrics answers are)."""
-    parsed = wire.explained(page)
-    start = str(parsed.period_start or point.date)
-    if start[:10] != point.date:
-        raise other_period(point, start, url, calendar.week_start, hide)
-    wrong = mismatches(point, parsed, metric, calendar, hide)
-    if wrong:
-        raise ResponseFormatError(f"the answer from {url} is not about what was asked: {'; '.join(wrong)}")
+    assert checked is not None
+    return first, checked, rows, version, sent, hide
 
 
 def _refused(service: str, error: APIError) -> Exception:

@@ -9,12 +9,19 @@ alias of it), the project, the period's last day and the unit. An answer to anot
 ResponseFormatError naming each mismatch, and is never cached. Fields an answer leaves out (a bare
 number, as the specification allows) are not checked.
 
-Each answer also brings the data version it came from (the ``X-Data-Version`` header), or None.
+A period's bounds are read exactly: an ISO date, or an ISO date-time on that day (in UTC); anything
+else (text after the date, another format) is a ResponseFormatError, and the answer is never
+cached. What the client keeps of them is the day they name, never the service's text.
+
+Each answer also brings the data version it came from (the ``X-Data-Version`` header), or None: as
+the client keeps it (:func:`version_of`), the key masked in it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import hashlib
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -84,7 +91,7 @@ def _outcome(
     if isinstance(reply, TransportError):
         return reply, None
     try:
-        return read(point, reply, metrics[point.metric], calendar, clock), reply.header(VERSION_HEADER)
+        return read(point, reply, metrics[point.metric], calendar, clock), version_of(reply)
     except (APIError, ResponseFormatError) as error:
         return error, None
 
@@ -118,13 +125,51 @@ def _read(point: Point, reply: Reply, metric: Metric, calendar: Calendar, clock:
     if reply.status != 200:
         raise error_of(reply, url, clock)
     parsed = wire.metric_value(reply.body, is_count=metric.is_count, url=url, mask=hide)
-    answered = parsed.period_start or point.date
-    if answered[:10] != point.date:
-        raise other_period(point, answered, url, calendar.week_start, hide)
+    return about(point, parsed, metric, calendar, url, hide)
+
+
+def about(
+    point: Point, parsed: wire.Parsed, metric: Metric, calendar: Calendar, url: str, hide: Callable[[str], str]
+) -> wire.Parsed:
+    """``parsed`` checked against the question (``point``), its period's bounds as the ISO days they
+    name (the service's text of them is kept nowhere); raised: the ResponseFormatError of a bound
+    that is not a date, of an answer about another question, or the ConfigurationError of another week."""
+    for name, bound in ((wire.PERIOD_START, parsed.period_start), (wire.PERIOD_END, parsed.period_end)):
+        if bound is not None and wire.period_day(bound) is None:
+            said = hide(str(bound))
+            raise ResponseFormatError(
+                f"the answer from {url} has a {name} that is neither an ISO date (such as 2025-06-01) nor an "
+                f"ISO date-time on that day: {said[:200] + ('...' if len(said) > 200 else '')!r}"
+            )
+    start, end = wire.period_day(parsed.period_start), wire.period_day(parsed.period_end)
+    if start is not None and start.isoformat() != point.date:
+        raise other_period(point, str(parsed.period_start), url, calendar.week_start, hide)
     wrong = mismatches(point, parsed, metric, calendar, hide)
     if wrong:
         raise ResponseFormatError(f"the answer from {url} is not about what was asked: {'; '.join(wrong)}")
-    return parsed
+    return dataclasses.replace(
+        parsed,
+        period_start=start.isoformat() if start is not None else None,
+        period_end=end.isoformat() if end is not None else None,
+    )
+
+
+def version_of(reply: Reply) -> str | None:
+    """The data version ``reply`` names (its ``X-Data-Version``), as the client keeps it (see
+    :func:`kept_version`); None when it names none."""
+    return kept_version(reply.header(VERSION_HEADER), reply.mask)
+
+
+def kept_version(version: str | None, mask: Callable[[str], str]) -> str | None:
+    """A data version of the service as the client keeps it, in the cache, ``attrs`` and messages
+    alike: as it came, or, when it holds the key, masked (``mask``) with ``#`` and the start of its
+    SHA-256 appended, a one-way digest that still tells apart two versions the mask makes alike."""
+    if version is None:
+        return None
+    masked = mask(version)
+    if masked == version:
+        return version
+    return f"{masked}#{hashlib.sha256(version.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
 def error_of(reply: Reply, url: str, clock: Callable[[], float] = time.time) -> APIError:
@@ -179,9 +224,9 @@ def mismatches(
     if parsed.project is not None and parsed.project != point.project:
         wrong.append(f"{wire.PROJECT} {hide(parsed.project)!r}, asked {point.project!r}")
     if parsed.period_end is not None:
-        last = calendar.end(dt.date.fromisoformat(point.date), point.granularity).isoformat()
-        if parsed.period_end[:10] != last:
-            wrong.append(f"period_end {hide(parsed.period_end)!r}, the period asked ends {last}")
+        last = calendar.end(dt.date.fromisoformat(point.date), point.granularity)
+        if wire.period_day(parsed.period_end) != last:
+            wrong.append(f"period_end {hide(str(parsed.period_end))!r}, the period asked ends {last.isoformat()}")
     if parsed.unit is not None and parsed.unit != metric.unit:
         wrong.append(f"unit {hide(parsed.unit)!r}, the metric is in {metric.unit!r}")
     return wrong
@@ -193,10 +238,8 @@ def other_period(point: Point, answered: str, url: str, week_start: str, hide: C
     said = hide(answered)
     if point.granularity != "1_week":
         return ResponseFormatError(f"the answer from {url} is for the period starting {said}, not {point.date}")
-    try:
-        weekday = dt.date.fromisoformat(answered[:10]).strftime("%A").lower()
-    except ValueError:
-        weekday = "another day"
+    day = wire.period_day(answered)
+    weekday = day.strftime("%A").lower() if day is not None else "another day"
     hint = f"set week_start={weekday!r}" if weekday in ("monday", "sunday") else "no week_start fits it"
     return ConfigurationError(
         f"the service's weeks start on a {weekday}, not a {week_start}: asked for the week of "

@@ -41,6 +41,7 @@ class Result(NamedTuple):
     from_cache: bool
     version: str | None = None  # the data version of its answer
     missing: str | None = None  # value None: the service's reason ("" when it gave none)
+    fetched_at: float | None = None  # when its request was sent (the wall clock), for IncompletePeriodWarning's reason
 
 
 def failure(point: Point, error: BaseException) -> dict[str, str]:

@@ -276,6 +276,7 @@ def explain_page(body: bytes, url: str | None = None, mask: Mask | None = None) 
             f"{_start(body, mask)}"
         )
     fields = {n: document[n] for n in EXPLAIN_FIELDS if n not in (COLUMNS, ROWS)}
+    fields[COMPLETE] = complete_flag(fields, url, mask)
     return ExplainPage(fields, columns, rows, total, following)
 
 
@@ -502,6 +503,7 @@ def explain_cell(column_type: ColumnType, value: Any) -> Any:
 # -- reading (the client) ---------------------------------------------------------------------------
 
 _SHOWN = 200
+_MASKED = 65_536  # characters of a body masked before its start is shown (see _start)
 Mask = Callable[[str], str]  # hides secrets in a service's text before it goes into a message
 
 
@@ -523,7 +525,7 @@ _FAILURE_FIELDS = frozenset({"success", "ok", "status", "error", "errors"})
 # Types, as tuples: a union written in a call (int | float) is made anew on every call.
 _NUMBERS = (int, float, Decimal)
 _BARE = (int, float, Decimal, str)  # a value alone: a number or decimal text (or null)
-_WORDS = (str, bool)  # the fields kept beside a value
+_WORDS = (str, bool)  # the fields kept beside a value (and COMPLETE, whatever it is: see complete_flag)
 
 
 @dataclass(frozen=True)
@@ -566,9 +568,10 @@ def _loads_value(body: bytes) -> Any:
 
 
 def _start(body: bytes, mask: Mask = _as_is) -> str:
-    """The start of a body for a message: the whole body masked, then cut (a cut before masking could
-    leave the first characters of a key)."""
-    text = mask(body.decode("utf-8", errors="replace"))
+    """The start of a body for a message: its first _MASKED characters masked, then cut to _SHOWN (a
+    cut before masking could leave the first characters of a key; the margin holds a key's longest
+    escaped form, so a key that starts within what is shown is masked whole)."""
+    text = mask(body[: 4 * _MASKED].decode("utf-8", errors="replace")[:_MASKED])
     return _cut(text)
 
 
@@ -614,7 +617,7 @@ def metric_value(body: bytes, *, is_count: bool, url: str | None = None, mask: M
     return Parsed(
         None if number is None else _number(number, is_count, body, url, mask),
         fields.get("unit"),
-        _bool(fields.get("complete")),
+        complete_flag(fields, url, mask),
         fields.get("period_start"),
         fields.get("period_end"),
         fields.get(METRIC_NAME),
@@ -639,7 +642,7 @@ def _find(document: Any, depth: int) -> _Found | None:
         if failed is not None:
             return None, {}, failed
         if "value" in document:
-            fields = {k: v for k, v in document.items() if isinstance(v, _WORDS)}
+            fields = {k: v for k, v in document.items() if isinstance(v, _WORDS) or k == COMPLETE}
             return document["value"], fields, None
         if "data" in document:
             return _find(document["data"], depth + 1)
@@ -729,12 +732,67 @@ def _short(number: int | float | Decimal | str) -> str:
     return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} characters)"
 
 
-def _bool(value: Any) -> bool | None:
-    return value if isinstance(value, bool) else None
+def complete_flag(fields: dict[str, Any], url: str | None = None, mask: Mask = _as_is) -> bool | None:
+    """The ``complete`` flag of an answer's ``fields``, read exactly: None when the answer has none
+    (the client then decides by the period's end), JSON true or false as those. Anything else (the
+    text "false", 0, 1, null) is a ResponseFormatError naming the field and what is allowed: a flag
+    that cannot be read is never taken for complete, nor silently dropped."""
+    if COMPLETE not in fields:
+        return None
+    flag = fields[COMPLETE]
+    if isinstance(flag, bool):
+        return flag
+    raise ResponseFormatError(
+        f"the answer{_at(url)} has a {COMPLETE} flag that is not a JSON boolean ({_cut(mask(_json_text(flag)))}): "
+        f"{COMPLETE} must be true or false (JSON booleans, not text or numbers), or left out"
+    )
+
+
+def _json_text(value: Any) -> str:
+    """A JSON value as the service wrote it, near enough for a message (a number kept as its text
+    is shown unquoted)."""
+    return str(value) if isinstance(value, _Written | Decimal) else json.dumps(value, default=str)
 
 
 def _at(url: str | None) -> str:
     return f" from {url}" if url else ""
+
+
+# A period's bound as an answer may write it: an ISO date, or an ISO 8601 date-time (RFC 3339's
+# space or lower-case t and z allowed) whose day in UTC is the bound's.
+_ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+_ISO_INSTANT = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2})[Tt ]([0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?)"
+    r"([Zz]|[+-][0-9]{2}:?[0-9]{2})?",
+    re.ASCII,
+)
+
+
+def period_day(text: object) -> dt.date | None:
+    """The day a ``period_start`` or ``period_end`` names: exactly an ISO date (``2025-06-01``), or an
+    ISO 8601 date-time taken for the UTC day it falls on (``2025-06-01T00:00:00Z``; without a zone it
+    is UTC). None for anything else (text after the date, another format): such a bound is refused."""
+    if isinstance(text, str) and _ISO_DAY.fullmatch(text):
+        try:
+            return dt.date.fromisoformat(text)
+        except ValueError:
+            return None
+    when = instant(text)
+    return when.date() if when is not None else None
+
+
+def instant(text: object) -> dt.datetime | None:
+    """An ISO 8601 date-time (see _ISO_INSTANT; UTC without a zone) as a UTC datetime; None for
+    anything else."""
+    found = _ISO_INSTANT.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
+        return None
+    day, clock, zone = found.groups()
+    zone = "+00:00" if zone is None or zone in "Zz" else zone
+    try:
+        return dt.datetime.fromisoformat(f"{day}T{clock[:15]}{zone}").astimezone(dt.UTC)
+    except (ValueError, OverflowError):
+        return None
 
 
 def retry_after_seconds(value: str | None, date: str | None = None, now: float | None = None) -> float | None:
@@ -836,9 +894,10 @@ def _shown_code(code: Any, mask: Mask) -> str | None:
 
 def _shown_location(location: str, mask: Mask) -> str:
     """Where a redirect points, for a message: its query and fragment left out (they may carry a
-    token of the service's), the rest masked."""
-    cut = re.split(r"[?#]", location, maxsplit=1)
-    return repr(mask(cut[0])[:_SHOWN] + ("?..." if len(cut) > 1 else ""))
+    token of the service's), each shown as ``?...`` or ``#...``, the rest masked."""
+    cut = min((location.find(mark) for mark in "?#" if mark in location), default=len(location))
+    left_out = location[cut : cut + 1]  # "?" (a query, perhaps a fragment after it), "#" (a fragment alone) or ""
+    return repr(mask(location[:cut])[:_SHOWN] + (left_out + "..." if left_out else ""))
 
 
 # -- client: what the client reads beyond /metrics, and the headers it sends --------------------------
@@ -855,11 +914,19 @@ HOST_HEADER = "host"
 
 @dataclass(frozen=True)
 class ProjectsAnswer:
-    """A ``GET /projects`` answer, read: each project's entry by its name, and the data version the
-    body names (None when it names none as text)."""
+    """A ``GET /projects`` answer, read: each project's entry by its name (only the fields the client
+    uses: PROJECT_FIELDS), the data version the body names (None when it names none as text), and
+    the time of the data's last event (a UTC datetime; None when it gives none that can be read)."""
 
     projects: dict[str, dict[str, Any]]
     data_version: str | None
+    last_event: dt.datetime | None = None
+
+
+# What the client uses of a project in GET /projects: its kinds and whether it has regular pools
+# (whether a metric applies to it), its coverage and its metrics (Client.projects()). Any other field
+# is left out where it is read, so it is kept nowhere (a vendor's note that echoes the key, say).
+PROJECT_FIELDS = (KINDS, REGULAR_POOLS, COVERAGE, METRICS)
 
 
 def projects_answer(body: bytes) -> ProjectsAnswer:
@@ -867,13 +934,17 @@ def projects_answer(body: bytes) -> ProjectsAnswer:
     the service's text is in its message: the client only logs that it could not read it)."""
     try:
         document = _loads(body)
-        projects = {entry[PROJECT]: entry for entry in document[PROJECTS]}
+        projects = {
+            entry[PROJECT]: {name: entry[name] for name in PROJECT_FIELDS if name in entry}
+            for entry in document[PROJECTS]
+        }
         version = document.get(DATA_VERSION)
+        last_event = document.get(LAST_EVENT)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         raise ResponseFormatError(
             f"the {PROJECTS_PATH} answer is not a list of projects ({type(error).__name__})"
         ) from None
-    return ProjectsAnswer(projects, version if isinstance(version, str) else None)
+    return ProjectsAnswer(projects, version if isinstance(version, str) else None, instant(last_event))
 
 
 # What an explain page says of its value beside the rows and the page, in EXPLAIN_FIELDS order (the
@@ -892,7 +963,7 @@ def explained(page: ExplainPage) -> Parsed:
     return Parsed(
         fields[VALUE],
         unit=fields.get(UNIT),
-        complete=_bool(fields.get(COMPLETE)),
+        complete=fields.get(COMPLETE),
         period_start=fields.get(PERIOD_START),
         period_end=fields.get(PERIOD_END),
         metric_name=fields.get(METRIC_NAME),

@@ -304,6 +304,17 @@ def test_a_body_that_is_not_in_its_content_encoding_is_said_so(server, client):
     assert metric_attempts(server) == 1  # the same answer would come again
 
 
+@pytest.mark.parametrize("encoding", ["br", "gzip, br", "x-vendor"])
+def test_a_body_in_an_encoding_the_client_does_not_decode_is_refused(server, client, encoding):
+    # Hostile round on issue 27: Content-Encoding: br on a plain body was read as plain, unlike gzip.
+    server.always("/metrics", status(200, {"value": 5}, headers={"Content-Encoding": encoding}))
+    with pytest.raises(mk.TransportError) as caught:
+        client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+    text = str(caught.value)
+    assert f"Content-Encoding: {encoding}, which the client does not decode" in text and "not retried" in text, text
+    assert metric_attempts(server) == 1
+
+
 @pytest.mark.parametrize("code", [301, 302, 307, 308])
 def test_a_redirect_is_not_followed_and_says_where_it_pointed(server, client, code):
     server.script("/metrics", status(code, b"", headers={"Location": "https://moved.example/v2/metrics?sig=abc"}))

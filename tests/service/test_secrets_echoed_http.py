@@ -6,6 +6,7 @@ cannot mask such a key reliably."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -124,3 +125,95 @@ def test_a_long_key_in_the_parameters_is_still_refused(caplog):
             with pytest.raises(mk.ValidationError, match="must not be part of the path or the parameters"):
                 client.series(COUNT, "project-key-012345", "2025-01-01", "2025-01-02")
         assert server.attempts("/metrics") == 0
+
+
+def test_a_vendor_that_echoes_the_key_upper_cased_or_in_base64_never_gets_it_shown(tmp_path):
+    # D2 of the hostile round on issue 27: "INVALID API KEY: SK_LIVE_..." showed the key up to case.
+    said = '{"error": {"code": "invalid_api_key", "message": "INVALID API KEY: {KEY}", "param": "{key64}"}}'
+    with FaultServer() as server:
+        server.always("/projects", status(404))
+        server.always("/metrics", echo(401, said, headers={"WWW-Authenticate": 'Basic realm="{KEY}"'}))
+        with mk.Client(server.base_url, KEY, cache=False, retries=0, progress=False) as client:
+            with pytest.raises(mk.AuthenticationError) as one:
+                client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                series = client.series(COUNT, "demoswap", "2025-01-01", "2025-01-03", errors="coerce")
+        done = subprocess.run(
+            [sys.executable, "-m", "metrics_kit", "fetch", COUNT, "--project", "demoswap", "--errors", "coerce"]
+            + ["--start", "2025-01-01", "--end", "2025-01-02", "--base-url", server.base_url]
+            + ["--out", str(tmp_path / "out.csv"), "--no-cache"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**child_environment(tmp_path / "cache"), "METRICS_KIT_API_KEY": KEY},
+        )
+    error = one.value
+    assert "INVALID API KEY: ***" in str(error) and 'realm="***"' in str(error), str(error)
+    saved = tmp_path / "series.parquet"
+    series.to_frame().to_parquet(saved)
+    shown = [str(error), repr(error), repr(error.args), str(error.param), verbose(error), json.dumps(series.attrs)]
+    shown += [str(w.message) for w in caught] + [saved.read_bytes().decode("latin-1"), done.stderr, done.stdout]
+    assert caught and len(series.attrs["failed"]) == 3 and done.returncode == 0, done.stderr
+    assert not [part for part in shown if any(form in part.lower() for form in _lowered_forms())]
+
+
+def _lowered_forms() -> list[str]:
+    """KEY in any case, and the middle of its base64 (user:KEY), lower-cased: made here, not in the
+    test's frame, whose locals the verbose traceback shows."""
+    return [KEY.lower(), base64.b64encode(b"user:" + KEY.encode()).decode()[8:-4].lower()]
+
+
+PROJECTS = (
+    '{"data_version": "{key}", "owner": "{key}", "projects": [{"project": "demoswap", "kinds": ["dex"], '
+    '"regular_pools": true, "note": "issued to key {key}"}]}'
+)
+
+
+def test_a_key_echoed_as_the_data_version_or_in_projects_is_in_no_output_nor_the_cache_file(tmp_path, monkeypatch):
+    # D1 and D3 of the hostile round on issue 27: X-Data-Version and /projects that repeat the key put
+    # it in attrs["data_version"], UnconfirmedDataWarning, fetch's stderr and the cache file.
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(cache))
+    with FaultServer() as server:
+        server.always("/projects", echo(200, PROJECTS, headers={"X-Data-Version": "{key}"}))
+        server.always("/metrics", echo(200, '{"value": 5, "note": "{key}"}', headers={"X-Data-Version": "{key}"}))
+        with mk.Client(server.base_url, KEY, retries=0, progress=False) as client:
+            series = client.series(COUNT, "demoswap", "2025-01-01", "2025-01-03")
+        # The vendor fails (a 500, not retried): the values as last seen, their version unconfirmed, said so.
+        server.always("/projects", status(500))
+        server.always("/metrics", status(500))
+        with mk.Client(server.base_url, KEY, retries=0, progress=False, version_ttl=0) as client:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                cached = client.series(COUNT, "demoswap", "2025-01-01", "2025-01-03")
+        done = subprocess.run(
+            [sys.executable, "-m", "metrics_kit", "fetch", COUNT, "--project", "demoswap"]
+            + ["--start", "2025-01-01", "--end", "2025-01-03", "--base-url", server.base_url]
+            + ["--out", str(tmp_path / "out.csv")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**child_environment(cache), "METRICS_KIT_API_KEY": KEY},
+        )
+    assert series.tolist() == cached.tolist() == [5, 5, 5] and series.attrs["data_version"].startswith("***#")
+    said = [str(w.message) for w in caught if issubclass(w.category, mk.UnconfirmedDataWarning)]
+    assert said and "'***#" in said[0], said
+    assert done.returncode == 0 and "confirm its data version" in done.stderr and "'***#" in done.stderr, done.stderr
+    saved = tmp_path / "series.parquet"
+    series.to_frame().to_parquet(saved)
+    shown = [json.dumps(series.attrs), json.dumps(cached.attrs), *said, done.stderr, done.stdout]
+    shown += [saved.read_bytes().decode("latin-1")] + [p.read_bytes().decode("latin-1") for p in cache.iterdir()]
+    assert [p.name for p in cache.iterdir()] and not [part for part in shown if KEY.lower() in part.lower()]
+
+
+def test_a_period_with_the_key_after_its_date_is_refused_and_never_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("METRICS_KIT_CACHE_DIR", str(tmp_path / "cache"))
+    with FaultServer() as server:
+        server.always("/projects", status(404))
+        server.always("/metrics", echo(200, '{"value": 5, "period_start": "2025-01-01{key}"}'))
+        with mk.Client(server.base_url, KEY, retries=0, progress=False) as client:
+            with pytest.raises(mk.ResponseFormatError, match="period_start that is neither an ISO date") as caught:
+                client.value(COUNT, "demoswap", "1_day", "2025-01-01")
+    assert "'2025-01-01***'" in str(caught.value) and KEY not in verbose(caught.value)
+    assert all(KEY.encode() not in p.read_bytes() for p in (tmp_path / "cache").iterdir())

@@ -13,6 +13,7 @@ def fresh_default(monkeypatch):
     monkeypatch.setattr(api, "_default", None)
     monkeypatch.setattr(api, "_made_from", None)
     monkeypatch.setattr(api, "_arguments", {})
+    monkeypatch.setattr(api, "_configured", {}, raising=False)
     monkeypatch.setattr(settings, "_noticed", set())
     yield
     if api._default is not None:

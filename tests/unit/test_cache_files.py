@@ -5,8 +5,10 @@ cannot be written (a full disk) skips the write with one warning while the pull 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import sqlite3
+from pathlib import Path
 
 import pytest
 from client_fakes import FakeClock, daily_service
@@ -102,6 +104,41 @@ def test_a_full_cache_skips_the_write_with_one_warning_and_the_pull_keeps_its_va
             series = client.series(COUNT, "demoswap", "2024-01-01", "2025-08-22")
         assert len([w for w in caught if w.category is CacheWarning]) == 1
         assert series.tolist() == list(range(600)) and series.attrs["fetched"] == 600
+
+
+def test_a_schema_4_cache_is_migrated_without_the_service_text_it_held(tmp_path, caplog):
+    # Schema 4 kept a service's text as it came: a data version, a period's bound with text after its
+    # date, a /projects answer; a vendor that echoed the key put it in the file (hostile round on issue
+    # 27, D1 and D3). The migration keeps the values and leaves none of that text in the file.
+    key = "sk_live_Zq9XyW3vT7pLm2Kd"
+    path = tmp_path / "values.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(SCHEMA_3)
+    conn.execute("ALTER TABLE entries ADD COLUMN rule INTEGER NOT NULL DEFAULT 1")
+    ns = settings.Secret(key).fingerprint("https://x.test")
+    fetched = dt.datetime(2025, 2, 1, tzinfo=dt.UTC).timestamp()
+    row = "INSERT INTO entries VALUES (?, 'm', 'p', '1_day', ?, ?, 'count', 1, ?, ?, ?, ?, 2)"
+    conn.execute(row, (ns, "2025-01-01", 1, "2025-01-01", "2025-01-01", fetched, "v1"))
+    conn.execute(row, (ns, "2025-01-02", 2, f"2025-01-02{key}", f"2025-01-02 {key}", fetched, "v1"))
+    conn.execute(row, (ns, "2025-01-03", 3, "2025-01-03", "2025-01-03", fetched, f"v-{key}"))
+    projects = json.dumps({"p": {"kinds": ["dex"], "note": key}})
+    conn.execute("INSERT INTO services VALUES (?, ?, ?, ?)", (ns, f"v-{key}", fetched, projects))
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '4')")
+    conn.commit()
+    conn.close()
+    assert key.encode() in path.read_bytes()
+    keys = [("m", "p", "1_day", f"2025-01-0{day}") for day in (1, 2, 3)]
+    with caplog.at_level(logging.WARNING), ValueCache("https://x.test", key, path=path) as cache:
+        got = cache.get_many(keys, version="v1", now=fetched + 1)
+        assert cache.known() is None  # the version and projects last seen are asked again
+    assert {k[3]: (e.value, e.period_start, e.period_end) for k, e in got.items()} == {
+        "2025-01-01": (1, "2025-01-01", "2025-01-01"),
+        "2025-01-02": (2, "2025-01-02", "2025-01-02"),
+    }
+    assert "migrated to schema 5" in caplog.text
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        assert not name.exists() or key.encode() not in name.read_bytes(), name
 
 
 # The cache's schema 2, as released: completeness could be NULL, expiry fixed by the writer.

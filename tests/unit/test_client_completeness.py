@@ -125,3 +125,63 @@ def test_drop_records_every_point_it_left_out_in_every_shape():
     assert one.attrs["dropped"] == dropped and len(one) == 1
     assert kept.attrs["dropped"] == [] and len(kept) == 2
     json.dumps(wide.attrs)  # JSON, so that Parquet keeps it
+
+
+@pytest.mark.parametrize("flag", ['"false"', '"true"', "0", "1", '"no"', "null", '""'])
+def test_a_complete_flag_that_is_not_a_json_boolean_is_refused_and_never_cached(flag, tmp_path):
+    # Hostile round on issue 27, D5: "complete": "false", 0 or "no" was ignored, the value filed complete
+    # (kept under incomplete="drop", no IncompletePeriodWarning, cached complete for good).
+    def answer(request: Request) -> Response:
+        if request.path != "/metrics":
+            return Response(404, json={"error": {"code": "not_found", "message": "no such path"}})
+        return Response(200, json={"value": 7, "period_start": request.params["date"], "complete": json.loads(flag)})
+
+    with Client(transport=MockTransport(answer), progress=False) as client:
+        with pytest.raises(mk.ResponseFormatError, match="complete flag that is not a JSON boolean") as caught:
+            client.value(COUNT, "demoswap", "1_day", "2025-06-01")
+        with pytest.warns(mk.PartialDataWarning, match="3 of 3 points failed"):
+            series = client.series(COUNT, "demoswap", "2025-06-01", "2025-06-03", errors="coerce", incomplete="drop")
+        assert client._get_cache().stats()["entries"] == 0
+    assert f"({flag!r})" in str(caught.value) and "must be true or false" in str(caught.value)
+    assert series.isna().all() and len(series.attrs["failed"]) == 3
+
+
+@pytest.mark.parametrize("flag", [True, False, None])
+def test_a_complete_flag_that_is_a_json_boolean_or_left_out_is_read(flag):
+    clock = FakeClock(utc("2025-07-01T00:00:00"))
+    with Client(transport=MockTransport(constant(7, complete=flag)), clock=clock, cache=False) as client:
+        frame = client.frame([COUNT], "demoswap", "2025-06-01", "2025-06-02", shape="long")
+    assert frame.complete.tolist() == [flag is not False] * 2
+
+
+def test_incomplete_period_warning_names_the_service_flag_when_the_period_had_ended():
+    # Hostile round on issue 27, D10: a period that ended months before, flagged incomplete by the
+    # service (its data stop inside it), was said to have "not ended when the value was fetched".
+    def answer(request: Request) -> Response:
+        if request.path == "/projects":
+            body = {
+                "last_event": "2025-01-15T10:00:00Z",
+                "projects": [{"project": "demoswap", "kinds": ["dex"]}],
+            }
+            return Response(200, json=body)
+        return daily_service(JANUARY, complete=False)(request)
+
+    clock, transport = FakeClock(utc("2025-06-01T00:00:00")), MockTransport(answer)
+    with Client(transport=transport, clock=clock) as client:
+        for _ in range(2):  # fetched, then read back from the cache
+            with pytest.warns(IncompletePeriodWarning) as caught:
+                assert client.value(COUNT, "demoswap", "1_week", "2025-01-13") == sum(range(13, 20))
+            said = str(caught[0].message)
+            assert "had not ended" not in said and "the service flags the period not complete" in said, said
+            assert "its data's last event is at 2025-01-15 10:00:00 UTC" in said, said
+    assert [r.path for r in transport.requests].count("/metrics") == 1  # the second read from the cache
+
+
+def test_incomplete_period_warning_says_the_period_had_not_ended_when_that_is_the_reason():
+    clock = FakeClock(utc("2025-01-15T22:00:00"))
+    with Client(transport=MockTransport(daily_service(JANUARY, complete=True)), clock=clock, cache=False) as client:
+        with pytest.warns(IncompletePeriodWarning) as caught:
+            client.value(COUNT, "demoswap", "1_day", "2025-01-15")
+    said = str(caught[0].message)
+    assert "the period had not ended when the value was fetched (2025-01-15 22:00 UTC)" in said, said
+    assert "flags" not in said

@@ -92,6 +92,38 @@ def test_configure_keeps_the_settings_it_was_given_when_the_environment_changes(
     assert client.base_url == "http://127.0.0.1:9" and client.settings.workers == 3
 
 
+def test_configure_changes_only_what_it_is_given(fresh_default):
+    # Hostile round on issue 27, D8: configure(workers=3) after configure(base_url=..., api_key=...)
+    # made the default the synthetic demo, which then answered the vendor's question with its numbers.
+    first = mk.configure(base_url="http://127.0.0.1:9", api_key=KEY, cache=False)
+    tuned = mk.configure(workers=3)
+    assert first.is_closed and mk.default_client() is tuned
+    assert not tuned.embedded and tuned.base_url == "http://127.0.0.1:9"
+    assert tuned.settings.connection.api_key == settings.Secret(KEY)
+    assert tuned.settings.workers == 3 and tuned.settings.cache is False  # both kept
+    again = mk.configure(cache=True)  # a setting given its default is given all the same
+    assert again.settings.cache is True and again.settings.workers == 3 and again.base_url == "http://127.0.0.1:9"
+    rekeyed = mk.configure(api_key="another-key-0123456789")  # a key alone: the configured service's key
+    assert rekeyed.base_url == "http://127.0.0.1:9"
+    assert rekeyed.settings.connection.api_key == settings.Secret("another-key-0123456789")
+    with pytest.raises(ConfigurationError, match="base_url"):
+        mk.configure(base_url="http://127.0.0.1:10")  # another service: the key does not follow
+    assert not rekeyed.is_closed and mk.default_client() is rekeyed  # a refused call changes nothing
+    with pytest.raises(ConfigurationError, match="workers"):
+        mk.configure(workers=0)
+    assert mk.default_client() is rekeyed and api._configured["workers"] == 3
+    back = mk.configure(base_url=None)  # the service handed back to the environment: the demo here
+    assert back.embedded and back.settings.workers == 3 and "api_key" not in api._arguments
+
+
+def test_configure_keeps_a_configured_transport_and_answers_from_it(fresh_default):
+    transport = MockTransport(constant(41))
+    mk.configure(transport=transport, cache=False)
+    mk.configure(workers=2)
+    assert mk.value(COUNT, "demoswap", "1_day", "2025-01-05") == 41 and not transport.closed  # was: the demo's
+    assert mk.default_client().settings.workers == 2
+
+
 def test_configure_refuses_a_key_whose_base_url_is_left_to_the_environment(fresh_default, monkeypatch):
     monkeypatch.setenv("METRICS_KIT_BASE_URL", "http://127.0.0.1:9")
     with pytest.raises(ConfigurationError, match="give base_url= with api_key=") as caught:

@@ -8,6 +8,7 @@ tests/notebooks/test_controls.py.)"""
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import traceback
@@ -252,3 +253,83 @@ def test_a_family_helper_masks_the_project_list_and_kinds_as_the_client_does():
             c.dex("demolend", "2025-01-01", "2025-01-03")
     for caught in (unknown, inapplicable):
         assert not shows_key(str(caught.value)) and not shows_key(verbose(caught.value))
+
+
+# -- every form: case, base64, pieces (hostile round on issue 27, D2) ---------------------------------------
+
+LIVE = "sk_live_Zq9XyW3vT7pLm2Kd"  # 24 characters: a run of 12 or more of them is masked
+
+
+def b64(data: bytes, urlsafe: bool = False) -> str:
+    return (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(data).decode()
+
+
+OTHER_FORMS = {
+    "upper case": LIVE.upper(),
+    "lower case": LIVE.lower(),
+    "upper case, percent-encoded": quote(LIVE.upper(), safe=""),
+    "upper case, JSON \\u escapes": "".join(f"\\u{ord(c):04x}" for c in LIVE.upper()),
+    "base64 alone": b64(LIVE.encode()),
+    "base64 of user:key (basic auth)": b64(b"user:" + LIVE.encode()),
+    "base64, one byte before": b64(b"x" + LIVE.encode() + b"yz"),
+    "base64, two bytes before": b64(b"xy" + LIVE.encode()),
+    "URL-safe base64": b64(b"\xfb\xff" + LIVE.encode() + b"\xfe", urlsafe=True),
+    "base64, JSON-escaped": b64(b"a:" + LIVE.encode()).replace("/", "\\/"),
+}
+
+
+def revealed(text: str) -> list[str]:
+    """The runs of LIVE (12 characters or more, in any case) or of its base64 forms that ``text`` shows."""
+    found = []
+    for form in [LIVE.lower()] + [b64(b"\0" * n + LIVE.encode())[2 + n : -4].lower() for n in range(3)]:
+        found += [form[i : i + 12] for i in range(len(form) - 11) if form[i : i + 12] in text.lower()]
+    return found
+
+
+@pytest.mark.parametrize("form", list(OTHER_FORMS))
+def test_the_key_is_masked_in_any_case_and_base64(form):
+    text = f"Invalid API key: {OTHER_FORMS[form]}; try again"
+    shown = Secret(LIVE).mask(text)
+    assert shown.startswith("Invalid API key: ") and shown.endswith("; try again") and "***" in shown, shown
+    assert not revealed(shown), (shown, revealed(shown))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"key {LIVE[:12]} of param {LIVE[12:]}",  # split between two fields
+        f"key {LIVE[:13]}...",  # cut
+        f"key ...{LIVE[-12:].upper()}",  # the end of it, upper-cased
+        f"key {quote(LIVE[5:20], safe='')}",  # a piece, percent-encoded
+    ],
+)
+def test_a_piece_of_the_key_half_its_length_or_more_is_masked(text):
+    shown = Secret(LIVE).mask(text)
+    assert "***" in shown and not revealed(shown) and LIVE[:12] not in shown and LIVE[12:] not in shown, shown
+
+
+def test_a_shorter_piece_and_other_words_are_left_as_they_are():
+    text = f"key {LIVE[:11]}, date 2025-06-01, project demoswap"  # 11 characters: less than half the key
+    assert Secret(LIVE).mask(text) == text
+    assert Secret("demo").mask("unknown key DEMO in demoswap") == "unknown key *** in ***swap"  # a short key: whole
+
+
+def test_a_401_that_echoes_the_key_upper_cased_never_shows_it(tmp_path):
+    def answer(request: Request) -> Response:
+        said = f"INVALID API KEY: {request.headers['x-api-key'].upper()}"
+        return Response(401, json={"error": {"code": "invalid_api_key", "message": said, "param": b64(said.encode())}})
+
+    transport = MockTransport(answer, api_key=LIVE)
+    with mk.Client(transport=transport, cache=False, progress=False) as c:
+        with pytest.raises(mk.AuthenticationError) as caught:
+            c.value(COUNT, "demoswap", "1_day", "2025-01-01")
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            series = c.series(COUNT, "demoswap", "2025-01-01", "2025-01-03", errors="coerce")
+    error = caught.value
+    texts = [str(error), repr(error), repr(error.args), error.message, str(error.param), verbose(error)]
+    texts += [str(w.message) for w in warned] + [json.dumps(series.attrs)]
+    series.to_frame().to_parquet(tmp_path / "s.parquet")
+    texts.append((tmp_path / "s.parquet").read_bytes().decode("latin-1"))
+    assert "INVALID API KEY: ***" in str(error)
+    assert not any(revealed(text) for text in texts), [revealed(text) for text in texts]

@@ -238,3 +238,16 @@ def test_a_redirect_says_it_is_not_followed_and_where_it_pointed():
     text = str(error)
     assert "redirect (301) to 'https://moved.example/***/metrics?...'" in text and "not followed" in text
     assert "abc" not in text and "set base_url" in text
+
+
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("../v2/metrics#part", "'../v2/metrics#...'"),  # was '../v2/metrics?...', as if it had a query
+        ("../v2/metrics?sig=abc#part", "'../v2/metrics?...'"),
+        ("../v2/metrics", "'../v2/metrics'"),
+    ],
+)
+def test_a_redirect_shows_what_it_left_out_of_where_it_pointed(location, shown):
+    error = wire.api_error(308, b"", "http://x/metrics", header={"location": location}.get)
+    assert f"redirect (308) to {shown}" in str(error) and "part" not in str(error)

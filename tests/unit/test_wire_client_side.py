@@ -5,6 +5,7 @@ of the client spells a path or a header of the contract itself."""
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import json
 import re
 from pathlib import Path
@@ -22,9 +23,20 @@ PACKAGE = Path(__file__).parents[2] / "metrics_kit"
 def test_a_projects_answer_is_read_with_its_data_version():
     body = json.dumps({"data_version": "v3", "projects": [{"project": "demoswap", "kinds": ["dex"]}]}).encode()
     answer = wire.projects_answer(body)
-    assert answer.projects == {"demoswap": {"project": "demoswap", "kinds": ["dex"]}}
-    assert answer.data_version == "v3"
+    assert answer.projects == {"demoswap": {"kinds": ["dex"]}}
+    assert answer.data_version == "v3" and answer.last_event is None
     assert wire.projects_answer(b'{"projects": [], "data_version": 3}').data_version is None
+
+
+def test_a_projects_answer_keeps_only_what_the_client_uses():
+    # A vendor's own fields (a note that echoes the key, say) are read nowhere, and so kept nowhere.
+    project = {"project": "demoswap", "kinds": ["dex"], "regular_pools": True, "note": "issued to key sk_live_x"}
+    project.update(coverage={"start": "2025-01-01", "end": "2025-06-30"}, metrics=["swap_active_users"])
+    body = {"data_version": "v3", "projects": [project], "last_event": "2025-06-30T21:04:05.5Z", "owner": "k"}
+    answer = wire.projects_answer(json.dumps(body).encode())
+    assert answer.projects == {"demoswap": {k: v for k, v in project.items() if k not in ("project", "note")}}
+    assert answer.last_event == dt.datetime(2025, 6, 30, 21, 4, 5, 500000, tzinfo=dt.UTC)
+    assert wire.projects_answer(json.dumps({**body, "last_event": "yesterday"}).encode()).last_event is None
 
 
 @pytest.mark.parametrize(

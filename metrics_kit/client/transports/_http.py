@@ -277,14 +277,27 @@ def _cause(response: Any, error: Exception | None) -> str:
     return type(error).__name__ if error is not None else "unknown"
 
 
-class _Undecodable(urllib3.exceptions.DecodeError):
-    """An answer whose body is not in the Content-Encoding it names (a gzip header on a plain body).
-    Not retried (``Retry(other=0)``): the same answer would come again."""
+# The Content-Encodings the client reads a body in: urllib3's decoders (gzip and deflate; br and zstd
+# only where their packages are installed), and none. urllib3 hands a body in any other encoding on
+# as it came, which would be read as if it were plain.
+_DECODED = frozenset({*urllib3.response.BaseHTTPResponse.CONTENT_DECODERS, "identity", ""})
 
-    def __init__(self, encoding: str):
+
+class _Undecodable(urllib3.exceptions.DecodeError):
+    """An answer whose body is not in the Content-Encoding it names (a gzip header on a plain body),
+    or is in one the client cannot decode (``known`` False: br without its package, say). Not
+    retried (``Retry(other=0)``): the same answer would come again."""
+
+    def __init__(self, encoding: str, known: bool = True):
         super().__init__("the body is not in the Content-Encoding its answer names")
         # The header's value, for the message: a known encoding's name, else not repeated.
         self.encoding = encoding.strip().lower() if re.fullmatch(r"[\w, -]{1,40}", encoding.strip()) else "?"
+        self.known = known
+
+
+def _undecoded(encoding: str) -> bool:
+    """Whether a Content-Encoding header names an encoding (of a list of them) the client cannot decode."""
+    return any(part.strip().lower() not in _DECODED for part in encoding.split(","))
 
 
 class _AnswerTimeout(TimeoutError):
@@ -685,17 +698,22 @@ class HTTPTransport:
                 )
                 raw = response.raw
             assert raw is not None
+            encoding = raw.headers.get("content-encoding", "")
+            # A body in an encoding urllib3 has no decoder for would come as it was sent, never read as plain.
+            undecoded = _undecoded(encoding)
             try:
-                body = raw.read(decode_content=True)
+                body = raw.read(decode_content=not undecoded)
             except urllib3.exceptions.DecodeError:
                 # The body is not in the Content-Encoding the answer names: said so, not retried.
-                raise _Undecodable(raw.headers.get("content-encoding", "")) from None
+                raise _Undecodable(encoding) from None
             except (urllib3.exceptions.HTTPError, OSError):
                 if attempt.cut:  # the watchdog cut the body short
                     raise ReadTimeoutError(None, url, "the whole answer did not arrive in time") from _AnswerTimeout(  # type: ignore[arg-type]
                         attempt.pull
                     )
                 raise
+            if undecoded and body:
+                raise _Undecodable(encoding, known=False)
             return raw.status, raw.headers, body
         finally:
             attempt.done()
@@ -773,10 +791,17 @@ class HTTPTransport:
                 what = "the connection broke"
             todo = "try again later; if it persists, the service or a proxy in between is failing"
         elif isinstance(inner, _Undecodable):
-            what = (
-                f"the answer's body could not be decoded: it names Content-Encoding: {inner.encoding}, but its "
-                "body is not in that encoding"
-            )
+            if inner.known:
+                what = (
+                    f"the answer's body could not be decoded: it names Content-Encoding: {inner.encoding}, but "
+                    "its body is not in that encoding"
+                )
+            else:
+                what = (
+                    f"the answer's body could not be decoded: it names Content-Encoding: {inner.encoding}, which "
+                    f"the client does not decode (it reads {', '.join(sorted(_DECODED - {'', 'identity'}))} or "
+                    "none, and asks for no other)"
+                )
             when = f"; not retried, as the same answer would come again ({elapsed:.1f} s)"
             todo = "the service, or a proxy in between, sends a wrong Content-Encoding; tell its operator"
         else:
