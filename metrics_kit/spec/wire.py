@@ -915,12 +915,14 @@ HOST_HEADER = "host"
 @dataclass(frozen=True)
 class ProjectsAnswer:
     """A ``GET /projects`` answer, read: each project's entry by its name (only the fields the client
-    uses: PROJECT_FIELDS), the data version the body names (None when it names none as text), and
-    the time of the data's last event (a UTC datetime; None when it gives none that can be read)."""
+    uses: PROJECT_FIELDS), the data version the body names (None when it names none as text), the
+    time of the data's last event (a UTC datetime; None when it gives none that can be read), and the
+    most periods of a GET /series page when the service advertises it (None: it does not)."""
 
     projects: dict[str, dict[str, Any]]
     data_version: str | None
     last_event: dt.datetime | None = None
+    series_limit: int | None = None
 
 
 # What the client uses of a project in GET /projects: its kinds and whether it has regular pools
@@ -944,7 +946,77 @@ def projects_answer(body: bytes) -> ProjectsAnswer:
         raise ResponseFormatError(
             f"the {PROJECTS_PATH} answer is not a list of projects ({type(error).__name__})"
         ) from None
-    return ProjectsAnswer(projects, version if isinstance(version, str) else None, instant(last_event))
+    return ProjectsAnswer(
+        projects, version if isinstance(version, str) else None, instant(last_event), series_offered(document)
+    )
+
+
+def series_offered(document: Any) -> int | None:
+    """The most periods of a GET /series page, when a GET /projects body advertises GET /series at
+    SERIES_PATH ({SERIES: {PATH, LIMIT}}, LIMIT a whole number from 1), at most SERIES_LIMIT; None
+    when it does not (the client then asks one value per request, as the specification says)."""
+    offered = document.get(SERIES) if isinstance(document, dict) else None
+    if not isinstance(offered, dict) or offered.get(PATH) != SERIES_PATH:
+        return None
+    limit = offered.get(LIMIT)
+    if type(limit) is not int or limit < 1:
+        return None
+    return min(limit, SERIES_LIMIT)
+
+
+@dataclass(frozen=True)
+class SeriesPage:
+    """A GET /series page, read: each period as a GET /metrics answer about it would be read (its
+    value exact, its bounds and ``complete`` flag as written, the page's metric, project and unit),
+    how many periods the series has in all, and where the next page starts (None after the last)."""
+
+    periods: list[Parsed]
+    total_periods: int
+    next_offset: int | None
+
+
+def series_page(body: bytes, *, is_count: bool, url: str | None = None, mask: Mask = _as_is) -> SeriesPage:
+    """A GET /series 200 body read exactly: every value as :func:`metric_value` reads one (a count a
+    whole number an int64 holds, an amount the float nearest it, null: no value, with the period's
+    reason when it gives one), every ``complete`` flag as :func:`complete_flag` reads it. A body of
+    another shape is a ResponseFormatError saying what is wrong; a number is never guessed."""
+    try:
+        document = _loads_value(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ResponseFormatError(f"the answer{_at(url)} is not JSON; it starts {_start(body, mask)}") from None
+    periods = document.get(PERIODS) if isinstance(document, dict) else None
+    total, following = (document.get(TOTAL_PERIODS), document.get(NEXT_OFFSET)) if periods is not None else (0, 0)
+    if (
+        not isinstance(periods, list)
+        or not all(isinstance(period, dict) for period in periods)
+        or type(total) is not int
+        or total < 0
+        or not (following is None or (type(following) is int and following > 0))
+    ):
+        raise ResponseFormatError(
+            f"the answer{_at(url)} is not a page of a series ({{{PERIODS!r}: [...], {TOTAL_PERIODS!r}: n, "
+            f"{NEXT_OFFSET!r}: n or null}}); it starts {_start(body, mask)}"
+        )
+    about = {name: document[name] for name in (METRIC_NAME, PROJECT, UNIT) if isinstance(document.get(name), str)}
+    read = []
+    for period in periods:
+        number = period.get(VALUE)
+        reason = None
+        if number is None:  # no value: why, when the period says
+            reason = next((mask(period[name]) for name in _REASONS if isinstance(period.get(name), str)), None)
+        read.append(
+            Parsed(
+                None if number is None else _number(number, is_count, body, url, mask),
+                about.get(UNIT),
+                complete_flag(period, url, mask),
+                period.get(PERIOD_START),
+                period.get(PERIOD_END),
+                about.get(METRIC_NAME),
+                about.get(PROJECT),
+                reason,
+            )
+        )
+    return SeriesPage(read, total, following)
 
 
 # What an explain page says of its value beside the rows and the page, in EXPLAIN_FIELDS order (the
