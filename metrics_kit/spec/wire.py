@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import functools
 import json
 import math
 import re
@@ -772,6 +773,11 @@ def period_day(text: object) -> dt.date | None:
     """The day a ``period_start`` or ``period_end`` names: exactly an ISO date (``2025-06-01``), or an
     ISO 8601 date-time taken for the UTC day it falls on (``2025-06-01T00:00:00Z``; without a zone it
     is UTC). None for anything else (text after the date, another format): such a bound is refused."""
+    # The same few days come back in every series of a pull: each text is read once.
+    return _period_day(text) if type(text) is str and len(text) <= 40 else _read_day(text)
+
+
+def _read_day(text: object) -> dt.date | None:
     if isinstance(text, str) and _ISO_DAY.fullmatch(text):
         try:
             return dt.date.fromisoformat(text)
@@ -779,6 +785,9 @@ def period_day(text: object) -> dt.date | None:
             return None
     when = instant(text)
     return when.date() if when is not None else None
+
+
+_period_day = functools.lru_cache(maxsize=8192)(_read_day)
 
 
 def instant(text: object) -> dt.datetime | None:

@@ -25,6 +25,7 @@ class SeriesService:
         self.advertised, self.limit, self.versions = advertised, limit, list(versions)
         self.series_status: int | None = None  # an error status for every /series request
         self.unlisted: set[str] = set()  # days /series leaves out
+        self.unit = "count"  # the unit both paths answer with
 
     def version(self) -> str:
         return self.versions.pop(0) if len(self.versions) > 1 else self.versions[0]
@@ -39,7 +40,7 @@ class SeriesService:
             day = dt.date.fromisoformat(request.params["date"])
             if day not in DAYS:
                 return Response(404, json={"error": {"code": "date_out_of_coverage", "message": "outside"}})
-            value = {"period_start": day.isoformat(), "period_end": day.isoformat(), "unit": "count"}
+            value = {"period_start": day.isoformat(), "period_end": day.isoformat(), "unit": self.unit}
             value.update(value=10**18 + DAYS.index(day), complete=True)
             return Response(200, json=value, headers={"x-data-version": self.version()})
         assert request.path == "/series"
@@ -53,7 +54,7 @@ class SeriesService:
         body = {
             "metric_name": METRIC,
             "project": PROJECT,
-            "unit": "count",
+            "unit": self.unit,
             "periods": [
                 {
                     "period_start": d.isoformat(),
@@ -146,3 +147,15 @@ def test_a_series_capable_service_may_be_asked_for_more_points_than_the_per_valu
     assert "/metrics" not in paths(transport)
     with pytest.raises(ValidationError, match="1,000,000"):
         client(SeriesService())[0].series(METRIC, PROJECT, "0001-01-01", "9999-12-31")
+
+
+def test_every_period_of_a_page_is_checked_against_the_question_as_a_metrics_answer_is():
+    failures = {}
+    for whole in (True, False):
+        service = SeriesService()
+        service.unit = "usd"
+        made, _ = client(service, whole_series=whole)
+        with pytest.raises(FetchError) as raised:
+            made.series(METRIC, PROJECT, DAYS[0], DAYS[2])
+        failures[whole] = [str(e).split(" is not about what was asked: ")[1] for e in raised.value.failures.values()]
+    assert failures[True] == failures[False] == ["unit 'usd', the metric is in 'count'"] * 3
