@@ -130,6 +130,7 @@ def configure(
     timeout: float | None = None,
     connect_timeout: float | None = None,
     retries: int | None = None,
+    whole_series: bool = True,
     cache: bool = True,
     refresh: bool = False,
     progress: bool | None = None,

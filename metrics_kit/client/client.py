@@ -28,7 +28,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from metrics_kit.client import explain as explaining
-from metrics_kit.client import families, fetching, frames, options
+from metrics_kit.client import families, fetching, frames, options, whole_series
 from metrics_kit.client.cache import Entry, ValueCache, complete_when_fetched
 from metrics_kit.client.discovery import Discovery, Projects
 from metrics_kit.client.families import DateLike, Errors, Incomplete
@@ -57,8 +57,10 @@ __all__ = ["Client", "Point", "Result", "close_as"]
 log = logging.getLogger("metrics_kit.client")
 SAVE_EVERY = fetching.BATCH  # fetched values are written to the cache in batches of this many
 # The most points (metric x project x period) one call may ask for, checked before any request: a
-# range typed wrong (years 0001 to 9999 by day) would otherwise send millions of requests.
+# range typed wrong (years 0001 to 9999 by day) would otherwise send millions of requests. A service
+# that answers a whole series per request (GET /series) is asked for up to MAX_SERIES_POINTS.
 MAX_POINTS = 100_000
+MAX_SERIES_POINTS = 1_000_000
 Shape = Literal["wide", "long"]
 _NOT_COPIED = "a Client cannot be copied or pickled; make another Client(...) with the same arguments"
 Names = str | Iterable[str]
@@ -87,6 +89,7 @@ class Client:
         timeout: float | None = None,
         connect_timeout: float | None = None,
         retries: int | None = None,
+        whole_series: bool = True,
         cache: bool = True,
         refresh: bool = False,
         progress: bool | None = None,
@@ -316,9 +319,12 @@ class Client:
             again = bool(asked)
             return None if again else (results, failures)
 
-        settled = self._source.settled(one_pass, "during one pull")
+        found, failed = self._source.settled(one_pass, "during one pull")
         self._warn_if_unconfirmed(results)
-        return settled
+        # In the order asked, however the answers came (whole series first, say): a FetchError's
+        # first failure and attrs["failed"] are the same whichever way the values were asked.
+        order = list(dict.fromkeys(points))
+        return {p: found[p] for p in order if p in found}, {p: failed[p] for p in order if p in failed}
 
     def _fetch_once(
         self, points: list[Point], refresh: bool, progress: bool | None
@@ -368,12 +374,23 @@ class Client:
         try:
             metrics = {p.metric: self._source.metric(p.metric) for p in missing}
             with pull_deadline(self.settings.deadline):
+                limit = self._series_limit()
+                if limit is not None:  # whole series where the service offers them; the rest one by one
+                    clock = self.settings.clock
+                    missing = whole_series.run(self.transport, missing, metrics, self.calendar, take, limit, clock)
                 fetching.run(self.transport, missing, metrics, self.calendar, take, self.settings.clock)
         finally:
             # Also on an interrupt: every answer received is written, and a re-run fetches only the rest.
             saver.flush()
             bar.close()
         return results, failures, versions, latest
+
+    def _series_limit(self) -> int | None:
+        """The page size of the service's GET /series when the client asks whole series of it (the
+        service advertises it in /projects, and whole_series is on); None: one value per request."""
+        if not self.settings.whole_series:
+            return None
+        return self._source.discovery.series_limit(self.transport, self._get_cache())
 
     def _entry(self, point: Point, value: parse.Parsed, version: str, fetched_at: float) -> Entry:
         """A fetched value with its completeness decided by the one rule (complete_when_fetched), at
@@ -546,11 +563,18 @@ class Client:
     def _check_size(self, pairs: int, periods: tuple[int, str], *, applicable: bool = False) -> None:
         """A ValidationError when ``pairs`` (metric, project) over ``periods`` are more than MAX_POINTS points."""
         count, described = periods
-        if pairs * count > MAX_POINTS:
+        if pairs * count <= MAX_POINTS:
+            return
+        # Past the per-value limit, a service that answers whole series may still be asked (which
+        # needs its discovery answer); a range typed wrong is refused without it.
+        whole = pairs * count <= MAX_SERIES_POINTS and self._series_limit() is not None
+        if not whole:
+            whole_path = f"GET {parse.SERIES_PATH}"
+            most = f"{MAX_POINTS:,} (a service that offers whole series, {whole_path}: {MAX_SERIES_POINTS:,})"
             which = ("applicable " if applicable else "") + ("metric and project pair" + ("" if pairs == 1 else "s"))
             raise ValidationError(
                 f"this call asks for {pairs * count:,} points ({pairs} {which} x {count:,} {described}); "
-                f"one call may ask for at most {MAX_POINTS:,}. Narrow the range (start, end), choose a coarser "
+                f"one call may ask for at most {most}. Narrow the range (start, end), choose a coarser "
                 "granularity, or split the pull into several calls",
                 "start",
             )

@@ -98,6 +98,9 @@ class Discovery:
         # Whether /projects names no version, which the /metrics answers then name.
         self._from_answers = False
         self._last_event: dt.datetime | None = None  # the data's last event, as /projects last said
+        # The most periods of a GET /series page, as /projects last said (None: not advertised, or
+        # not asked of the service by this client: it is never taken from the cache file).
+        self._series: int | None = None
 
     def version(self, transport: Transport, cache: ValueCache | None) -> str | None:
         """The data version to read cached values under: a trusted one, else asked for; None when no
@@ -118,6 +121,15 @@ class Discovery:
         with self._lock:
             self._refresh(transport, cache, need_projects=True)
             return self._projects if self._asked else None
+
+    def series_limit(self, transport: Transport, cache: ValueCache | None = None) -> int | None:
+        """The most periods of a ``GET /series`` page, when the service's ``/projects`` advertises it
+        in an answer this client received (``wire.series_offered``); None when it does not, or could
+        not be asked (the client then asks one value per request). The cache file never says so: a
+        service seen only through it is asked one value per request."""
+        with self._lock:
+            self._refresh(transport, cache, need_projects=True)
+            return self._series if self._asked else None
 
     def last_event(self) -> dt.datetime | None:
         """The time of the data's last event, as the service's ``/projects`` last said it (None when it
@@ -219,10 +231,10 @@ class Discovery:
             # at all, in its /metrics answers. The version last seen stays, to be confirmed by them.
             log.debug("project discovery answered %s without a data version", reply.status)
             self._projects, self._asked, self._asked_at = None, True, now
-            self._from_answers = True
+            self._from_answers, self._series = True, None
             return
         projects: ProjectList | None = None
-        last_event = None
+        last_event = series = None
         if reply.status == 200:
             try:
                 answer = wire.projects_answer(reply.body)
@@ -232,12 +244,13 @@ class Discovery:
                 projects = ProjectList(answer.projects, reply.mask)
                 version = kept_version(answer.data_version, reply.mask) if version is None else version
                 last_event = answer.last_event
+                series = answer.series_limit
         version = version or ""
         if version != self._version and self._version is not None:  # the service's text, masked for the log
             log.info("the service's data version changed from %s to %s", reply.mask(self._version), reply.mask(version))
         self._version, self._seen_at, self._projects, self._asked = version, now, projects, True
         self._asked_at, self._from_answers, self._confirmed = now, False, True
-        self._last_event = last_event
+        self._last_event, self._series = last_event, series
         if cache is not None:
             cache.record_version(version, now, _kept(projects, reply.mask))
 

@@ -19,7 +19,6 @@ the client keeps it (:func:`version_of`), the key masked in it.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import hashlib
 import time
@@ -134,23 +133,32 @@ def about(
     """``parsed`` checked against the question (``point``), its period's bounds as the ISO days they
     name (the service's text of them is kept nowhere); raised: the ResponseFormatError of a bound
     that is not a date, of an answer about another question, or the ConfigurationError of another week."""
+    days = []
     for name, bound in ((wire.PERIOD_START, parsed.period_start), (wire.PERIOD_END, parsed.period_end)):
-        if bound is not None and wire.period_day(bound) is None:
+        day = wire.period_day(bound) if bound is not None else None
+        if bound is not None and day is None:
             said = hide(str(bound))
             raise ResponseFormatError(
                 f"the answer from {url} has a {name} that is neither an ISO date (such as 2025-06-01) nor an "
                 f"ISO date-time on that day: {said[:200] + ('...' if len(said) > 200 else '')!r}"
             )
-    start, end = wire.period_day(parsed.period_start), wire.period_day(parsed.period_end)
+        days.append(day)
+    start, end = days
     if start is not None and start.isoformat() != point.date:
         raise other_period(point, str(parsed.period_start), url, calendar.week_start, hide)
-    wrong = mismatches(point, parsed, metric, calendar, hide)
+    wrong = mismatches(point, parsed, metric, calendar, hide, end)
     if wrong:
         raise ResponseFormatError(f"the answer from {url} is not about what was asked: {'; '.join(wrong)}")
-    return dataclasses.replace(
-        parsed,
-        period_start=start.isoformat() if start is not None else None,
-        period_end=end.isoformat() if end is not None else None,
+    # Made anew: dataclasses.replace is slow for a call made once a value.
+    return wire.Parsed(
+        parsed.value,
+        parsed.unit,
+        parsed.complete,
+        start.isoformat() if start is not None else None,
+        end.isoformat() if end is not None else None,
+        parsed.metric_name,
+        parsed.project,
+        parsed.reason,
     )
 
 
@@ -210,10 +218,16 @@ def shown(reply: Reply, url: str | None = None) -> Callable[[str], str]:
 
 
 def mismatches(
-    point: Point, parsed: wire.Parsed, metric: Metric, calendar: Calendar, hide: Callable[[str], str]
+    point: Point,
+    parsed: wire.Parsed,
+    metric: Metric,
+    calendar: Calendar,
+    hide: Callable[[str], str],
+    last_day: dt.date | None = None,
 ) -> list[str]:
     """What an answer says it is about that differs from the question (its period's start aside); the
-    answer's words shown through ``hide`` (compared as they came)."""
+    answer's words shown through ``hide`` (compared as they came). ``last_day``: the day its
+    period_end names, when the caller has read it."""
     wrong = []
     if (
         parsed.metric_name is not None
@@ -225,7 +239,7 @@ def mismatches(
         wrong.append(f"{wire.PROJECT} {hide(parsed.project)!r}, asked {point.project!r}")
     if parsed.period_end is not None:
         last = calendar.end(dt.date.fromisoformat(point.date), point.granularity)
-        if wire.period_day(parsed.period_end) != last:
+        if (last_day if last_day is not None else wire.period_day(parsed.period_end)) != last:
             wrong.append(f"period_end {hide(str(parsed.period_end))!r}, the period asked ends {last.isoformat()}")
     if parsed.unit is not None and parsed.unit != metric.unit:
         wrong.append(f"unit {hide(parsed.unit)!r}, the metric is in {metric.unit!r}")

@@ -21,6 +21,7 @@ from typing import Any
 from metrics_kit.client.checks import check_bool, check_int, check_rate, check_seconds
 from metrics_kit.errors import ConfigurationError
 from metrics_kit.spec.calendar import WEEK_STARTS, Calendar
+from metrics_kit.spec.wire import SERIES_PATH
 
 __all__ = [
     "SETTINGS",
@@ -144,6 +145,15 @@ SETTINGS = (
         "retries of a request without an answer, or answered 429, 502, 503 or 504",
         http_only=True,
         transport="retries",
+    ),
+    Setting(
+        "whole_series",
+        True,
+        _flag("whole_series"),
+        f"ask a service that advertises GET {SERIES_PATH} (the reference service) for a whole series per request; "
+        "False: one value per request, as the specification says (a service that does not advertise it "
+        "is always asked so)",
+        keyword=True,
     ),
     Setting("cache", True, _flag("cache"), "the on-disk cache of values", keyword=True),
     Setting("refresh", False, _flag("refresh"), "fetch again, overwriting the cache", keyword=False),

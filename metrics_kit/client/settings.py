@@ -169,6 +169,7 @@ class Settings:
     timeout: float
     connect_timeout: float
     retries: int
+    whole_series: bool
     cache: bool
     refresh: bool
     progress: bool | None

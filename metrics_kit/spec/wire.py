@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import functools
 import json
 import math
 import re
@@ -60,13 +61,27 @@ COLUMNS, ROWS, TOTAL_ROWS, NEXT_OFFSET = "columns", "rows", "total_rows", "next_
 ERROR, CODE, MESSAGE, PARAM = "error", "code", "message", "param"
 
 # GET /projects: {DATA_VERSION, PROJECTS: [{PROJECT, KINDS, REGULAR_POOLS, COVERAGE, METRICS}], COVERAGE,
-# LAST_EVENT}; a coverage is {START, END}, the first and last day with an event (null: no events).
+# LAST_EVENT, SERIES}; a coverage is {START, END}, the first and last day with an event (null: no events).
 DATA_VERSION, PROJECTS, COVERAGE, LAST_EVENT = "data_version", "projects", "coverage", "last_event"
 KINDS, REGULAR_POOLS, METRICS = "kinds", "regular_pools", "metrics"
 START, END = "start", "end"
 # GET /catalogue: {CHAIN_UNIT, CATALOGUE_GRANULARITIES, METRICS: [each metric's catalogue entry, with
 # COMPUTED, how it is computed in words, and SQL, its standalone query]}.
 CHAIN_UNIT, CATALOGUE_GRANULARITIES, COMPUTED, SQL = "chain_unit", "granularities", "computed", "sql"
+
+# GET /series, an extension of the reference service: every value of one series, from the period
+# containing START to the period containing END (any date inside each), that lies in coverage, a page
+# at a time: at most LIMIT periods (SERIES_LIMIT unless given, at most SERIES_LIMIT) from period
+# OFFSET of them (0 unless given, at most SERIES_MAX_OFFSET). A page costs one request of the key's
+# rate limit, whatever its length. GET /projects advertises it: {SERIES: {PATH, LIMIT}}.
+SERIES_PATH = "/series"
+SERIES_PARAMETERS = (METRIC_NAME, PROJECT, GRANULARITY, START, END)
+SERIES_PAGE = (LIMIT, OFFSET)
+SERIES_LIMIT = 10_000
+SERIES_MAX_OFFSET = 10**7  # far past any series' periods (about 27,000 years of days)
+SERIES, PATH, PERIODS, TOTAL_PERIODS = "series", "path", "periods", "total_periods"
+# Each period of a series page, in the order its fields are written.
+PERIOD_FIELDS = (PERIOD_START, PERIOD_END, VALUE, COMPLETE)
 
 
 API_KEY_HEADER = "x-api-key"  # the key travels here, and only here
@@ -115,8 +130,9 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "rate_limited"
     HEADERS_TOO_LARGE = "headers_too_large"
     INTERNAL_ERROR = "internal_error"
-    # GET /explain only:
+    # GET /explain and GET /series only:
     INVALID_PAGE = "invalid_page"
+    # GET /explain only:
     EVENTS_CHANGED = "events_changed"
     EXPLAIN_UNAVAILABLE = "explain_unavailable"
 
@@ -163,9 +179,11 @@ ERROR_CODES: dict[int, tuple[ErrorCode, ...]] = {
     500: (ErrorCode.INTERNAL_ERROR,),
     501: (ErrorCode.EXPLAIN_UNAVAILABLE,),
 }
-# The codes only GET /explain answers with (a bad page, event files changed under the service, no
-# event data to explain from).
-EXPLAIN_ONLY = (ErrorCode.INVALID_PAGE, ErrorCode.EVENTS_CHANGED, ErrorCode.EXPLAIN_UNAVAILABLE)
+# The codes only the paged paths (GET /explain, GET /series) answer with: a bad page.
+PAGED_ONLY = (ErrorCode.INVALID_PAGE,)
+# The codes only GET /explain answers with (event files changed under the service, no event data to
+# explain from).
+EXPLAIN_ONLY = (ErrorCode.EVENTS_CHANGED, ErrorCode.EXPLAIN_UNAVAILABLE)
 
 # -- writing (the server) ---------------------------------------------------------------------------
 
@@ -281,7 +299,7 @@ PROJECTS_PATH = "/projects"  # discovery (an extension): the projects, their kin
 CATALOGUE_PATH = "/catalogue"  # discovery (an extension): the metric catalogue, with each metric's SQL
 OPENAPI_PATH = "/openapi.json"  # the OpenAPI document of the service, answered without a key
 # Every path the reference service answers, in the order it names them (a 404 lists them).
-SERVED_PATHS = (METRICS_PATH, PROJECTS_PATH, CATALOGUE_PATH, EXPLAIN_PATH, OPENAPI_PATH)
+SERVED_PATHS = (METRICS_PATH, SERIES_PATH, PROJECTS_PATH, CATALOGUE_PATH, EXPLAIN_PATH, OPENAPI_PATH)
 
 # Caching: every 200 carries an ETag (the data version in quotes, INCOMPLETE_TAG appended for a value
 # whose period is not complete yet), and a request naming it in If-None-Match gets a 304.
@@ -294,6 +312,14 @@ CONTENT_TYPE_HEADER = "content-type"
 JSON_TYPE = "application/json"
 ALLOW_HEADER = "allow"
 METHODS = ("GET", "HEAD")
+# A key's rate limit, stated on every answer to a request that counts against it (a switch of the
+# service leaves them out), as the IETF httpapi draft's fields (draft-ietf-httpapi-ratelimit-headers-06):
+# the requests a window allows, those left now, whole seconds until all are available again, and the
+# policy ("R;w=1": R requests a second).
+RATELIMIT_LIMIT_HEADER = "ratelimit-limit"
+RATELIMIT_REMAINING_HEADER = "ratelimit-remaining"
+RATELIMIT_RESET_HEADER = "ratelimit-reset"
+RATELIMIT_POLICY_HEADER = "ratelimit-policy"
 
 
 def coverage_field(coverage: tuple[str, str] | None) -> dict[str, str] | None:
@@ -319,9 +345,58 @@ def projects_body(
     data_version: str, projects: list[dict[str, Any]], coverage: tuple[str, str] | None, last_event: str | None
 ) -> bytes:
     """The body of GET /projects: the data version, every project (``project_entry``), the data set's
-    coverage and the time of its last event (ISO 8601 UTC; None when not known)."""
-    body = {DATA_VERSION: data_version, PROJECTS: projects, COVERAGE: coverage_field(coverage), LAST_EVENT: last_event}
+    coverage, the time of its last event (ISO 8601 UTC; None when not known) and GET /series
+    (``series_field``)."""
+    body = {
+        DATA_VERSION: data_version,
+        PROJECTS: projects,
+        COVERAGE: coverage_field(coverage),
+        LAST_EVENT: last_event,
+        SERIES: series_field(),
+    }
     return json.dumps(body).encode()
+
+
+def series_field(limit: int = SERIES_LIMIT) -> dict[str, Any]:
+    """How GET /projects advertises GET /series: its path and the most periods of a page."""
+    return {PATH: SERIES_PATH, LIMIT: limit}
+
+
+def series_body(
+    *,
+    metric_name: str,
+    project: str,
+    granularity: str,
+    start: str,
+    end: str,
+    unit: str,
+    data_version: str,
+    coverage: tuple[str, str] | None,
+    periods: list[tuple[str, str, int | float, bool]],
+    total_periods: int,
+    offset: int,
+    limit: int,
+    next_offset: int | None,
+) -> bytes:
+    """One page of GET /series: the series asked for (its parameters as given), its unit, the data
+    version, the data set's coverage, this page's periods (each PERIOD_FIELDS) and where the next
+    page starts (null after the last)."""
+    body = {
+        METRIC_NAME: metric_name,
+        PROJECT: project,
+        GRANULARITY: granularity,
+        START: start,
+        END: end,
+        UNIT: unit,
+        DATA_VERSION: data_version,
+        COVERAGE: coverage_field(coverage),
+        PERIODS: [dict(zip(PERIOD_FIELDS, period, strict=True)) for period in periods],
+        TOTAL_PERIODS: total_periods,
+        OFFSET: offset,
+        LIMIT: limit,
+        NEXT_OFFSET: next_offset,
+    }
+    return json.dumps(body, allow_nan=False).encode()
 
 
 def catalogue_entry(described: dict[str, Any], computed: str, sql: str) -> dict[str, Any]:
@@ -698,6 +773,11 @@ def period_day(text: object) -> dt.date | None:
     """The day a ``period_start`` or ``period_end`` names: exactly an ISO date (``2025-06-01``), or an
     ISO 8601 date-time taken for the UTC day it falls on (``2025-06-01T00:00:00Z``; without a zone it
     is UTC). None for anything else (text after the date, another format): such a bound is refused."""
+    # The same few days come back in every series of a pull: each text is read once.
+    return _period_day(text) if type(text) is str and len(text) <= 40 else _read_day(text)
+
+
+def _read_day(text: object) -> dt.date | None:
     if isinstance(text, str) and _ISO_DAY.fullmatch(text):
         try:
             return dt.date.fromisoformat(text)
@@ -705,6 +785,9 @@ def period_day(text: object) -> dt.date | None:
             return None
     when = instant(text)
     return when.date() if when is not None else None
+
+
+_period_day = functools.lru_cache(maxsize=8192)(_read_day)
 
 
 def instant(text: object) -> dt.datetime | None:
@@ -841,12 +924,14 @@ HOST_HEADER = "host"
 @dataclass(frozen=True)
 class ProjectsAnswer:
     """A ``GET /projects`` answer, read: each project's entry by its name (only the fields the client
-    uses: PROJECT_FIELDS), the data version the body names (None when it names none as text), and
-    the time of the data's last event (a UTC datetime; None when it gives none that can be read)."""
+    uses: PROJECT_FIELDS), the data version the body names (None when it names none as text), the
+    time of the data's last event (a UTC datetime; None when it gives none that can be read), and the
+    most periods of a GET /series page when the service advertises it (None: it does not)."""
 
     projects: dict[str, dict[str, Any]]
     data_version: str | None
     last_event: dt.datetime | None = None
+    series_limit: int | None = None
 
 
 # What the client uses of a project in GET /projects: its kinds and whether it has regular pools
@@ -870,7 +955,77 @@ def projects_answer(body: bytes) -> ProjectsAnswer:
         raise ResponseFormatError(
             f"the {PROJECTS_PATH} answer is not a list of projects ({type(error).__name__})"
         ) from None
-    return ProjectsAnswer(projects, version if isinstance(version, str) else None, instant(last_event))
+    return ProjectsAnswer(
+        projects, version if isinstance(version, str) else None, instant(last_event), series_offered(document)
+    )
+
+
+def series_offered(document: Any) -> int | None:
+    """The most periods of a GET /series page, when a GET /projects body advertises GET /series at
+    SERIES_PATH ({SERIES: {PATH, LIMIT}}, LIMIT a whole number from 1), at most SERIES_LIMIT; None
+    when it does not (the client then asks one value per request, as the specification says)."""
+    offered = document.get(SERIES) if isinstance(document, dict) else None
+    if not isinstance(offered, dict) or offered.get(PATH) != SERIES_PATH:
+        return None
+    limit = offered.get(LIMIT)
+    if type(limit) is not int or limit < 1:
+        return None
+    return min(limit, SERIES_LIMIT)
+
+
+@dataclass(frozen=True)
+class SeriesPage:
+    """A GET /series page, read: each period as a GET /metrics answer about it would be read (its
+    value exact, its bounds and ``complete`` flag as written, the page's metric, project and unit),
+    how many periods the series has in all, and where the next page starts (None after the last)."""
+
+    periods: list[Parsed]
+    total_periods: int
+    next_offset: int | None
+
+
+def series_page(body: bytes, *, is_count: bool, url: str | None = None, mask: Mask = _as_is) -> SeriesPage:
+    """A GET /series 200 body read exactly: every value as :func:`metric_value` reads one (a count a
+    whole number an int64 holds, an amount the float nearest it, null: no value, with the period's
+    reason when it gives one), every ``complete`` flag as :func:`complete_flag` reads it. A body of
+    another shape is a ResponseFormatError saying what is wrong; a number is never guessed."""
+    try:
+        document = _loads_value(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ResponseFormatError(f"the answer{_at(url)} is not JSON; it starts {_start(body, mask)}") from None
+    periods = document.get(PERIODS) if isinstance(document, dict) else None
+    total, following = (document.get(TOTAL_PERIODS), document.get(NEXT_OFFSET)) if periods is not None else (0, 0)
+    if (
+        not isinstance(periods, list)
+        or not all(isinstance(period, dict) for period in periods)
+        or type(total) is not int
+        or total < 0
+        or not (following is None or (type(following) is int and following > 0))
+    ):
+        raise ResponseFormatError(
+            f"the answer{_at(url)} is not a page of a series ({{{PERIODS!r}: [...], {TOTAL_PERIODS!r}: n, "
+            f"{NEXT_OFFSET!r}: n or null}}); it starts {_start(body, mask)}"
+        )
+    about = {name: document[name] for name in (METRIC_NAME, PROJECT, UNIT) if isinstance(document.get(name), str)}
+    read = []
+    for period in periods:
+        number = period.get(VALUE)
+        reason = None
+        if number is None:  # no value: why, when the period says
+            reason = next((mask(period[name]) for name in _REASONS if isinstance(period.get(name), str)), None)
+        read.append(
+            Parsed(
+                None if number is None else _number(number, is_count, body, url, mask),
+                about.get(UNIT),
+                complete_flag(period, url, mask),
+                period.get(PERIOD_START),
+                period.get(PERIOD_END),
+                about.get(METRIC_NAME),
+                about.get(PROJECT),
+                reason,
+            )
+        )
+    return SeriesPage(read, total, following)
 
 
 # What an explain page says of its value beside the rows and the page, in EXPLAIN_FIELDS order (the

@@ -44,13 +44,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--rate-limit",
         metavar="N",
-        help="per-key limit in requests per second (above 0), answered with 429 (default: off)",
+        help="per-key limit in requests per second (above 0), answered with 429 and stated on every answer "
+        "in RateLimit-* headers (default: off)",
+    )
+    serve.add_argument(
+        "--no-rate-limit-headers",
+        action="store_true",
+        help="leave the RateLimit-* headers out, as services that state no budget do",
     )
     serve.add_argument(
         "--latency-ms",
         default="0",
         metavar="MS",
-        help=f"delay every {wire.METRICS_PATH} answer by 0 to 60000 ms, to imitate a remote service",
+        help="delay every answer by 0 to 60000 ms, to imitate a remote service",
     )
     serve.add_argument(
         "--head-timeout",
@@ -495,7 +501,9 @@ def _serve(args) -> int:
         lag=lag,
     )
     built, catalogue = service.aggregates, service.catalogue
-    app = App(service, keys, rate_limit=rate_limit, latency_ms=latency_ms)
+    app = App(
+        service, keys, rate_limit=rate_limit, latency_ms=latency_ms, rate_limit_headers=not args.no_rate_limit_headers
+    )
     sock = run.bind(host, port)
     host, port = sock.getsockname()[:2]
     base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"

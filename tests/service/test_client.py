@@ -43,9 +43,11 @@ def server(tmp_path_factory):
         yield proc
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    with Client(base_url=server.base_url, api_key=server.key, cache=False) as made:
+@pytest.fixture(scope="module", params=[True, False], ids=["whole_series", "per_value"])
+def client(server, request):
+    """The client both ways: whole series per request (GET /series, which the service advertises),
+    and one value per request (whole_series=False): every test's results, attrs and errors alike."""
+    with Client(base_url=server.base_url, api_key=server.key, cache=False, whole_series=request.param) as made:
         yield made
 
 
@@ -415,9 +417,11 @@ def test_raise_gives_a_fetch_error_listing_the_failed_points(client):
 # --- cache -------------------------------------------------------------------------------------
 
 
-def test_second_pull_comes_from_the_cache_and_refresh_fetches_again(server, cache_dir):
+@pytest.mark.parametrize("whole, path, requests", [(True, "/series", 1), (False, "/metrics", 9)])
+def test_second_pull_comes_from_the_cache_and_refresh_fetches_again(server, cache_dir, whole, path, requests):
+    """A whole series is one request, and its values are cached point by point as one value's are."""
     args = ("staking_transaction_count", "farm", "2024-12-28", "2025-01-05")
-    with Client(base_url=server.base_url, api_key=server.key) as cached:
+    with Client(base_url=server.base_url, api_key=server.key, whole_series=whole) as cached:
         first_mark = mark(server)
         first = cached.series(*args)
         second_mark = mark(server)
@@ -428,9 +432,10 @@ def test_second_pull_comes_from_the_cache_and_refresh_fetches_again(server, cach
     assert (first.attrs["from_cache"], first.attrs["fetched"]) == (0, 9)
     assert (second.attrs["from_cache"], second.attrs["fetched"]) == (9, 0)
     assert (third.attrs["from_cache"], third.attrs["fetched"]) == (0, 9)
-    assert len(requests_between(server, first_mark, second_mark)) == 9
-    assert requests_between(server, second_mark, third_mark) == []
-    assert len(requests_between(server, third_mark, fourth_mark)) == 9
+    assert len(requests_between(server, first_mark, second_mark, path)) == requests
+    assert requests_between(server, second_mark, third_mark, path) == []
+    assert len(requests_between(server, third_mark, fourth_mark, path)) == requests
+    assert requests_between(server, first_mark, fourth_mark, "/series" if path == "/metrics" else "/metrics") == []
     pd.testing.assert_series_equal(first, second)
     pd.testing.assert_series_equal(first, third)
     assert first.tolist() == [1, 0, 1, 3, 0, 1, 0, 0, 1]

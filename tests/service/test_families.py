@@ -33,9 +33,11 @@ def server(tmp_path_factory):
         yield proc
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    with Client(base_url=server.base_url, api_key=server.key, cache=False) as made:
+@pytest.fixture(scope="module", params=[True, False], ids=["whole_series", "per_value"])
+def client(server, request):
+    """The client both ways: whole series per request (GET /series, which the service advertises),
+    and one value per request (whole_series=False): every test's results, attrs and errors alike."""
+    with Client(base_url=server.base_url, api_key=server.key, cache=False, whole_series=request.param) as made:
         yield made
 
 

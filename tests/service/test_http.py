@@ -802,7 +802,7 @@ def test_openapi_describes_metrics(server):
         assert document["paths"][extension]["get"]["x-extension"] is True
         assert {"200", "401", "405", "500"} <= set(responses)
         assert responses["200"]["content"]["application/json"]["schema"]["$ref"] == f"#/components/schemas/{body}"
-    assert set(schemas["Projects"]["required"]) == {"data_version", "projects", "coverage", "last_event"}
+    assert set(schemas["Projects"]["required"]) == {"data_version", "projects", "coverage", "last_event", "series"}
     assert schemas["Catalogue"]["properties"]["metrics"]["items"]["$ref"] == "#/components/schemas/CatalogueMetric"
 
 

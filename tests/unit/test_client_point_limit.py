@@ -65,7 +65,12 @@ def test_a_huge_range_is_refused_before_any_request():
             client.series(COUNT, "demoswap", "0001-01-01", "9999-12-31", "1_day")  # was: 3.65 million requests
         assert "100,000" in str(caught.value) and "coarser granularity" in str(caught.value)
         with pytest.raises(mk.ValidationError, match="at most 100,000"):
+            client.frame([COUNT, "swap_active_users"], ["demoswap"], "0001-01-01", "2099-12-31", "1_day")
+        assert transport.requests == []  # not even discovery: past what even a whole-series service is asked
+        # Past the per-value limit but within the whole-series one: only discovery is asked (does the
+        # service answer whole series?); this one does not, so no value is asked either.
+        with pytest.raises(mk.ValidationError, match="at most 100,000"):
             client.frame([COUNT, "swap_active_users"], ["demoswap"], "1900-01-01", "2099-12-31", "1_day")
-        assert transport.requests == []  # not even discovery
+        assert [r.path for r in transport.requests] == ["/projects"]
         assert len(client.series(COUNT, "demoswap", "2000-01-01", "2025-12-31", "1_month")) == 312
     assert MAX_POINTS == 100_000  # as docs/client.md says

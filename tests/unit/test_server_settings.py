@@ -115,3 +115,25 @@ def test_bad_keys_are_refused_without_showing_them(given, message):
     for key in given if isinstance(given, list) else [given]:
         if isinstance(key, str) and len(key) > 3:
             assert key not in str(caught.value)
+
+
+def test_the_rate_limiter_states_the_budget_left_on_a_fake_clock():
+    from metrics_kit.server.http.app import RateLimiter
+
+    now = [100.0]
+    limiter = RateLimiter(4, clock=lambda: now[0])
+
+    def stated(key: bytes = b"k") -> tuple[int, dict[str, str]]:
+        wait, headers = limiter.take(key)
+        return wait, {name.decode(): value.decode() for name, value in headers}
+
+    spent = [stated() for _ in range(5)]
+    assert [wait for wait, _ in spent] == [0, 0, 0, 0, 1]
+    assert [h["ratelimit-remaining"] for _, h in spent] == ["3", "2", "1", "0", "0"]
+    assert {h["ratelimit-limit"] for _, h in spent} == {"4"} and {h["ratelimit-policy"] for _, h in spent} == {"4;w=1"}
+    assert spent[-1][1]["ratelimit-reset"] == "1"  # 4 requests come back within the second
+    assert stated(b"other")[1]["ratelimit-remaining"] == "3"  # each key has its own budget
+    now[0] += 0.5  # two requests' worth refilled
+    assert stated() == (0, {**spent[0][1], "ratelimit-remaining": "1", "ratelimit-reset": "1"})
+    now[0] += 10
+    assert stated()[1]["ratelimit-remaining"] == "3"  # never more than a full bucket

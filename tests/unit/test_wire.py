@@ -68,15 +68,33 @@ def test_the_openapi_document_says_what_the_wire_module_says():
     assert set(document["components"]["schemas"]["MetricValue"]["properties"]) == set(wire.VALUE_FIELDS)
     assert document["components"]["securitySchemes"]["apiKey"]["name"] == wire.API_KEY_HEADER
     assert "X-Data-Version" in document["components"]["headers"]
-    metrics, explain = (document["paths"][path]["get"]["responses"] for path in (wire.METRICS_PATH, wire.EXPLAIN_PATH))
-    for status, codes in ERROR_CODES.items():
-        # /explain answers with every code; /metrics with all but /explain's own (and not at 409, 501).
-        assert all(code in explain[str(status)]["description"] for code in codes)
-        for_metrics = [code for code in codes if code not in wire.EXPLAIN_ONLY]
-        assert (str(status) in metrics) == bool(for_metrics), status
-        if for_metrics:
-            described = metrics[str(status)]["description"]
-            assert all((code in described) == (code in for_metrics) for code in codes), status
+    paths = (wire.METRICS_PATH, wire.SERIES_PATH, wire.EXPLAIN_PATH)
+    responses = {path: document["paths"][path]["get"]["responses"] for path in paths}
+    # /explain answers with every code; /series with all but /explain's own; /metrics with neither a bad
+    # page nor /explain's own; every status listed names exactly the codes its path answers with.
+    left_out = {
+        wire.METRICS_PATH: (*wire.PAGED_ONLY, *wire.EXPLAIN_ONLY),
+        wire.SERIES_PATH: wire.EXPLAIN_ONLY,
+        wire.EXPLAIN_PATH: (),
+    }
+    for path, excluded in left_out.items():
+        for status, codes in ERROR_CODES.items():
+            answered = [code for code in codes if code not in excluded]
+            assert (str(status) in responses[path]) == bool(answered), (path, status)
+            if answered:
+                described = responses[path][str(status)]["description"]
+                assert all((code in described) == (code in answered) for code in codes), (path, status)
+    assert wire.ErrorCode.INVALID_PAGE in wire.PAGED_ONLY and wire.ErrorCode.EVENTS_CHANGED in wire.EXPLAIN_ONLY
+    operation = document["paths"][wire.SERIES_PATH]["get"]
+    query = [p["name"] for p in operation["parameters"] if p["in"] == "query"]
+    assert tuple(query) == (*wire.SERIES_PARAMETERS, *wire.SERIES_PAGE) and operation["x-extension"]
+    schemas = document["components"]["schemas"]
+    assert set(schemas["Period"]["properties"]) == set(wire.PERIOD_FIELDS)
+    assert wire.PERIODS in schemas["SeriesPage"]["required"] and wire.SERIES in schemas["Projects"]["required"]
+    for header in ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy"):
+        assert header in document["components"]["headers"]
+        assert header in responses[wire.SERIES_PATH]["200"]["headers"]
+        assert header in responses[wire.METRICS_PATH]["429"]["headers"]
     operation = document["paths"][wire.EXPLAIN_PATH]["get"]
     query = [p["name"] for p in operation["parameters"] if p["in"] == "query"]
     assert tuple(query) == (*wire.PARAMETERS, *wire.EXPLAIN_PAGE) and operation["x-extension"]

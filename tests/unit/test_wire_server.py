@@ -94,7 +94,8 @@ def test_the_discovery_bodies():
     entry = wire.project_entry("swapx", ["dex"], True, coverage, ["swap_count"])
     body = json.loads(wire.projects_body("v1", [entry], coverage, "2025-01-31T10:00:00.000000Z"))
     span = {wire.START: "2025-01-01", wire.END: "2025-01-31"}
-    assert list(body) == [wire.DATA_VERSION, wire.PROJECTS, wire.COVERAGE, wire.LAST_EVENT]
+    assert list(body) == [wire.DATA_VERSION, wire.PROJECTS, wire.COVERAGE, wire.LAST_EVENT, wire.SERIES]
+    assert body[wire.SERIES] == {wire.PATH: wire.SERIES_PATH, wire.LIMIT: wire.SERIES_LIMIT}
     assert body[wire.PROJECTS] == [
         {
             wire.PROJECT: "swapx",

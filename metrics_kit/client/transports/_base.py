@@ -4,17 +4,21 @@ the clock, the pacer."""
 from __future__ import annotations
 
 import concurrent.futures
+import email.utils
+import math
 import secrets
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from metrics_kit.errors import ConfigurationError, TransportError
+from metrics_kit.client.transports._budget import stated
+from metrics_kit.errors import ConfigurationError, RateLimitError, TransportError
 
 Clock = Callable[[], float]  # seconds, monotonic for pacing and retries, epoch for expiry
 Sleep = Callable[[float], None]
@@ -190,44 +194,109 @@ def one_at_a_time(get: Callable[[str, Mapping[str, str]], Reply]) -> Callable[[R
     return get_one
 
 
+class BudgetError(RateLimitError, TransportError):
+    """A request not sent, as the key's rate limit (the budget the service states, or a Retry-After)
+    allows it only after the pull's deadline: a RateLimitError (what a 429 would have been, with
+    ``retry_after``) that is also a TransportError (no answer came), raised at once rather than
+    after waiting for nothing."""
+
+
+class OverBudget(Exception):
+    """The next first attempt could start only after the pull's deadline (``wait``: seconds from now)."""
+
+    def __init__(self, wait: float):
+        super().__init__(f"the next request may start in {wait:.1f} s")
+        self.wait = wait
+
+
+# Below the budget a service states, by this much: its clock and ours, and the requests in flight
+# when an answer states it, differ a little, and going over it costs a 429 and a wait.
+STATED_SHARE = 0.95
+# Without a stated budget: after a 429 or a 503, the pace is this share of the answers of the last
+# second (what the key's limit let through), and it grows by LEARN_STEP requests a second for every
+# second of clean answers; requests in flight are halved, and grow by one for every window of them.
+LEARNED_SHARE = 0.9
+LEARN_STEP = 0.2
+# Requests in flight before the first answers: then one more for every clean answer (doubling with
+# each round of answers) until the first strain, so that a limit is met by a few requests, not all.
+START_WINDOW = 2
+
+
 @dataclass
 class Pacer:
     """When first attempts may start: spaced ``1 / rate`` seconds apart across threads (if a rate is
-    set), and never while the server's Retry-After holds.
+    set), within the budget the service states, and never while the server's Retry-After holds.
+
+    The budget a service states in its answers' headers (``_budget.stated``: the IETF draft's
+    ``RateLimit-*`` fields, its structured ``RateLimit``, or ``X-RateLimit-*``) is kept: requests
+    are spaced at the lower of ``rate`` and STATED_SHARE of the rate it states, and none starts
+    while it says none are left, until its reset (:meth:`observe`). A service that states none is
+    learnt from: after a 429 or a 503 (or a timeout, :meth:`strained`) the requests in flight are
+    halved and the pace set to what the key's limit let through in the last second, and both grow
+    again while answers come clean (additive increase, multiplicative decrease), within ``workers``;
+    before the first strain, START_WINDOW requests are in flight, one more for every clean answer.
+    Every thread of a transport shares its one Pacer, and so one budget.
 
     A Retry-After holds in two ways: until a time (:meth:`hold`), and until the retries that were told
     to wait have had their answer (:meth:`retry_pending`, :meth:`retry_answered`). The second makes the
     order certain: a retry waking at the end of its wait could otherwise lose the race to a first
     attempt waking at the same moment, on a loaded machine.
 
-    Each caller reserves the next free slot under the lock, then sleeps outside it (no spinning).
-    ``clock`` and ``sleep`` are ``time.monotonic`` and ``time.sleep`` unless a test gives others.
+    Each caller reserves the next free slot under the lock, then sleeps outside it (no spinning); a
+    slot after the pull's deadline is refused at once (:class:`OverBudget`).
+    ``clock`` and ``sleep`` are ``time.monotonic`` and ``time.sleep`` unless a test gives others;
+    ``wall`` is the wall clock (an epoch reset is counted on it).
     """
 
     rate: float | None = None
     clock: Clock = time.monotonic
     sleep: Sleep = time.sleep
+    workers: int = 1 << 20  # the most requests in flight (the transport's pool holds them to its size too)
+    wall: Clock = time.time
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _next: float = 0.0  # the next free slot
     _hold: float = 0.0  # no first attempt before this
     _pending: int = 0  # retries told to wait by a Retry-After and not yet answered
+    _stated: float | None = None  # requests a second the service's budget allows, as last stated
+    _says: bool = False  # whether the service states its budget (then nothing is learnt)
+    _learned: float | None = None  # requests a second learnt from 429s, where none is stated
+    _window: float = 0.0  # requests in flight allowed now (set from workers)
+    _in_flight: int = 0
+    _slow_start: bool = True  # no strain yet: the window doubles with each round of clean answers
+    _cut_at: float = -math.inf  # when the pace was last cut: a strain of a request sent before is not counted again
+    _clean: deque[float] = field(default_factory=deque, repr=False)  # when the last second's clean answers came
 
     def __post_init__(self) -> None:
         self._answered = threading.Condition(self._lock)
+        self._window = float(min(self.workers, START_WINDOW))
 
     @property
     def interval(self) -> float:
-        return 1.0 / self.rate if self.rate else 0.0
+        rates = [r for r in (self.rate, self._learned) if r]
+        if self._stated:
+            rates.append(self._stated * STATED_SHARE)
+        return 1.0 / min(rates) if rates else 0.0
 
-    def wait(self) -> None:
+    @property
+    def in_flight_limit(self) -> int:
+        """Requests in flight allowed now (all ``workers`` unless a strain cut it)."""
+        return max(1, int(self._window))
+
+    def wait(self, until: float | None = None) -> None:
+        """Until this first attempt may start; OverBudget at once when that is after ``until``."""
         with self._lock:
-            slot = max(self.clock(), self._next, self._hold)
+            now = self.clock()
+            slot = max(now, self._next, self._hold)
+            if until is not None and now < until < slot:  # a deadline already passed is the caller's to say
+                raise OverBudget(slot - now)
             if self.interval:
                 self._next = slot + self.interval
         while True:  # a hold may come while we sleep: sleep on until the slot and the hold are past
             with self._lock:
-                until = max(slot, self._hold)
-            delay = until - self.clock()
+                later, now = max(slot, self._hold), self.clock()
+                if until is not None and now < until < later:
+                    raise OverBudget(later - now)
+            delay = later - self.clock()
             if delay > 0:
                 self.sleep(delay)
                 continue
@@ -237,6 +306,69 @@ class Pacer:
                 # Woken when a held retry is answered; then the time hold is read again (that retry
                 # may have been told to wait once more).
                 self._answered.wait()
+
+    def enter(self) -> None:
+        """A request goes out: once fewer than :attr:`in_flight_limit` are in flight."""
+        with self._answered:
+            while self._in_flight >= self.in_flight_limit:
+                self._answered.wait(WAKE)
+            self._in_flight += 1
+
+    def leave(self) -> None:
+        with self._answered:
+            self._in_flight -= 1
+            self._answered.notify_all()
+
+    def observe(self, status: int, header: Callable[[str], str | None], sent: float) -> None:
+        """An answer came to an attempt sent at ``sent``: its stated budget kept, or what its status
+        says of a budget not stated (a 429 or 503 a strain, anything else clean)."""
+        date = header("date")
+        budget = stated(header, self.wall(), _epoch(date) if date else None)
+        with self._lock:
+            now = self.clock()
+            if budget is not None:
+                self._says, self._learned, self._window = True, None, float(self.workers)
+                rate = budget.rate
+                if rate is None and budget.remaining and budget.reset:
+                    rate = budget.remaining / budget.reset
+                if rate:
+                    self._stated = rate
+                if budget.remaining == 0 and budget.reset:  # none left: none starts before the reset
+                    self._hold = max(self._hold, now + budget.reset)
+                    self._next = max(self._next, self._hold)
+            if status in (429, 503):
+                self._strain(sent, now)
+            else:
+                self._went_clean(now)
+
+    def strained(self, sent: float) -> None:
+        """An attempt sent at ``sent`` timed out: a strain, as a 429 is."""
+        with self._lock:
+            self._strain(sent, self.clock())
+
+    def _strain(self, sent: float, now: float) -> None:
+        if self._says or sent < self._cut_at:
+            return  # a stated budget is kept instead; a strain of the burst already cut for is not cut again
+        while self._clean and self._clean[0] < now - 1.0:
+            self._clean.popleft()
+        let_through = len(self._clean)
+        if let_through:
+            self._learned = max(1.0, LEARNED_SHARE * let_through)
+        elif self._learned:
+            self._learned = max(0.1, self._learned / 2)
+        self._window = max(1.0, self._window / 2)
+        self._cut_at, self._slow_start = now, False
+
+    def _went_clean(self, now: float) -> None:
+        self._clean.append(now)
+        while self._clean[0] < now - 1.0:
+            self._clean.popleft()
+        if self._says:
+            return
+        grown = 1.0 if self._slow_start else 1.0 / self._window
+        self._window = min(float(self.workers), self._window + grown)
+        if self._learned:
+            self._learned += LEARN_STEP / self._learned
 
     def hold(self, until: float) -> None:
         with self._lock:
@@ -253,6 +385,15 @@ class Pacer:
         with self._answered:
             self._pending -= 1
             self._answered.notify_all()
+
+
+def _epoch(date: str) -> float | None:
+    """An HTTP-date as seconds since the epoch; None when it cannot be read."""
+    try:
+        when = email.utils.parsedate_to_datetime(date)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when.timestamp() if when.tzinfo is not None else None
 
 
 class Deadline:

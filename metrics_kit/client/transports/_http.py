@@ -98,9 +98,11 @@ from metrics_kit.client import checks as settings  # the checks settings.py shar
 from metrics_kit.client import options
 from metrics_kit.client.transports._base import (
     Answers,
+    BudgetError,
     Clock,
     Deadline,
     OneByOne,
+    OverBudget,
     Pacer,
     Reply,
     Sleep,
@@ -529,7 +531,7 @@ class HTTPTransport:
         self.rate_limit = rate_limit
         self.pool_size = pool_size
         self._clock = clock
-        self._pacer = Pacer(rate_limit, clock, sleep)
+        self._pacer = Pacer(rate_limit, clock, sleep, workers=pool_size)
         self._threads: ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
         self._closed = False
@@ -598,7 +600,27 @@ class HTTPTransport:
             )
         url = self._url(path, params)
         until = deadline.at(self._clock) if deadline is not None else None
-        self._pacer.wait()
+        self._pacer.enter()
+        try:
+            return self._paced(url, until, deadline)
+        finally:
+            self._pacer.leave()
+
+    def _paced(self, url: str, until: float | None, deadline: Deadline | None) -> Reply:
+        """The request, sent once the pacer lets it start (:class:`Pacer`)."""
+        try:
+            self._pacer.wait(until)
+        except OverBudget as over:
+            assert deadline is not None
+            shown = settings.shown_request(url)
+            raise BudgetError(
+                429,
+                f"not sent: the service's rate limit for this key allows the next request in {over.wait:.1f} s, "
+                f"after the pull's deadline ({deadline.seconds:g} s). What to do: ask again later, raise deadline, "
+                "or pull fewer points at once",
+                url=shown,
+                retry_after=over.wait,
+            ) from None
         started = self._clock()
         error: TransportError | None = None
         connect_timeout, read_timeout = self.timeout
@@ -639,10 +661,15 @@ class HTTPTransport:
         try:
             while True:
                 failure: Exception | None = None
+                sent = self._clock()
                 try:
                     status, headers, body = self._attempt(url, connect_timeout, read_timeout, until)
                 except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
                     failure = exc
+                    if _is_timeout(exc):
+                        self._pacer.strained(sent)
+                else:
+                    self._pacer.observe(status, headers.get, sent)
                 if holding:
                     holding = False
                     self._pacer.retry_answered()
@@ -904,6 +931,11 @@ def _chain(error: BaseException | None) -> Iterator[BaseException]:
         yield error
         yield from (arg for arg in error.args if isinstance(arg, BaseException))
         error = error.__cause__ or error.__context__
+
+
+def _is_timeout(error: BaseException) -> bool:
+    """Whether an attempt's failure is a timeout (a strain on the service, as a 429 is)."""
+    return _has_cause(error, ReadTimeoutError, ConnectTimeoutError, _AnswerTimeout, requests.Timeout)
 
 
 def _has_cause(error: BaseException | None, *types: type[BaseException]) -> bool:

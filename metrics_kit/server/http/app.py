@@ -16,7 +16,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl
 
@@ -39,6 +39,10 @@ _IF_NONE_MATCH = wire.IF_NONE_MATCH_HEADER.encode()
 # RFC 9110 asks a 401 to name the way to authenticate; there is no registered scheme for a key header.
 _CHALLENGE = [(wire.AUTHENTICATE_HEADER.encode(), f'ApiKey header="{API_KEY_HEADER}"'.encode())]
 _ALLOW = [(wire.ALLOW_HEADER.encode(), ", ".join(wire.METHODS).encode())]
+_LIMIT = wire.RATELIMIT_LIMIT_HEADER.encode()
+_REMAINING = wire.RATELIMIT_REMAINING_HEADER.encode()
+_RESET = wire.RATELIMIT_RESET_HEADER.encode()
+_POLICY = wire.RATELIMIT_POLICY_HEADER.encode()
 # Appended to the data version in the ETag of a value whose period is not complete yet.
 INCOMPLETE_TAG = wire.INCOMPLETE_TAG.encode()
 
@@ -80,31 +84,60 @@ def query_pairs(query: bytes) -> list[tuple[str, str]]:
 class RateLimiter:
     """A token bucket per key: ``rate`` requests a second, bursts of up to ``rate``."""
 
-    def __init__(self, rate: float):
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic):
         self.rate = rate
         self.capacity = max(1.0, rate)
         self.buckets: dict[bytes, tuple[float, float]] = {}
+        self.clock = clock
+        # What every answer states of the limit: the requests of a one-second window.
+        self.policy = f"{math.floor(self.capacity)};w=1".encode()
 
     def retry_after(self, key: bytes) -> int:
         """0 when the request may go ahead, else whole seconds to wait."""
-        now = time.monotonic()
+        return self.take(key)[0]
+
+    def take(self, key: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """Spends one request of ``key``'s budget if it has one: (0, or whole seconds to wait; the
+        rate-limit headers that state the budget left)."""
+        now = self.clock()
         tokens, then = self.buckets.get(key, (self.capacity, now))
         tokens = min(self.capacity, tokens + (now - then) * self.rate)
+        wait = 0
         if tokens >= 1:
-            self.buckets[key] = (tokens - 1, now)
-            return 0
+            tokens -= 1
+        else:
+            wait = max(1, math.ceil((1 - tokens) / self.rate))
         self.buckets[key] = (tokens, now)
-        return max(1, math.ceil((1 - tokens) / self.rate))
+        # Reset: whole seconds until the bucket is full again, so that a client pacing itself at
+        # remaining / reset never outruns the refill.
+        reset = math.ceil((self.capacity - tokens) / self.rate)
+        headers = [
+            (_LIMIT, str(math.floor(self.capacity)).encode()),
+            (_REMAINING, str(math.floor(tokens)).encode()),
+            (_RESET, str(reset).encode()),
+            (_POLICY, self.policy),
+        ]
+        return wait, headers
 
 
 class App:
     def __init__(
-        self, service: MetricService, keys: Iterable[str], *, rate_limit: float | None = None, latency_ms: float = 0.0
+        self,
+        service: MetricService,
+        keys: Iterable[str],
+        *,
+        rate_limit: float | None = None,
+        latency_ms: float = 0.0,
+        rate_limit_headers: bool = True,
     ):
+        """``rate_limit``: requests a second per key (None: no limit); ``rate_limit_headers``: whether
+        answers state it (``wire.RATELIMIT_*_HEADER``); ``latency_ms``: a delay before every answer,
+        to stand for a service far away."""
         self.service = service
         self.keys = settings.keys(keys)
         rate = settings.rate_limit(rate_limit)
         self.limiter = RateLimiter(rate) if rate is not None else None
+        self.rate_limit_headers = rate_limit_headers
         self.latency = settings.latency_ms(latency_ms) / 1000.0
         # Every answer names the data version; a 200 also carries an ETag: the data version, and for
         # a value of a period not complete yet, the version marked so. The same URL answers byte for
@@ -128,6 +161,7 @@ class App:
         self._catalogue_made = asyncio.Lock()
         self.routes = {
             wire.METRICS_PATH: self._metrics,
+            wire.SERIES_PATH: self._series,
             wire.EXPLAIN_PATH: self._explain,
             wire.PROJECTS_PATH: self._static(self.projects),
             wire.CATALOGUE_PATH: self._catalogue,
@@ -149,6 +183,8 @@ class App:
     async def _dispatch(self, scope, send) -> None:
         path, method = scope["path"], scope["method"].encode()
         head = method == b"HEAD"
+        if self.latency:  # every answer, as from a service that far away
+            await asyncio.sleep(self.latency)
         if path == wire.OPENAPI_PATH:
             handler = None
         else:
@@ -186,10 +222,10 @@ class App:
         status, body, complete = await handler(scope)
         etag, tagged = self._tags[complete]
         if status == 200 and if_none_match is not None and self._matches(if_none_match, etag):
-            await send({"type": "http.response.start", "status": 304, "headers": tagged})
+            await send({"type": "http.response.start", "status": 304, "headers": tagged + extra})
             await send({"type": "http.response.body", "body": b""})
             return
-        await self._send(send, status, body, head, tagged=tagged)
+        await self._send(send, status, body, head, extra, tagged=tagged)
 
     def _matches(self, if_none_match: bytes, etag: bytes) -> bool:
         """If-None-Match names ``etag`` (weak comparison, RFC 9110 13.1.2), or is ``*``."""
@@ -231,15 +267,18 @@ class App:
         if matched is None:
             invalid = QueryError(401, ErrorCode.INVALID_API_KEY, f"the API key in {API_KEY_HEADER} is not valid")
             return 401, invalid.body(), _CHALLENGE
+        stated: list[tuple[bytes, bytes]] = []
         if self.limiter is not None:
-            wait = self.limiter.retry_after(matched)
+            wait, budget = self.limiter.take(matched)
+            if self.rate_limit_headers:
+                stated = budget
             if wait:
                 body = QueryError(
                     429,
                     ErrorCode.RATE_LIMITED,
                     f"rate limit of {self.limiter.rate:g} requests per second exceeded; retry after {wait} s",
                 ).body()
-                return 429, body, [(_RETRY_AFTER, str(wait).encode())]
+                return 429, body, [(_RETRY_AFTER, str(wait).encode()), *stated]
         if accept is not None and not accepts_json(accept.decode("latin-1")):
             return (
                 406,
@@ -248,27 +287,31 @@ class App:
                     ErrorCode.NOT_ACCEPTABLE,
                     f"this service answers only {wire.JSON_TYPE}; send Accept: {wire.JSON_TYPE}",
                 ).body(),
-                [],
+                stated,
             )
-        return 0, b"", []
+        return 0, b"", stated
 
     # Each handler gives (status, body, complete): ``complete`` False marks a 200 whose value's
     # period is not complete yet (its ETag says so); True for everything else.
 
     async def _metrics(self, scope) -> tuple[int, bytes, bool]:
-        if self.latency:
-            await asyncio.sleep(self.latency)
         pairs = query_pairs(scope["query_string"])
         try:
             return 200, *self.service.metrics(pairs)
         except QueryError as error:
             return error.status, error.body(), True
 
+    async def _series(self, scope) -> tuple[int, bytes, bool]:
+        """One page of a series: its periods' values, tagged incomplete when any period on it is."""
+        pairs = query_pairs(scope["query_string"])
+        try:
+            return 200, *self.service.series(pairs)
+        except QueryError as error:
+            return error.status, error.body(), True
+
     async def _explain(self, scope) -> tuple[int, bytes, bool]:
         """One page of the event rows behind a value: queries on the event tables, run off the
         event loop so that /metrics answers meanwhile."""
-        if self.latency:
-            await asyncio.sleep(self.latency)
         pairs = query_pairs(scope["query_string"])
         try:
             return 200, *await asyncio.to_thread(self.service.explain_page, pairs)

@@ -22,8 +22,8 @@ Schema = dict[str, Any]
 
 
 # The header names as the document writes them (HTTP header names are case-insensitive): each part
-# capitalised, the acronyms in capitals (ETag, WWW-Authenticate).
-_ACRONYMS = {wire.ETAG_HEADER: "ETag", "www": "WWW"}
+# capitalised, the acronyms in capitals (ETag, WWW-Authenticate), RateLimit as its draft writes it.
+_ACRONYMS = {wire.ETAG_HEADER: "ETag", "www": "WWW", "ratelimit": "RateLimit"}
 
 
 def _shown(header: str) -> str:
@@ -31,6 +31,16 @@ def _shown(header: str) -> str:
 
 
 _VERSION = _shown(wire.DATA_VERSION_HEADER)  # X-Data-Version
+# RateLimit-Limit, -Remaining, -Reset, -Policy
+_RATE_LIMITED = tuple(
+    _shown(name)
+    for name in (
+        wire.RATELIMIT_LIMIT_HEADER,
+        wire.RATELIMIT_REMAINING_HEADER,
+        wire.RATELIMIT_RESET_HEADER,
+        wire.RATELIMIT_POLICY_HEADER,
+    )
+)
 _ETAG = _shown(wire.ETAG_HEADER)  # ETag
 _JSON = wire.JSON_TYPE
 _ERROR_WHEN = {
@@ -143,6 +153,13 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
                 "description": "The time of the data set's last event, UTC (null without events, or from "
                 "aggregates built before it was recorded).",
             },
+            wire.SERIES: _object(
+                {
+                    wire.PATH: {"type": "string", "examples": [wire.SERIES_PATH]},
+                    wire.LIMIT: {"type": "integer", "minimum": 1, "description": "The most periods of a page."},
+                },
+                f"Where the service answers a whole series ({wire.SERIES_PATH}); absent where it does not.",
+            ),
         },
         "Every project of the data set.",
     )
@@ -216,8 +233,37 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
         },
         "The event rows behind one value, one page of them.",
     )
+    period = _object(
+        {name: metric_value["properties"][name] for name in wire.PERIOD_FIELDS},
+        f"One period's value, as {wire.METRICS_PATH} answers it for any date inside the period.",
+    )
+    series_page = _object(
+        {
+            **{name: metric_value["properties"][name] for name in (wire.METRIC_NAME, wire.PROJECT, wire.GRANULARITY)},
+            wire.START: {"type": "string", "format": "date", "description": "The start asked."},
+            wire.END: {"type": "string", "format": "date", "description": "The end asked."},
+            wire.UNIT: metric_value["properties"][wire.UNIT],
+            wire.DATA_VERSION: {"type": "string", "description": f"The data version, as in the {_VERSION} header."},
+            wire.COVERAGE: _nullable(_ref("Coverage")),
+            wire.PERIODS: {"type": "array", "items": _ref("Period"), "description": "This page's periods, in order."},
+            wire.TOTAL_PERIODS: {
+                "type": "integer",
+                "minimum": 1,
+                "description": "The periods of the range that lie in coverage, all pages.",
+            },
+            wire.OFFSET: {"type": "integer", "minimum": 0, "description": "The first period of this page."},
+            wire.LIMIT: {"type": "integer", "minimum": 1, "description": "The most periods of this page."},
+            wire.NEXT_OFFSET: {
+                "type": ["integer", "null"],
+                "description": f"The {wire.OFFSET} of the next page; null after the last.",
+            },
+        },
+        "Every value of one series over a range of periods, one page of them.",
+    )
     return {
         "MetricValue": metric_value,
+        "Period": period,
+        "SeriesPage": series_page,
         "Error": error,
         "ErrorDetail": error_detail,
         "Coverage": coverage,
@@ -229,19 +275,38 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
     }
 
 
+def _rate_limit_headers() -> dict[str, Schema]:
+    """The headers that state a key's rate limit, sent when the service limits keys (and states it)."""
+    limit, remaining, reset, policy = _RATE_LIMITED
+    described = {
+        limit: ("integer", "The requests a one-second window allows a key."),
+        remaining: ("integer", "The requests the key has left now."),
+        reset: ("integer", "Whole seconds until the key's whole budget is available again."),
+        policy: ("string", 'The limit as a policy: "R;w=1", R requests a second.'),
+    }
+    when = " Sent when the service limits each key's rate (draft-ietf-httpapi-ratelimit-headers-06)."
+    return {name: {"description": text + when, "schema": {"type": kind}} for name, (kind, text) in described.items()}
+
+
 def _headers(*names: str) -> dict[str, Schema]:
     return {name: {"$ref": f"#/components/headers/{name}"} for name in names}
 
 
-def _codes(status: int, explain: bool) -> list[ErrorCode]:
-    """The codes an operation answers with at ``status``: /explain's own only for /explain."""
-    return [code for code in ERROR_CODES[status] if explain or code not in wire.EXPLAIN_ONLY]
+def _codes(status: int, path: str) -> list[ErrorCode]:
+    """The codes the operation of ``path`` answers with at ``status``: a bad page only on the paged
+    paths, /explain's own only on /explain."""
+    left_out = {
+        wire.METRICS_PATH: (*wire.PAGED_ONLY, *wire.EXPLAIN_ONLY),
+        wire.SERIES_PATH: wire.EXPLAIN_ONLY,
+        wire.EXPLAIN_PATH: (),
+    }.get(path, ())
+    return [code for code in ERROR_CODES[status] if code not in left_out]
 
 
-def _error_response(status: int, explain: bool = False) -> Schema:
+def _error_response(status: int, path: str) -> Schema:
     response: Schema = {
-        "description": _ERROR_WHEN[status] + " Codes: " + ", ".join(_codes(status, explain)) + ".",
-        "headers": _headers(_VERSION),
+        "description": _ERROR_WHEN[status] + " Codes: " + ", ".join(_codes(status, path)) + ".",
+        "headers": _headers(_VERSION, *_RATE_LIMITED),
         "content": {_JSON: {"schema": _ref("Error")}},
     }
     if status == 429:
@@ -262,19 +327,19 @@ def _error_response(status: int, explain: bool = False) -> Schema:
     return response
 
 
-def _responses(body: str, description: str, errors: tuple[int, ...], explain: bool = False) -> dict[str, Schema]:
+def _responses(body: str, description: str, errors: tuple[int, ...], path: str) -> dict[str, Schema]:
     return {
         "200": {
             "description": description,
-            "headers": _headers(_VERSION, _ETAG),
+            "headers": _headers(_VERSION, _ETAG, *_RATE_LIMITED),
             "content": {_JSON: {"schema": _ref(body)}},
         },
         "304": {
             "description": f"{_shown(wire.IF_NONE_MATCH_HEADER)} named the answer's current {_ETAG}: the answer is "
             "unchanged.",
-            "headers": _headers(_VERSION, _ETAG),
+            "headers": _headers(_VERSION, _ETAG, *_RATE_LIMITED),
         },
-        **{str(status): _error_response(status, explain) for status in errors},
+        **{str(status): _error_response(status, path) for status in errors if _codes(status, path)},
     }
 
 
@@ -305,7 +370,54 @@ def _explain_operation(parameters: list[Schema]) -> Schema:
             f"(501 {ErrorCode.EXPLAIN_UNAVAILABLE} when the service serves aggregates alone).",
             "x-extension": True,
             "parameters": [*parameters[:4], *page, *parameters[4:]],
-            "responses": _responses("ExplainPage", "One page of the value's rows.", tuple(ERROR_CODES), explain=True),
+            "responses": _responses(
+                "ExplainPage", "One page of the value's rows.", tuple(ERROR_CODES), wire.EXPLAIN_PATH
+            ),
+        }
+    }
+
+
+def _series_operation(parameters: list[Schema]) -> Schema:
+    dates = [
+        {
+            "name": name,
+            "in": "query",
+            "required": True,
+            "description": f"Any UTC date inside the {which} period of the series.",
+            "schema": {"type": "string", "format": "date"},
+        }
+        for name, which in ((wire.START, "first"), (wire.END, "last"))
+    ]
+    page = [
+        {
+            "name": wire.LIMIT,
+            "in": "query",
+            "required": False,
+            "description": f"The most periods of the page (default and most {wire.SERIES_LIMIT:,}).",
+            "schema": {"type": "integer", "minimum": 1, "maximum": wire.SERIES_LIMIT},
+        },
+        {
+            "name": wire.OFFSET,
+            "in": "query",
+            "required": False,
+            "description": "The first period of the page, from 0 (the next_offset of the page before).",
+            "schema": {"type": "integer", "minimum": 0, "maximum": wire.SERIES_MAX_OFFSET},
+        },
+    ]
+    return {
+        "get": {
+            "operationId": "getSeries",
+            "summary": "Every value of one series over a range of periods",
+            "description": "Extension of the reference service, not part of the metrics service specification: "
+            f"for each period from the one containing {wire.START} to the one containing {wire.END} that lies in "
+            f"coverage, the value {wire.METRICS_PATH} answers for it (the same checks and error codes; 404 "
+            f"{ErrorCode.DATE_OUT_OF_COVERAGE} when no period of the range does), a page at a time. A page "
+            "counts as one request against the key's rate limit.",
+            "x-extension": True,
+            "parameters": [*parameters[:3], *dates, *page, *parameters[4:]],
+            "responses": _responses(
+                "SeriesPage", "One page of the series' periods.", tuple(ERROR_CODES), wire.SERIES_PATH
+            ),
         }
     }
 
@@ -380,10 +492,12 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
                     "responses": _responses(
                         "MetricValue",
                         "The metric value of the period containing date.",
-                        tuple(status for status in ERROR_CODES if _codes(status, False)),
+                        tuple(ERROR_CODES),
+                        wire.METRICS_PATH,
                     ),
                 }
             },
+            wire.SERIES_PATH: _series_operation(parameters),
             wire.EXPLAIN_PATH: _explain_operation(parameters),
             wire.PROJECTS_PATH: {
                 "get": {
@@ -392,7 +506,7 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
                     "description": discovery_note,
                     "x-extension": True,
                     "parameters": [if_none_match],
-                    "responses": _responses("Projects", "Projects.", _DISCOVERY_ERRORS),
+                    "responses": _responses("Projects", "Projects.", _DISCOVERY_ERRORS, wire.PROJECTS_PATH),
                 }
             },
             wire.CATALOGUE_PATH: {
@@ -402,7 +516,7 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
                     "description": discovery_note,
                     "x-extension": True,
                     "parameters": [if_none_match],
-                    "responses": _responses("Catalogue", "Metrics.", _DISCOVERY_ERRORS),
+                    "responses": _responses("Catalogue", "Metrics.", _DISCOVERY_ERRORS, wire.CATALOGUE_PATH),
                 }
             },
         },
@@ -414,6 +528,7 @@ def build(catalogue: Catalogue, projects: list[str], coverage: tuple[str, str] |
                     "or what a metric computes changes.",
                     "schema": {"type": "string"},
                 },
+                **_rate_limit_headers(),
                 _ETAG: {
                     "description": f'The data version in quotes, "<{_VERSION}>"; for a value (or an explanation) '
                     f'whose period is not complete yet, "<{_VERSION}>{wire.INCOMPLETE_TAG}". A period turning '

@@ -38,6 +38,8 @@ _INVALID = {
     wire.METRIC_NAME: ErrorCode.UNKNOWN_METRIC,
     wire.GRANULARITY: ErrorCode.INVALID_GRANULARITY,
     wire.DATE: ErrorCode.INVALID_DATE,
+    wire.START: ErrorCode.INVALID_DATE,
+    wire.END: ErrorCode.INVALID_DATE,
     wire.PROJECT: ErrorCode.INVALID_PROJECT,
 }
 
@@ -54,6 +56,32 @@ def _page_number(text: str | None, name: str, default: int, lowest: int, highest
             name,
         )
     return int(text)
+
+
+def _parameters(pairs: Iterable[tuple[str, str]], required: tuple[str, ...], optional: tuple[str, ...], path: str):
+    """The parameters of a query to ``path`` by name: a 400 for one given twice or one of
+    ``required`` missing; others than ``required`` and ``optional`` are ignored."""
+    params: dict[str, str] = {}
+    for name, value in pairs:
+        if name in required or name in optional:
+            if name in params:
+                raise QueryError(
+                    400,
+                    ErrorCode.DUPLICATE_PARAMETER,
+                    f"parameter {name!r} is given more than once; give it once",
+                    name,
+                )
+            params[name] = value
+    missing = [p for p in required if not params.get(p)]
+    if missing:
+        raise QueryError(
+            400,
+            ErrorCode.MISSING_PARAMETER,
+            f"missing required parameter{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}; {path} needs {', '.join(required)}",
+            missing[0],
+        )
+    return params
 
 
 class QueryError(Exception):
@@ -122,6 +150,55 @@ class MetricService:
         # Every string here has passed a pattern of JSON-safe characters or comes from the catalogue.
         body = wire.value_body(metric.name, project, granularity, date_text, start, end, metric.unit, value, complete)
         return body, complete
+
+    def series(self, pairs: Iterable[tuple[str, str]]) -> tuple[bytes, bool]:
+        """One page of ``GET /series`` and whether every period on it is complete now: the values
+        ``/metrics`` answers for each period from the one containing ``start`` to the one containing
+        ``end`` that lies in coverage, with the same checks and error codes; a 404
+        ``date_out_of_coverage`` when none does."""
+        params = _parameters(pairs, wire.SERIES_PARAMETERS, wire.SERIES_PAGE, wire.SERIES_PATH)
+        metric, project, granularity, (first, last) = self._checked(params, (wire.START, wire.END))
+        limit = _page_number(params.get(wire.LIMIT), wire.LIMIT, wire.SERIES_LIMIT, 1, wire.SERIES_LIMIT)
+        offset = _page_number(params.get(wire.OFFSET), wire.OFFSET, 0, 0, wire.SERIES_MAX_OFFSET)
+        if last < first:
+            raise QueryError(
+                400,
+                ErrorCode.INVALID_DATE,
+                f"end {last.isoformat()} is before start {first.isoformat()}; give an end on or after the start",
+                wire.END,
+            )
+        values = self.aggregates.values.get((metric.name, project, granularity))
+        lowest = highest = 0
+        if values is not None and self.coverage is not None:
+            lowest = max(0, period_index(first, self.coverage[0], granularity))
+            highest = min(len(values), period_index(last, self.coverage[0], granularity) + 1)
+        if values is None or lowest >= highest:
+            raise QueryError(
+                404, ErrorCode.DATE_OUT_OF_COVERAGE, self._range_message(first, last, granularity), wire.START
+            )
+        total = highest - lowest
+        shown = range(lowest + offset, min(highest, lowest + offset + limit))
+        bounds = self.aggregates.periods[granularity]
+        complete = [self.completeness.complete(granularity, i) for i in shown]
+        periods = [(*bounds[i], values[i], done) for i, done in zip(shown, complete, strict=True)]
+        following = offset + len(shown) if offset + len(shown) < total else None
+        coverage = self.aggregates.meta["coverage"]
+        body = wire.series_body(
+            metric_name=metric.name,
+            project=project,
+            granularity=granularity,
+            start=params[wire.START],
+            end=params[wire.END],
+            unit=metric.unit,
+            data_version=self.data_version,
+            coverage=None if coverage is None else tuple(coverage),
+            periods=periods,
+            total_periods=total,
+            offset=offset,
+            limit=limit,
+            next_offset=following,
+        )
+        return body, all(complete)
 
     def explain(self, pairs: Iterable[tuple[str, str]]) -> bytes:
         """The JSON body for one page of ``/explain``: the event rows behind one value (``explain``)."""
@@ -240,37 +317,26 @@ class MetricService:
         self, pairs: Iterable[tuple[str, str]], path: str, optional: tuple[str, ...]
     ) -> tuple[Metric, str, str, str, tuple, dict[str, str]]:
         """The checked metric, project, granularity and date of a query to ``path``, what the
-        aggregates hold for them (value, period_start, period_end, complete), and the ``optional``
-        parameters given; a QueryError for the first thing wrong."""
-        params: dict[str, str] = {}
-        for name, value in pairs:
-            if name in PARAMETERS or name in optional:
-                if name in params:
-                    raise QueryError(
-                        400,
-                        ErrorCode.DUPLICATE_PARAMETER,
-                        f"parameter {name!r} is given more than once; give it once",
-                        name,
-                    )
-                params[name] = value
-        missing = [p for p in PARAMETERS if not params.get(p)]
-        if missing:
-            raise QueryError(
-                400,
-                ErrorCode.MISSING_PARAMETER,
-                f"missing required parameter{'s' if len(missing) > 1 else ''} "
-                f"{', '.join(missing)}; {path} needs {', '.join(PARAMETERS)}",
-                missing[0],
-            )
-        name, project = params[wire.METRIC_NAME], params[wire.PROJECT]
-        granularity, date_text = params[wire.GRANULARITY], params[wire.DATE]
+        aggregates hold for them (value, period_start, period_end, index in coverage), and the
+        ``optional`` parameters given; a QueryError for the first thing wrong."""
+        params = _parameters(pairs, PARAMETERS, optional, path)
+        metric, project, granularity, (day,) = self._checked(params, (wire.DATE,))
+        found = self.aggregates.find(metric.name, project, granularity, day)
+        if found is None:
+            raise QueryError(404, ErrorCode.DATE_OUT_OF_COVERAGE, self._coverage_message(day, granularity), wire.DATE)
+        return metric, project, granularity, params[wire.DATE], found, {k: params[k] for k in optional if k in params}
 
+    def _checked(self, params: dict[str, str], dates: tuple[str, ...]) -> tuple[Metric, str, str, list[dt.date]]:
+        """The metric, project, granularity and ``dates`` of a query's parameters, checked in the
+        order a person would fix them: formats (400), then the project and whether the metric
+        applies to it (404)."""
+        name, project, granularity = params[wire.METRIC_NAME], params[wire.PROJECT], params[wire.GRANULARITY]
         metric = self.catalogue.get(name)
         try:
             if metric is None:
                 raise ids.unknown_metric(name, self.catalogue.canonical_names, f"GET {wire.CATALOGUE_PATH}")
             ids.check_granularity(granularity)
-            day = ids.parse_date(date_text)
+            days = [ids.parse_date(params[date], date) for date in dates]
             ids.check_project(project)
         except ValidationError as error:
             raise QueryError(400, _INVALID[str(error.argument)], str(error), error.argument) from None
@@ -291,10 +357,16 @@ class MetricService:
                 f"{', '.join(info['kinds'])}" + (" with regular pools" if info["regular_pools"] else ""),
                 wire.METRIC_NAME,
             )
-        found = self.aggregates.find(metric.name, project, granularity, day)
-        if found is None:
-            raise QueryError(404, ErrorCode.DATE_OUT_OF_COVERAGE, self._coverage_message(day, granularity), wire.DATE)
-        return metric, project, granularity, date_text, found, {k: params[k] for k in optional if k in params}
+        return metric, project, granularity, days
+
+    def _range_message(self, first: dt.date, last: dt.date, granularity: str) -> str:
+        if self.coverage is None:
+            return "this data set has no events, so no date is covered"
+        return (
+            f"the {granularity} periods from the one containing {first.isoformat()} to the one containing "
+            f"{last.isoformat()} lie outside the data's coverage, {self.coverage[0].isoformat()} to "
+            f"{self.coverage[1].isoformat()}"
+        )
 
     def _coverage_message(self, day: dt.date, granularity: str) -> str:
         if self.coverage is None:

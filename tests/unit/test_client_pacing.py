@@ -1,0 +1,114 @@
+"""Pacing by the budget a service states in its answers' headers, and learnt where it states none:
+on an injected clock, no sleeping, no wall-clock thresholds."""
+
+from __future__ import annotations
+
+import pytest
+from client_fakes import FakeClock
+
+from metrics_kit.client.transports import Pacer
+from metrics_kit.client.transports._base import STATED_SHARE, BudgetError, OverBudget
+from metrics_kit.client.transports._budget import stated
+from metrics_kit.errors import RateLimitError, TransportError
+
+WALL = 1_800_000_000.0  # the wall clock of these tests (an epoch time)
+
+
+def headers(**fields: str):
+    named = {name.replace("_", "-").lower(): value for name, value in fields.items()}
+    return lambda name: named.get(name.lower())
+
+
+def pacer(rate: float | None = None, workers: int = 16) -> tuple[Pacer, FakeClock]:
+    clock = FakeClock(100.0)
+    return Pacer(rate, clock, clock.sleep, workers=workers, wall=lambda: WALL), clock
+
+
+@pytest.mark.parametrize(
+    "fields, rate, remaining, reset",
+    [
+        # the IETF draft's fields (up to -06): reset in seconds, the policy's quota and window
+        ({"RateLimit_Limit": "20", "RateLimit_Remaining": "7", "RateLimit_Reset": "1", "RateLimit_Policy": "20;w=1"},
+         20.0, 7, 1.0),
+        # its later structured fields
+        ({"RateLimit": '"default";r=3;t=5', "RateLimit_Policy": '"default";q=100;w=60'}, 100 / 60, 3, 5.0),
+        # the older X- fields, reset in seconds, and as an epoch time (a value larger than a year)
+        ({"X_RateLimit_Limit": "60", "X_RateLimit_Remaining": "10", "X_RateLimit_Reset": "30"}, None, 10, 30.0),
+        ({"X_RateLimit_Limit": "5000", "X_RateLimit_Remaining": "0", "X_RateLimit_Reset": str(int(WALL) + 90)},
+         None, 0, 90.0),
+    ],
+)  # fmt: skip
+def test_each_family_of_rate_limit_headers_is_read(fields, rate, remaining, reset):
+    budget = stated(headers(**fields), WALL)
+    assert budget is not None
+    assert (budget.rate, budget.remaining, budget.reset) == (pytest.approx(rate) if rate else None, remaining, reset)
+
+
+def test_an_epoch_reset_is_counted_from_the_answers_date_when_it_has_one():
+    budget = stated(headers(X_RateLimit_Remaining="0", X_RateLimit_Reset=str(int(WALL) + 90)), WALL, date=WALL + 60)
+    assert budget is not None and budget.reset == 30.0
+
+
+def test_no_headers_or_unreadable_ones_state_nothing():
+    assert stated(headers(), WALL) is None
+    assert stated(headers(RateLimit_Remaining="many", RateLimit_Reset="-1"), WALL) is None
+
+
+def test_requests_are_paced_at_the_lower_of_rate_limit_and_the_stated_budget():
+    paced, _ = pacer()
+    paced.observe(200, headers(RateLimit_Remaining="19", RateLimit_Reset="1", RateLimit_Policy="20;w=1"), 100.0)
+    assert paced.interval == pytest.approx(1 / (20 * STATED_SHARE))
+    slow, _ = pacer(rate=5.0)
+    slow.observe(200, headers(RateLimit_Remaining="19", RateLimit_Reset="1", RateLimit_Policy="20;w=1"), 100.0)
+    assert slow.interval == pytest.approx(1 / 5)
+    # Without a window, what is left over the time to the reset
+    spread, _ = pacer()
+    spread.observe(200, headers(X_RateLimit_Remaining="100", X_RateLimit_Reset="50"), 100.0)
+    assert spread.interval == pytest.approx(1 / (2 * STATED_SHARE))
+
+
+def test_none_left_holds_every_first_attempt_until_the_reset():
+    paced, clock = pacer()
+    paced.observe(200, headers(RateLimit_Remaining="0", RateLimit_Reset="3"), 100.0)
+    paced.wait()
+    assert clock() == 103.0 and clock.slept == [3.0]
+
+
+def test_a_reset_after_the_pulls_deadline_fails_at_once():
+    paced, clock = pacer()
+    paced.observe(429, headers(RateLimit_Remaining="0", RateLimit_Reset="60"), 100.0)
+    with pytest.raises(OverBudget) as raised:
+        paced.wait(until=130.0)
+    assert raised.value.wait == 60.0 and clock.slept == []  # nothing waited for
+    paced.wait(until=200.0)  # a deadline after the reset: it waits
+    assert clock() == 160.0
+    # What the transport raises for it: a RateLimitError, and a TransportError (no answer came)
+    assert issubclass(BudgetError, RateLimitError) and issubclass(BudgetError, TransportError)
+
+
+def test_without_headers_a_429_halves_the_requests_in_flight_and_paces_at_what_got_through():
+    paced, clock = pacer(workers=16)
+    for _ in range(20):  # twenty clean answers within the last second, then a 429
+        clock.advance(0.01)
+        paced.observe(200, headers(), clock())
+    sent = clock()
+    paced.observe(429, headers(), sent)
+    assert paced.in_flight_limit == 8
+    assert paced.interval == pytest.approx(1 / (0.9 * 20))
+    paced.observe(429, headers(), sent - 0.5)  # a 429 of a request sent before the cut: not cut again
+    assert paced.in_flight_limit == 8
+    for _ in range(9):  # a window of clean answers: one more in flight
+        clock.advance(0.1)
+        paced.observe(200, headers(), clock())
+    assert paced.in_flight_limit == 9
+    assert paced.interval < 1 / (0.9 * 20)  # and the pace grows
+    clock.advance(1)
+    paced.strained(clock())  # a timeout cuts as a 429 does
+    assert paced.in_flight_limit == 4
+
+
+def test_a_stated_budget_is_kept_rather_than_learnt_from():
+    paced, _ = pacer(workers=16)
+    paced.observe(429, headers(RateLimit_Remaining="0", RateLimit_Reset="1", RateLimit_Policy="20;w=1"), 100.0)
+    assert paced.in_flight_limit == 16
+    assert paced.interval == pytest.approx(1 / (20 * STATED_SHARE))
