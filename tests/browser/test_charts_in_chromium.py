@@ -1,0 +1,152 @@
+"""Charts you can point at, in JupyterLab: the quickstart run in real JupyterLab (as ``make lab``
+starts it) in headless Chromium; its chart of swap active users is an interactive canvas (ipympl),
+and pointing at a week reads out that week, the series, the value as the library returns it, with
+its unit, and whether the week is complete; zooming into a stretch and resetting the view work.
+
+Screenshots go to ``$BROWSER_TEST_SCREENS`` when set (``docs/hover.png`` is made from one, see
+``docs/screenshots.py``). Needs Debian's ``chromium`` and ``chromium-driver``, and selenium.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+from chromium_lab import (
+    CHROMEDRIVER,
+    CHROMIUM,
+    READOUT,
+    Lab,
+    by_css,
+    charts_in,
+    chromium,
+    drag,
+    picture,
+    point,
+    quit_chromium,
+    tool,
+    wait_for,
+)
+
+import metrics_kit as mk
+from metrics_kit.notebook import charts
+from metrics_kit.tools import notebooks
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = ROOT / "notebooks" / "01_quickstart.ipynb"
+METRIC = "swap_active_users"
+RUN_ALL_SECONDS = 240
+
+if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+    pytest.skip(
+        f"needs {CHROMIUM} and {CHROMEDRIVER}: apt-get install chromium chromium-driver", allow_module_level=True
+    )
+pytest.importorskip("selenium")
+
+
+def quickstart_series() -> pd.Series:
+    """What the library returns for the quickstart's chart, with the notebook's default parameters."""
+    given = {name: ast.literal_eval(text) for name, text in notebooks.parameters(QUICKSTART).items()}
+    with mk.Client(None, progress=False) as client:
+        return client.series(METRIC, given["project"], given["start"], given["end"], given["granularity"])
+
+
+def check_readouts(texts: list[str], series: pd.Series) -> list[str]:
+    """What is wrong with ``texts``, the readouts of a chart of ``series``: each must name a period of
+    it, its series, its value exactly as the library returns it, with its unit, and its completeness."""
+    problems = []
+    by_period = {charts.period_text(start, series.attrs["granularity"]): start for start in series.index}
+    incomplete = {pd.Timestamp(t) for t in series.attrs["incomplete"]}
+    for text in texts:
+        said = READOUT.match(text)
+        if said is None or said["period"] not in by_period:
+            problems.append(f"{text!r} is not a readout of a period of the chart")
+            continue
+        start = by_period[said["period"]]
+        wanted = charts.exact(series[start], series.attrs["unit"])
+        status = "incomplete" if start in incomplete else "complete"
+        if said["series"] != charts.label(METRIC) or said["value"] != wanted or said["status"] != status:
+            problems.append(f"{text!r}: the library says {charts.label(METRIC)} · {wanted} · {status}")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    started = Lab(ROOT / "notebooks", tmp_path_factory.mktemp("lab"))
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    driver = chromium(tmp_path_factory.mktemp("chromium-profile"))
+    yield driver
+    quit_chromium(driver)
+
+
+@pytest.fixture(scope="module")
+def chart(lab, browser):
+    """The quickstart, run in JupyterLab; its chart of swap active users (the first chart drawn)."""
+    driver = browser
+    driver.get(f"{lab.base}/lab/tree/{QUICKSTART.name}?reset&token={lab.token}")
+    panel = "#main .jp-NotebookPanel:not(.lm-mod-hidden)"
+    cells = len(nbformat.read(QUICKSTART, as_version=4).cells)
+    wait_for(lambda: len(by_css(driver, f"{panel} .jp-Cell")) == cells, 120, "the quickstart to open")
+    wait_for(lab.idle, 120, "the kernel to start")
+    by_css(driver, f"{panel} .jp-Notebook")[0].click()
+    wait_for(lambda: by_css(driver, ".lm-MenuBar-item"), 30, "the menu bar")
+    next(m for m in by_css(driver, ".lm-MenuBar-item") if m.text.strip() == "Run").click()
+    wait_for(
+        lambda: [i for i in by_css(driver, ".lm-Menu-item") if i.text.split("\n")[0].strip() == "Run All Cells"],
+        10,
+        "Run > Run All Cells",
+    )[0].click()
+    wait_for(
+        lambda: lab.idle() and not [p for p in by_css(driver, f"{panel} .jp-InputPrompt") if "*" in p.text],
+        RUN_ALL_SECONDS,
+        "the quickstart to run",
+    )
+    found = wait_for(lambda: charts_in(driver), 60, "an interactive chart")
+    yield found[0]
+    lab.shutdown_kernels()
+
+
+@pytest.fixture
+def screens(tmp_path) -> Path:
+    folder = Path(os.environ.get("BROWSER_TEST_SCREENS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def test_pointing_at_a_week_reads_out_its_value_as_the_library_returns_it(browser, chart, screens):
+    series = quickstart_series()
+    texts = [point(browser, chart, fx / 20, 0.5) for fx in range(2, 20)]
+    assert not check_readouts(texts, series), "\n".join(check_readouts(texts, series))
+    assert len(set(texts)) >= 12, f"pointing along the chart read out only {sorted(set(texts))}"
+    browser.save_screenshot(str(screens / "hover.png"))
+
+
+def test_zoom_and_reset(browser, chart, screens):
+    series = quickstart_series()
+    middle = point(browser, chart, 0.5, 0.5)
+    before = picture(browser, chart)
+    tool(browser, chart, "Zoom").click()
+    drag(browser, chart, (0.15, 0.25), (0.3, 0.75))
+    tool(browser, chart, "Zoom").click()  # zoom mode off: the pointer points again
+    wait_for(lambda: picture(browser, chart)["digest"] != before["digest"], 60, "the chart to zoom")
+    zoomed = point(browser, chart, 0.5, 0.5)
+    assert not check_readouts([zoomed], series)
+    assert READOUT.match(zoomed)["period"] < READOUT.match(middle)["period"], (
+        f"after zooming into the chart's left part, its middle reads {zoomed!r}, as before ({middle!r})"
+    )
+    browser.save_screenshot(str(screens / "zoomed.png"))
+    shown = picture(browser, chart)
+    tool(browser, chart, "Reset").click()
+    wait_for(lambda: picture(browser, chart)["digest"] != shown["digest"], 60, "the chart to return to its view")
+    assert point(browser, chart, 0.5, 0.5) == middle, "Reset did not bring back the chart's whole view"
