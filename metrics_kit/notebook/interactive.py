@@ -23,6 +23,7 @@ import io
 import os
 import sys
 import threading
+from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -36,13 +37,15 @@ RENDERING = threading.RLock()
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
-def enabled() -> bool:
-    """Whether charts show as interactive canvases here (see the module's docstring)."""
-    said = os.environ.get(INTERACTIVE_ENV, "").strip().lower()
+def enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether charts show as interactive canvases here (see the module's docstring); ``environ``:
+    the environment to read (default: this process's)."""
+    environ = os.environ if environ is None else environ
+    said = environ.get(INTERACTIVE_ENV, "").strip().lower()
     if said in ON:
         if not installed():
             raise ConfigurationError(
-                f"{INTERACTIVE_ENV}={os.environ[INTERACTIVE_ENV]} asks for interactive charts, which need ipympl: "
+                f"{INTERACTIVE_ENV}={environ[INTERACTIVE_ENV]} asks for interactive charts, which need ipympl: "
                 "pip install 'metrics-kit[lab]'",
                 "interactive",
             )
@@ -51,21 +54,22 @@ def enabled() -> bool:
         return False
     if said:
         raise ConfigurationError(
-            f"{INTERACTIVE_ENV} is {os.environ[INTERACTIVE_ENV]!r}; say on or off, or leave it unset "
+            f"{INTERACTIVE_ENV} is {environ[INTERACTIVE_ENV]!r}; say on or off, or leave it unset "
             "(interactive in JupyterLab and Voilà, pictures where no widget frontend is)",
             "interactive",
         )
-    return widget_frontend() and installed()
+    return widget_frontend(environ) and installed()
 
 
-def widget_frontend() -> bool:
+def widget_frontend(environ: Mapping[str, str] | None = None) -> bool:
     """Whether this is a kernel that a widget frontend drives: started by a Jupyter server for a
     notebook or a console (JupyterLab, Notebook), or by Voilà."""
     ipython = sys.modules.get("IPython")  # not imported: not in IPython, so not in a kernel
     shell = ipython.get_ipython() if ipython is not None else None
     if shell is None or getattr(shell, "kernel", None) is None:
         return False
-    return bool(os.environ.get("JPY_SESSION_NAME")) or os.environ.get("SERVER_SOFTWARE", "").startswith("voila/")
+    environ = os.environ if environ is None else environ
+    return bool(environ.get("JPY_SESSION_NAME")) or environ.get("SERVER_SOFTWARE", "").startswith("voila/")
 
 
 def installed() -> bool:

@@ -240,9 +240,30 @@ def change(driver, kind: str, element) -> str | None:
 
 # -- in the page ------------------------------------------------------------------------------------
 
-# Counts, under a node, the chart images drawn: an <img> added, or an <img> given a new src.
+# Counts, under a node, the chart images drawn: an <img> added, or an <img> given a new src; and the
+# frames an interactive chart (ipympl's canvas) draws from the kernel: each frame is an image that the
+# canvas' model draws on its offscreen canvas, which its view then copies (counted once per frame).
 OBSERVE = """
 const root = arguments[0];
+if (!window.__frameCounter) {
+  window.__frameCounter = true;
+  const offscreen = (c) => !(c instanceof HTMLCanvasElement) || !c.isConnected;
+  for (const kind of [CanvasRenderingContext2D, window.OffscreenCanvasRenderingContext2D].filter(Boolean)) {
+    const original = kind.prototype.drawImage;
+    kind.prototype.drawImage = function (source, ...rest) {
+      if (source instanceof HTMLImageElement || source instanceof ImageBitmap) {
+        if (offscreen(this.canvas)) this.canvas.__frame = (this.canvas.__frame || 0) + 1;
+      } else if (!offscreen(this.canvas) && window.__frameRoot && window.__frameRoot.contains(this.canvas)) {
+        const frame = source.__frame || 0;
+        if (!window.__framesSeen.has(frame)) { window.__framesSeen.add(frame); window.__draws += 1; }
+        window.__lastChange = Date.now();
+      }
+      return original.call(this, source, ...rest);
+    };
+  }
+}
+window.__frameRoot = root;
+window.__framesSeen = new Set();
 if (window.__chartObserver) window.__chartObserver.disconnect();
 window.__draws = 0;
 window.__lastChange = Date.now();
