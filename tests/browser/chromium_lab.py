@@ -9,6 +9,7 @@ notebooks, so that running them (and JupyterLab's autosave) never touches the ch
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import re
@@ -20,7 +21,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import requests
+
+import metrics_kit as mk
+from metrics_kit.notebook import charts
+from metrics_kit.tools import notebooks
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -372,3 +378,33 @@ def tool(driver, chart, title: str):
     buttons = [b for b in by_css(chart, "button") if (b.get_attribute("title") or "").startswith(title)]
     assert buttons, f"no {title!r} button in the chart's toolbar"
     return buttons[0]
+
+
+QUICKSTART_METRIC = "swap_active_users"  # what the quickstart's first chart draws
+
+
+def quickstart_series() -> pd.Series:
+    """What the library returns for the quickstart's first chart (swap active users), with the
+    notebook's default parameters."""
+    given = {name: ast.literal_eval(text) for name, text in notebooks.parameters("quickstart").items()}
+    with mk.Client(None, progress=False) as client:
+        return client.series(QUICKSTART_METRIC, given["project"], given["start"], given["end"], given["granularity"])
+
+
+def check_readouts(texts: list[str], series: pd.Series) -> list[str]:
+    """What is wrong with ``texts``, the readouts of a chart of ``series``: each must name a period of
+    it, its series, its value exactly as the library returns it, with its unit, and its completeness."""
+    problems = []
+    by_period = {charts.period_text(start, series.attrs["granularity"]): start for start in series.index}
+    incomplete = {pd.Timestamp(t) for t in series.attrs["incomplete"]}
+    for text in texts:
+        said = READOUT.match(text)
+        if said is None or said["period"] not in by_period:
+            problems.append(f"{text!r} is not a readout of a period of the chart")
+            continue
+        start = by_period[said["period"]]
+        wanted = charts.exact(series[start], series.attrs["unit"])
+        status = "incomplete" if start in incomplete else "complete"
+        if said["series"] != charts.label(QUICKSTART_METRIC) or said["value"] != wanted or said["status"] != status:
+            problems.append(f"{text!r}: the library says {charts.label(QUICKSTART_METRIC)} · {wanted} · {status}")
+    return problems

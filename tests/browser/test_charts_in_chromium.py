@@ -9,12 +9,10 @@ Screenshots go to ``$BROWSER_TEST_SCREENS`` when set (``docs/hover.png`` is made
 
 from __future__ import annotations
 
-import ast
 import os
 from pathlib import Path
 
 import nbformat
-import pandas as pd
 import pytest
 from chromium_lab import (
     CHROMEDRIVER,
@@ -23,24 +21,21 @@ from chromium_lab import (
     Lab,
     by_css,
     charts_in,
+    check_readouts,
     chromium,
     drag,
     picture,
     point,
+    quickstart_series,
     quit_chromium,
     tool,
     wait_for,
 )
 
-import metrics_kit as mk
-from metrics_kit.notebook import charts
-from metrics_kit.tools import notebooks
-
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "notebooks" / "01_quickstart.ipynb"
-METRIC = "swap_active_users"
 RUN_ALL_SECONDS = 240
 
 if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
@@ -48,32 +43,6 @@ if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
         f"needs {CHROMIUM} and {CHROMEDRIVER}: apt-get install chromium chromium-driver", allow_module_level=True
     )
 pytest.importorskip("selenium")
-
-
-def quickstart_series() -> pd.Series:
-    """What the library returns for the quickstart's chart, with the notebook's default parameters."""
-    given = {name: ast.literal_eval(text) for name, text in notebooks.parameters(QUICKSTART).items()}
-    with mk.Client(None, progress=False) as client:
-        return client.series(METRIC, given["project"], given["start"], given["end"], given["granularity"])
-
-
-def check_readouts(texts: list[str], series: pd.Series) -> list[str]:
-    """What is wrong with ``texts``, the readouts of a chart of ``series``: each must name a period of
-    it, its series, its value exactly as the library returns it, with its unit, and its completeness."""
-    problems = []
-    by_period = {charts.period_text(start, series.attrs["granularity"]): start for start in series.index}
-    incomplete = {pd.Timestamp(t) for t in series.attrs["incomplete"]}
-    for text in texts:
-        said = READOUT.match(text)
-        if said is None or said["period"] not in by_period:
-            problems.append(f"{text!r} is not a readout of a period of the chart")
-            continue
-        start = by_period[said["period"]]
-        wanted = charts.exact(series[start], series.attrs["unit"])
-        status = "incomplete" if start in incomplete else "complete"
-        if said["series"] != charts.label(METRIC) or said["value"] != wanted or said["status"] != status:
-            problems.append(f"{text!r}: the library says {charts.label(METRIC)} · {wanted} · {status}")
-    return problems
 
 
 @pytest.fixture(scope="module")
