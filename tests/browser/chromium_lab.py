@@ -119,10 +119,11 @@ class Lab:
 
 
 class Dashboard:
-    """``metrics-kit dashboard [NOTEBOOK] --no-browser --port 0`` (with ``args``) on a copy of
-    ``notebooks``, as ``make dashboard`` starts it; stopped by its PID, with its kernels."""
+    """``metrics-kit dashboard [NOTEBOOK] --no-browser --port 0`` (with ``args``, and ``env`` added to
+    its environment) on a copy of ``notebooks``, as ``make dashboard`` starts it; stopped by its PID,
+    with its kernels."""
 
-    def __init__(self, notebooks: Path, home: Path, *args: str):
+    def __init__(self, notebooks: Path, home: Path, *args: str, env: dict[str, str] | None = None):
         self.folder = home / "notebooks"
         shutil.copytree(notebooks, self.folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
         env = {
@@ -131,6 +132,7 @@ class Dashboard:
             "JUPYTER_CONFIG_DIR": str(home / "config"),
             "JUPYTER_DATA_DIR": str(home / "data"),
             "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+            **(env or {}),
         }
         self.log = home / "dashboard.log"
         with open(self.log, "w") as sink:

@@ -4,7 +4,7 @@ and pointing at a week reads out that week, the series, the value as the library
 its unit, and whether the week is complete; zooming into a stretch and resetting the view work.
 
 Screenshots go to ``$BROWSER_TEST_SCREENS`` when set (``docs/hover.png`` is made from one, see
-``docs/screenshots.py``). Needs Debian's ``chromium`` and ``chromium-driver``, and selenium.
+``tests/browser/screenshots.py``). Needs Debian's ``chromium`` and ``chromium-driver``, and selenium.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def lab(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     driver = chromium(tmp_path_factory.mktemp("chromium-profile"))
+    driver.set_window_size(1700, 1000)  # the chart's whole width beside JupyterLab's file browser
     yield driver
     quit_chromium(driver)
 
@@ -98,7 +99,9 @@ def test_pointing_at_a_week_reads_out_its_value_as_the_library_returns_it(browse
     texts = [point(browser, chart, fx / 20, 0.5) for fx in range(2, 20)]
     assert not check_readouts(texts, series), "\n".join(check_readouts(texts, series))
     assert len(set(texts)) >= 12, f"pointing along the chart read out only {sorted(set(texts))}"
+    point(browser, chart, 0.62, 0.5)
     browser.save_screenshot(str(screens / "hover.png"))
+    chart.screenshot(str(screens / "hover-chart.png"))  # the chart, its toolbar and its readout
 
 
 def test_zoom_and_reset(browser, chart, screens):

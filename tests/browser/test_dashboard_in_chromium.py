@@ -7,7 +7,7 @@ the quickstart's chart reads out the value the library returns; and no request l
 (Voilà's templates load fonts from a CDN by default; the dashboard's does not).
 
 Screenshots go to ``$BROWSER_TEST_SCREENS`` when set (``docs/dashboard.png`` is made from one, see
-``docs/screenshots.py``). Needs Debian's ``chromium`` and ``chromium-driver``, selenium, and Voilà
+``tests/browser/screenshots.py``). Needs Debian's ``chromium`` and ``chromium-driver``, selenium, and Voilà
 (the ``[dashboard]`` extra, part of ``[test]``).
 """
 
@@ -38,6 +38,7 @@ from chromium_lab import (
     quit_chromium,
     wait_for,
 )
+from support import ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -199,3 +200,23 @@ def test_every_notebook_works_as_a_dashboard(path, dashboard, browser, screens):
     if away:
         problems.append(f"requests to other hosts: {away}")
     assert not problems, f"{path.name} as a dashboard:\n- " + "\n- ".join(problems)
+
+
+def test_a_dashboard_uses_the_service_the_environment_names(tmp_path_factory, browser):
+    with ServerProcess(None) as server:
+        env = {"METRICS_KIT_BASE_URL": server.base_url, "METRICS_KIT_API_KEY": server.key}
+        remote = Dashboard(ROOT / "notebooks", tmp_path_factory.mktemp("remote"), "quickstart", env=env)
+        try:
+            requested(browser)
+            browser.get(f"{remote.base}/?token={remote.token}")  # one notebook: served at the root
+            wait_for(lambda: _loaded(browser), LOAD_SECONDS, "the quickstart to run against the service")
+            page = browser.find_element("tag name", "body").text
+            said = next((line for line in page.splitlines() if line.startswith("answering:")), "")
+            assert server.base_url.split("//")[1] in said and "embedded" not in said, said
+            assert server.key not in page and not by_css(browser, STDERR)
+            chart = wait_for(lambda: charts_in(browser), 60, "the quickstart's chart")[0]
+            readouts = [point(browser, chart, fx / 10, 0.5) for fx in (3, 6, 9)]
+            assert not check_readouts(readouts, quickstart_series())  # the service's values, as the library's
+            assert not [u for u in requested(browser) if foreign(u)]
+        finally:
+            remote.stop()
