@@ -67,7 +67,8 @@ system-packages:
 # Every test: the checks, the unit and service tests at the lowest versions we declare
 # (test-lowest), the site that `make docs` builds, then at the newest every test: unit, golden
 # values, HTTP against the real server, schemathesis, the notebooks (nbval, papermill), the browser
-# tests (the notebooks in JupyterLab, and the built site) and the Spark builds. `-m unit` and the
+# tests (the notebooks in JupyterLab, their charts pointed at and zoomed, the notebooks as dashboards
+# in Voilà, and the built site) and the Spark builds. `-m unit` and the
 # other markers in pyproject.toml select one kind: .venv/bin/python -m pytest -m unit
 # --durations: the slowest tests in the log, to keep CI inside its time.
 test: system-packages check test-lowest docs

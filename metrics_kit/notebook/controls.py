@@ -157,7 +157,8 @@ class Panel:
 
     ``interactive``: show the chart as an interactive canvas (True) or a picture (False); None
     (default): as :func:`metrics_kit.notebook.interactive.enabled` says. ``figure`` is the panel's
-    figure; ``canvas`` its canvas (None for pictures), ``image`` the picture."""
+    figure; ``canvas`` its canvas (None where charts are pictures, and until a draw draws on the
+    figure), ``image`` the picture."""
 
     def __init__(
         self,
@@ -179,12 +180,11 @@ class Panel:
         self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
         self.caption = widgets.HTML()
         self.figure = charts.empty_figure()
-        live = interactive_enabled() if interactive is None else interactive
-        self.canvas = interactive_canvas(self.figure, guard=self._lock) if live else None
+        self._live = interactive_enabled() if interactive is None else interactive
+        self.canvas: Any = None  # made by the first draw on the figure, at the size that draw gave it
         laid = rows if rows is not None else list(self.controls.values())
         boxes = [widgets.HBox(list(r)) if isinstance(r, list | tuple) else r for r in laid]
-        charts_shown = [self.image] if self.canvas is None else [self.canvas, self.image]
-        self.widget = widgets.VBox([*boxes, *charts_shown, self.caption])
+        self.widget = widgets.VBox([*boxes, self.image, self.caption])
         for control in self.controls.values():
             control.observe(self._changed, "value")
         self.redraw()
@@ -231,8 +231,15 @@ class Panel:
                 with charts.drawing_into(self.figure):
                     drawn = self._draw(**self.values())
                 fig, caption = drawn if isinstance(drawn, tuple) else (drawn, "")
-                on_canvas = self.canvas is not None and fig is self.figure
+                on_canvas = self._live and fig is self.figure
                 picture = b"" if on_canvas else charts.png(fig)
+                if on_canvas and self.canvas is None:
+                    # Made now, not with the figure: a canvas shown at the empty figure's size, then
+                    # resized by the first draw (a chart of another height), can lose its frames.
+                    self.canvas = interactive_canvas(self.figure, guard=self._lock)
+                    shown = list(self.widget.children)
+                    shown.insert(shown.index(self.image), self.canvas)
+                    self.widget.children = tuple(shown)
                 # The caption's text before any widget changes: a picture never under another's caption.
                 text = html.escape("" if caption is None else caption if isinstance(caption, str) else str(caption))
             except Exception as error:  # any failure: shown in place of the chart, never a stale one
