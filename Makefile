@@ -1,4 +1,4 @@
-# The README's commands (make lab, make test; make check, make serve), and what CI runs.
+# The README's commands (make lab, make test; make check, make serve, make dashboard), and what CI runs.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,7 +8,7 @@ LOWEST := .venv-lowest
 # wheels it builds (pyspark's, ~4 min from its sdist) in its cache, so a clean .venv reinstalls fast.
 PIP := $(BIN)/python -m pip install --quiet --prefer-binary
 
-.PHONY: setup lab serve check docs test test-lowest system-packages clean
+.PHONY: setup lab dashboard serve check docs test test-lowest system-packages clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,12 @@ $(VENV)/.lab: pyproject.toml | $(BIN)/python
 	$(PIP) -e '.[lab,serve]'
 	touch $@
 
-# Everything the tests and checks need ([test] includes [lab] and [serve]).
+# Voilà too: what `make dashboard` uses ([dashboard] includes [lab]).
+$(VENV)/.dashboard: pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[dashboard,serve]'
+	touch $@
+
+# Everything the tests and checks need ([test] includes [lab], [serve] and [dashboard]).
 $(VENV)/.test: pyproject.toml | $(BIN)/python
 	$(PIP) -e '.[test,spark]'
 	touch $@
@@ -29,6 +34,13 @@ setup: $(VENV)/.test
 # Set up, build the synthetic demo data set and its aggregates, and open JupyterLab on notebooks/.
 lab: $(VENV)/.lab
 	$(BIN)/metrics-kit lab
+
+# Set up, build the synthetic demo data set and serve the quickstart notebook as a dashboard (Voilà:
+# its controls and charts, no code) on 127.0.0.1; the address to open is printed with its token.
+# Another notebook: make dashboard NOTEBOOK=dex
+NOTEBOOK ?= quickstart
+dashboard: $(VENV)/.dashboard
+	$(BIN)/metrics-kit dashboard $(NOTEBOOK)
 
 # Set up, build the synthetic demo data set and serve it on http://127.0.0.1:8000.
 serve: $(VENV)/.lab
@@ -55,7 +67,8 @@ system-packages:
 # Every test: the checks, the unit and service tests at the lowest versions we declare
 # (test-lowest), the site that `make docs` builds, then at the newest every test: unit, golden
 # values, HTTP against the real server, schemathesis, the notebooks (nbval, papermill), the browser
-# tests (the notebooks in JupyterLab, and the built site) and the Spark builds. `-m unit` and the
+# tests (the notebooks in JupyterLab, their charts pointed at and zoomed, the notebooks as dashboards
+# in Voilà, and the built site) and the Spark builds. `-m unit` and the
 # other markers in pyproject.toml select one kind: .venv/bin/python -m pytest -m unit
 # --durations: the slowest tests in the log, to keep CI inside its time.
 test: system-packages check test-lowest docs

@@ -13,6 +13,14 @@ are dashed (its complete part solid, one legend entry per series), and an incomp
 are hatched and lighter. Figures use constrained layout, so that titles, legends and tick labels
 are never clipped.
 
+Pointing: every chart records what it drew (see :mod:`metrics_kit.notebook.pointing`), so that
+its axes' ``format_coord`` reads out the value under the pointer: the period, the series, the
+exact value with its unit, and whether the period is complete. Figures made here are
+:class:`Figure`, matplotlib's, which shows as ipympl's interactive canvas (pan, zoom, that readout
+in its footer) where a widget frontend is, and as a PNG elsewhere (see
+:mod:`metrics_kit.notebook.interactive`). :func:`drawing_into` has the next :func:`figure` draw into
+a given figure (a panel's, which keeps one canvas) instead of a new one.
+
 For example::
 
     fig = charts.line_chart(client.dex("demoswap", "2025-01-01", "2025-06-30", "1_week"),
@@ -22,20 +30,21 @@ For example::
 
 from __future__ import annotations
 
-import io
+import contextvars
 import re
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import cast
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, cast
 
+import matplotlib.figure
 import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import EngFormatter, Formatter, FuncFormatter, MaxNLocator, PercentFormatter
 
+from metrics_kit.notebook import interactive, pointing
 from metrics_kit.spec.catalogue import Catalogue, default_catalogue
 
 WIDTH, HEIGHT, DPI = 10.0, 4.0, 100
@@ -43,7 +52,7 @@ _UNIT_LABELS = {"count": "count", "usd": "USD", "native_token": "tokens", "fract
 _UNIT_SUFFIX = re.compile(r"_in_[a-z0-9]+(?:_token)?$")
 _PERIOD_WORD = {"1_day": "day", "1_week": "week", "1_month": "month"}
 SYNTHETIC = "synthetic demo data"
-_RENDERING = threading.Lock()
+_INTO: contextvars.ContextVar[Figure | None] = contextvars.ContextVar("metrics_kit_chart_target", default=None)
 
 
 # -- words -----------------------------------------------------------------------------------------
@@ -150,24 +159,80 @@ def amount(value: float, unit: str | None) -> str:
     return f"{text} {unit_label(unit)}" if unit not in (None, "count") else text
 
 
+def exact(value: Any, unit: str | None) -> str:
+    """A value as it is, for a readout, with its unit: ``1,234 count``, ``1,234,567.891 USD``,
+    ``0.0734 share (7.34%)``; whole numbers without decimals, others in full (never rounded)."""
+    number = value.item() if hasattr(value, "item") else value  # a NumPy scalar as Python's
+    if isinstance(number, int):
+        text = f"{number:,}"
+    else:
+        number = float(number)
+        text = f"{int(number):,}" if number.is_integer() and abs(number) < 2**53 else format(number, ",")
+    if unit == "fraction":
+        return f"{text} {unit_label(unit)} ({float(number):.2%})"
+    return f"{text} {unit_label(unit)}".strip()
+
+
+def period_text(start: Any, granularity: str | None) -> str:
+    """A period by its first day: ``day 2025-03-03``, ``week of 2025-03-03``, ``month of 2025-03``."""
+    first = pd.Timestamp(start)
+    if granularity == "1_day":
+        return f"day {first:%Y-%m-%d}"
+    if granularity == "1_month":
+        return f"month of {first:%Y-%m}"
+    if granularity is not None:
+        return f"{period_word(granularity)} of {first:%Y-%m-%d}"
+    return f"{first:%Y-%m-%d}"
+
+
 # -- figures ---------------------------------------------------------------------------------------
 
 
+class Figure(matplotlib.figure.Figure):
+    """matplotlib's Figure, which a notebook shows as an interactive canvas where a widget frontend
+    is (:func:`metrics_kit.notebook.interactive.enabled`), and as any Figure elsewhere: a PNG, by
+    matplotlib's inline backend. Its text is matplotlib's (``<Figure size 1000x400 with 1 Axes>``)."""
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any] | None:
+        if not interactive.enabled():
+            return None  # IPython goes on to its other formatters: the inline backend's PNG
+        return interactive.bundle(self)
+
+
 def figure(rows: int = 1, *, height: float = HEIGHT, sharex: bool = True) -> tuple[Figure, list[Axes]]:
-    """A new Figure (constrained layout) with ``rows`` axes stacked, sharing their dates."""
-    fig = Figure(figsize=(WIDTH, height), dpi=DPI, layout="constrained")
+    """A new Figure (constrained layout) with ``rows`` axes stacked, sharing their dates; inside
+    :func:`drawing_into`, the first call draws into that figure instead, cleared and sized."""
+    fig = _INTO.get()
+    if fig is None:
+        fig = empty_figure(height)
+    else:
+        _INTO.set(None)  # one figure per draw: a second call makes a new one
+        fig.clear()
+        if tuple(fig.get_size_inches()) != (WIDTH, height):  # unchanged: no resize for a canvas to redo
+            fig.set_size_inches(WIDTH, height)
     axes = fig.subplots(rows, 1, sharex=sharex, squeeze=False)[:, 0]
     return fig, list(axes)
 
 
-def png(fig: Figure) -> bytes:
-    """``fig`` as PNG bytes. Renderers share matplotlib's font cache: one renders at a time."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+def empty_figure(height: float = HEIGHT) -> Figure:
+    """A Figure of the charts' width, dpi and layout, with nothing on it."""
+    return Figure(figsize=(WIDTH, height), dpi=DPI, layout="constrained")
 
-    buffer = io.BytesIO()
-    with _RENDERING:
-        FigureCanvasAgg(fig).print_png(buffer)
-    return buffer.getvalue()
+
+@contextmanager
+def drawing_into(fig: Figure) -> Iterator[Figure]:
+    """Inside, the first chart made without ``ax`` (the first :func:`figure`) draws into ``fig``
+    rather than a new figure, so that a panel keeps one figure, and one canvas, for every redraw."""
+    token = _INTO.set(fig)
+    try:
+        yield fig
+    finally:
+        _INTO.reset(token)
+
+
+def png(fig: matplotlib.figure.Figure) -> bytes:
+    """``fig`` as PNG bytes. Renderers share matplotlib's font cache: one renders at a time."""
+    return interactive.png(fig)
 
 
 def _units(frame: pd.DataFrame | pd.Series, units: Mapping[str, str | None] | None) -> tuple[pd.DataFrame, dict]:
@@ -199,6 +264,7 @@ def line_chart(
     does); more than two is refused (use :func:`family_chart`). ``kind="bar"`` draws bars.
     Incomplete periods (``attrs["incomplete"]``) are shaded and named in the legend; each line is
     dashed where it touches one (see :func:`plot_line`), and their bars are hatched and lighter.
+    Each point and bar reads out its period, series, value and completeness where it is pointed at.
     Draws on ``ax`` when given (a panel of a larger figure); returns the figure."""
     frame, units = _units(frame, units)
     columns = list(columns or frame.columns)
@@ -209,6 +275,9 @@ def line_chart(
         raise ValueError(f"{len(by_unit)} units in one chart ({', '.join(map(str, by_unit))}); split it")
     ax = _axes(ax)
     axes = [ax] if len(by_unit) == 1 else [ax, ax.twinx()]
+    readout = pointing.readout(ax)
+    pointing.share(readout, *axes[1:])
+    says = _readout_text(frame)
     bars = [c for c in columns if kind == "bar"]
     width = _bar_width(frame.index) / max(1, len(bars))
     colours = iter(f"C{i}" for i in range(10))
@@ -216,14 +285,19 @@ def line_chart(
     # dashes mean "incomplete", so the right-hand axis' series are told apart by name, not by style
     for axis, (unit, cols), side in zip(axes, by_unit.items(), ("", " (right)"), strict=False):
         for column in cols:
-            name = ((labels or {}).get(column) or label(column)) + side
+            series = (labels or {}).get(column) or label(column)
             data = frame[column].astype("float64")
+            texts = [says(start, series, value, unit) for start, value in frame[column].items()]
             if kind == "bar":
                 offset = pd.Timedelta(days=width * (bars.index(column) - (len(bars) - 1) / 2))
-                drawn = axis.bar(frame.index + offset, data, width=width, label=name, color=next(colours), alpha=0.8)
+                drawn = axis.bar(
+                    frame.index + offset, data, width=width, label=series + side, color=next(colours), alpha=0.8
+                )
                 mark_incomplete_bars(drawn.patches, frame.index, incomplete)
+                _read_bars(readout, axis, frame.index, drawn.patches, texts)
             else:
-                plot_line(axis, data, incomplete, label=name, color=next(colours), linewidth=1.6)
+                plot_line(axis, data, incomplete, label=series + side, color=next(colours), linewidth=1.6)
+                _read_points(readout, axis, data, texts)
         format_axis(axis, unit)
         axis.margins(y=0.08)
     if kind == "bar":
@@ -248,6 +322,7 @@ def stacked_bars(
 
     frame, units = _units(frame, None)
     ax = _axes(ax)
+    readout, says = pointing.readout(ax), _readout_text(frame)
     width = _bar_width(frame.index)
     incomplete = incomplete_periods(frame)
     up, down = np.zeros(len(frame)), np.zeros(len(frame))
@@ -257,10 +332,17 @@ def stacked_bars(
         bottom = np.where(values >= 0, up, down)
         drawn = ax.bar(frame.index, values, width=width, bottom=bottom, color=f"C{i}", alpha=0.8, label=name, zorder=2)
         mark_incomplete_bars(drawn.patches, frame.index, incomplete)
+        texts = [says(start, name, value, units.get(column)) for start, value in frame[column].items()]
+        _read_bars(readout, ax, frame.index, drawn.patches, texts)
         up, down = up + values.clip(min=0), down + values.clip(max=0)
     if total is not None:
         name = (labels or {}).get(total) or label(total)
-        plot_line(ax, frame[total].astype("float64"), incomplete, label=name, color="black", linewidth=1.4, zorder=3)
+        data = frame[total].astype("float64")
+        plot_line(ax, data, incomplete, label=name, color="black", linewidth=1.4, zorder=3)
+        texts = [
+            says(start, name, value, units.get(total, units.get(columns[0]))) for start, value in frame[total].items()
+        ]
+        _read_points(readout, ax, data, texts)
     ax.axhline(0, color="black", linewidth=0.8)
     format_axis(ax, units.get(columns[0]))
     ax.margins(y=0.08)
@@ -300,6 +382,10 @@ def ranking(values: pd.Series, *, title: str, unit: str | None, ax: Axes | None 
     ordered = values.astype("float64").sort_values()
     ax = _axes(ax, height=max(2.5, 0.45 * len(ordered) + 1.2))
     bars = ax.barh([str(i) for i in ordered.index], ordered.to_numpy(), color="C0", alpha=0.85)
+    readout = pointing.readout(ax, across="y")
+    series = label(str(values.name)) if values.name is not None else title
+    for bar, (name, value) in zip(bars.patches, ordered.items(), strict=True):
+        readout.bar(ax, str(name), bar, pointing.say(str(name), series, exact(value, unit)))
     ax.bar_label(bars, labels=[amount(v, unit) for v in ordered], padding=4, fontsize="small")
     ax.xaxis.set_major_formatter(formatter(unit))
     ax.set_xlabel(unit_label(unit))
@@ -337,6 +423,19 @@ def bridge(
     ]
     ax = _axes(ax)
     bars = ax.bar(names, heights, bottom=bottoms, color=colours, alpha=0.85)
+    readout = pointing.readout(ax)
+    said = [
+        pointing.say(label, exact(start, unit)),
+        *(
+            pointing.say(
+                step, ("+" if float(c) >= 0 else "") + exact(c, unit), f"from {exact(a, unit)} to {exact(b, unit)}"
+            )
+            for step, c, a, b in zip(steps, steps.values(), totals, totals[1:], strict=False)
+        ),
+        pointing.say(last, exact(totals[-1], unit)),
+    ]
+    for name, bar, text in zip(names, bars.patches, said, strict=True):
+        readout.bar(ax, name, bar, text)
     ax.bar_label(bars, labels=texts, label_type="center", fontsize="small")
     for i in range(len(names) - 1):  # a thin line from each bar's end to the next bar's start
         ax.plot([i + 0.4, i + 0.6], [totals[i]] * 2, color="0.4", linewidth=0.8)
@@ -353,6 +452,49 @@ def incomplete_periods(frame: pd.DataFrame | pd.Series) -> list[pd.Timestamp]:
     """The starts of ``frame``'s incomplete periods: those of ``attrs["incomplete"]`` (ISO first
     days or timestamps) that are in its index."""
     return [pd.Timestamp(t) for t in frame.attrs.get("incomplete", []) if pd.Timestamp(t) in frame.index]
+
+
+def granularity_of(frame: pd.DataFrame | pd.Series) -> str | None:
+    """``attrs["granularity"]``, else what the spacing of the index says (days, weeks, months)."""
+    if frame.attrs.get("granularity"):
+        return str(frame.attrs["granularity"])
+    index = frame.index
+    if not isinstance(index, pd.DatetimeIndex) or len(index) < 2:
+        return None
+    days = {step.days for step in index[1:] - index[:-1]}
+    if days == {1}:
+        return "1_day"
+    if days == {7}:
+        return "1_week"
+    if days <= {28, 29, 30, 31} and bool((index.day == 1).all()):
+        return "1_month"
+    return None
+
+
+def _readout_text(frame: pd.DataFrame) -> Callable[[Any, str, Any, str | None], str]:
+    """What a value of ``frame`` says where it is pointed at: its period, its series, the value
+    with its unit, and whether the period is complete (said only when ``attrs`` tell)."""
+    granularity = granularity_of(frame)
+    told = "incomplete" in frame.attrs
+    incomplete = set(incomplete_periods(frame))
+
+    def text(start: Any, series: str, value: Any, unit: str | None) -> str:
+        status = ("incomplete" if pd.Timestamp(start) in incomplete else "complete") if told else None
+        return pointing.say(period_text(start, granularity), series, exact(value, unit), status)
+
+    return text
+
+
+def _read_points(readout: pointing.Readout, ax: Axes, data: pd.Series, texts: Sequence[str]) -> None:
+    xs = ax.xaxis.convert_units(data.index)
+    for start, x, y, text in zip(data.index, xs, data.to_numpy(dtype="float64"), texts, strict=True):
+        readout.point(ax, start, float(x), float(y), text)
+
+
+def _read_bars(readout: pointing.Readout, ax: Axes, index: pd.Index, bars: Sequence, texts: Sequence[str]) -> None:
+    slots: Sequence[Hashable] = list(index)
+    for start, bar, text in zip(slots, bars, texts, strict=True):
+        readout.bar(ax, start, bar, text)
 
 
 def plot_line(

@@ -7,9 +7,16 @@ For example::
     panel   # the last expression of a cell: the controls, and the chart under them
 
 ``draw(**values)`` returns a matplotlib Figure (see :mod:`metrics_kit.notebook.charts`), or a
-``(figure, caption)`` pair. The panel renders it to a PNG in an ``Image`` widget: a redraw is one
-state update, safe from the kernel thread that JupyterLab's comm messages run on, and never goes
-through pyplot or an Output widget's output capture.
+``(figure, caption)`` pair. The panel keeps one figure and has every draw draw into it
+(:func:`charts.drawing_into`: the draw's first ``charts.figure``, or its chart made without
+``ax``, is the panel's figure, cleared). Where charts are interactive
+(:func:`metrics_kit.notebook.interactive.enabled`: JupyterLab, Voilà) that figure is shown by one
+ipympl canvas, which pans, zooms and reads out the value pointed at, and a redraw redraws that
+canvas; elsewhere the panel renders it to a PNG in an ``Image`` widget (so does a draw that returns
+a figure of its own). Either way a redraw is made under the panel's lock, which the canvas' renders
+and mouse events take too, is safe from the kernel thread that JupyterLab's comm messages run on,
+and never goes through pyplot or an Output widget's output capture; memory and figures stay flat
+however many redraws there are.
 
 One redraw per change: sliders send their value when released (``continuous_update=False``), and
 a change that updates other controls (a project whose metrics differ, see :meth:`Panel.link`) is
@@ -43,6 +50,8 @@ from metrics_kit.client import api
 from metrics_kit.client.client import Client
 from metrics_kit.errors import MetricsKitError
 from metrics_kit.notebook import charts
+from metrics_kit.notebook.interactive import canvas as interactive_canvas
+from metrics_kit.notebook.interactive import enabled as interactive_enabled
 from metrics_kit.spec.catalogue import default_catalogue
 
 log = logging.getLogger("metrics_kit.notebook")
@@ -144,13 +153,19 @@ class Panel:
     passed) or a plain value (passed as it is; nothing to show). ``rows`` lays the widgets out
     (default: one per row). A draw that fails, with any exception, shows its message in place of
     the chart (the chart is removed, never left stale): a library error as it is, anything else
-    with its type (the traceback goes to the log). ``error`` holds the last draw's failure, or None."""
+    with its type (the traceback goes to the log). ``error`` holds the last draw's failure, or None.
+
+    ``interactive``: show the chart as an interactive canvas (True) or a picture (False); None
+    (default): as :func:`metrics_kit.notebook.interactive.enabled` says. ``figure`` is the panel's
+    figure; ``canvas`` its canvas (None where charts are pictures, and until a draw draws on the
+    figure), ``image`` the picture."""
 
     def __init__(
         self,
         draw: Callable[..., Any],
         *,
         rows: Sequence[Sequence[widgets.Widget] | widgets.Widget] | None = None,
+        interactive: bool | None = None,
         **controls: Any,
     ):
         self._draw = draw
@@ -164,6 +179,9 @@ class Panel:
         self._links: list[tuple[str, str, Callable[[Any], Any]]] = []
         self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
         self.caption = widgets.HTML()
+        self.figure = charts.empty_figure()
+        self._live = interactive_enabled() if interactive is None else interactive
+        self.canvas: Any = None  # made by the first draw on the figure, at the size that draw gave it
         laid = rows if rows is not None else list(self.controls.values())
         boxes = [widgets.HBox(list(r)) if isinstance(r, list | tuple) else r for r in laid]
         self.widget = widgets.VBox([*boxes, self.image, self.caption])
@@ -210,9 +228,18 @@ class Panel:
         """Draw the chart for the controls' current values."""
         with self._lock:
             try:
-                drawn = self._draw(**self.values())
+                with charts.drawing_into(self.figure):
+                    drawn = self._draw(**self.values())
                 fig, caption = drawn if isinstance(drawn, tuple) else (drawn, "")
-                picture = charts.png(fig)
+                on_canvas = self._live and fig is self.figure
+                picture = b"" if on_canvas else charts.png(fig)
+                if on_canvas and self.canvas is None:
+                    # Made now, not with the figure: a canvas shown at the empty figure's size, then
+                    # resized by the first draw (a chart of another height), can lose its frames.
+                    self.canvas = interactive_canvas(self.figure, guard=self._lock)
+                    shown = list(self.widget.children)
+                    shown.insert(shown.index(self.image), self.canvas)
+                    self.widget.children = tuple(shown)
                 # The caption's text before any widget changes: a picture never under another's caption.
                 text = html.escape("" if caption is None else caption if isinstance(caption, str) else str(caption))
             except Exception as error:  # any failure: shown in place of the chart, never a stale one
@@ -223,7 +250,11 @@ class Panel:
                 raise
             self.error = None
             self.image.value = picture
-            self.image.layout.display = None
+            self.image.layout.display = "none" if on_canvas else None
+            if self.canvas is not None:
+                self.canvas.layout.display = None if on_canvas else "none"
+                if on_canvas:
+                    self.canvas.draw_idle()
             self.caption.value = text
             self.draws += 1
 
@@ -231,6 +262,9 @@ class Panel:
         self.error = error
         self.image.value = b""
         self.image.layout.display = "none"
+        self.figure.clear()  # what a failed draw left half drawn is never shown
+        if self.canvas is not None:
+            self.canvas.layout.display = "none"
         if isinstance(error, Exception) and not isinstance(error, MetricsKitError):
             log.error("the panel's chart could not be drawn", exc_info=error)
         self.caption.value = f"<b>Cannot draw this:</b> {html.escape(_failure(error))}"
@@ -249,9 +283,16 @@ class Panel:
             bundle["text/plain"] = failure
             bundle["text/html"] = f"<p><b>Cannot draw this:</b> {html.escape(failure.split(': ', 1)[1])}</p>"
             return bundle
-        bundle["image/png"] = base64.b64encode(self.image.value).decode("ascii")
+        bundle["image/png"] = base64.b64encode(self.picture()).decode("ascii")
         bundle["text/plain"] = PLACEHOLDER
         return bundle
+
+    def picture(self) -> bytes:
+        """The chart shown, as PNG bytes (b"" when the last draw failed)."""
+        with self._lock:
+            if self.error is None and self.canvas is not None and self.image.layout.display == "none":
+                return charts.png(self.figure)
+            return bytes(self.image.value)
 
 
 def _failure(error: BaseException) -> str:

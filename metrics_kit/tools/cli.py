@@ -235,6 +235,44 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--out", type=Path, required=True, metavar="FILE.html", help="the HTML file to write")
     report.add_argument("--no-input", action="store_true", help="leave the code out of the report")
+    dashboard = commands.add_parser(
+        "dashboard",
+        help="a notebook as a dashboard (Voilà): its controls and charts, no code",
+        description="Serve one of the example notebooks (or any notebook with a cell tagged 'parameters'; "
+        "without one, every notebook, listed) with Voilà, as an application: its text, controls and "
+        "interactive charts, no code, and no way to run any. Built on the embedded default first (as lab); "
+        f"the notebooks use {BASE_URL_ENV} (and {API_KEY_ENV}) when set. On 127.0.0.1 only, with a token; "
+        "the address to open is printed with it. Needs the [dashboard] extra.",
+    )
+    dashboard.add_argument(
+        "notebook",
+        nargs="?",
+        help="a short name (quickstart, tokenomics, dex, lending, chain_rewards, yield) or the path of an "
+        ".ipynb file (default: every notebook, listed on the first page)",
+    )
+    dashboard.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        dest="parameters",
+        metavar=("NAME", "VALUE"),
+        help="set a parameter of the notebook, as report does; repeat for several",
+    )
+    dashboard.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="the port (default: Voilà's, 8866, or a free one if it is taken; 0: any free one)",
+    )
+    dashboard.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    dashboard.add_argument(
+        "--ip",
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1, this machine only; from another machine "
+        "prefer an SSH tunnel, see the README)",
+    )
     for command in commands.choices.values():  # an error about a command's flags shows its usage
         command.set_defaults(command_parser=command)
     return parser
@@ -387,6 +425,7 @@ FLAGS: dict[str, dict[str, str]] = {
         "start": "--start",
     },
     "report": {"out": "--out"},
+    "dashboard": {"ip": "--ip", "port": "--port"},
 }
 
 
@@ -430,6 +469,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             "fetch": _fetch,
             "lab": _lab,
             "report": _report,
+            "dashboard": _dashboard,
         }[args.command](args)
     except KeyboardInterrupt:
         return _interrupted()
@@ -748,15 +788,23 @@ def _lab(args) -> int:
     return notebooks.lab(port=args.port, open_browser=not args.no_browser, extra_args=extra, ip=args.ip)
 
 
-def _report(args) -> int:
+def _parameters(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """-p NAME VALUE pairs as values, read as papermill reads them; a name given twice is refused."""
     from metrics_kit.errors import ValidationError
     from metrics_kit.tools import notebooks
 
-    values: dict = {}
-    for name, text in args.parameters:
+    values: dict[str, Any] = {}
+    for name, text in pairs:
         if name in values:
             raise ValidationError(f"the parameter {name!r} is given twice", "parameters")
         values[name] = notebooks.parse_value(text)
+    return values
+
+
+def _report(args) -> int:
+    from metrics_kit.tools import notebooks
+
+    values = _parameters(args.parameters)
     path = notebooks.find(args.notebook)
     out = notebooks.run(path, values, args.out, hide_input=args.no_input)
     given = ", ".join(f"{name}={value!r}" for name, value in values.items()) or "its defaults"
@@ -765,3 +813,11 @@ def _report(args) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _dashboard(args) -> int:
+    from metrics_kit.tools.dashboard import dashboard
+
+    return dashboard(
+        args.notebook, _parameters(args.parameters), ip=args.ip, port=args.port, open_browser=not args.no_browser
+    )

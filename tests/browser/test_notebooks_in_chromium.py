@@ -23,7 +23,10 @@ from chromium_lab import (
     OBSERVE,
     WIDGET_REPR,
     Lab,
+    by_css,
+    change,
     chromium,
+    controls_of,
     picture,
     quit_chromium,
     wait_for,
@@ -65,81 +68,30 @@ def screens(tmp_path) -> Path:
     return folder
 
 
-def _by_css(node, css):
-    from selenium.webdriver.common.by import By
-
-    return node.find_elements(By.CSS_SELECTOR, css)
-
-
 def _panel():
     return "#main .jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
 def _cells(driver):
-    return _by_css(driver, f"{_panel()} .jp-Notebook .jp-Cell")
+    return by_css(driver, f"{_panel()} .jp-Notebook .jp-Cell")
 
 
 def _menu(driver, menu: str, label: str) -> None:
     """Menu > label, clicked."""
-    next(m for m in _by_css(driver, ".lm-MenuBar-item") if m.text.strip() == menu).click()
+    next(m for m in by_css(driver, ".lm-MenuBar-item") if m.text.strip() == menu).click()
 
     def item():
-        return [i for i in _by_css(driver, ".lm-Menu-item") if i.text.split("\n")[0].strip() == label]
+        return [i for i in by_css(driver, ".lm-Menu-item") if i.text.split("\n")[0].strip() == label]
 
     wait_for(item, 10, f"{menu} > {label}")[0].click()
 
 
 def _running(driver) -> list[str]:
-    return [p.text for p in _by_css(driver, f"{_panel()} .jp-InputPrompt") if "*" in p.text]
+    return [p.text for p in by_css(driver, f"{_panel()} .jp-InputPrompt") if "*" in p.text]
 
 
 def _output_texts(driver) -> list[str]:
-    return [o.get_attribute("textContent") or "" for o in _by_css(driver, f"{_panel()} .jp-OutputArea-output")]
-
-
-def _controls(cell) -> list[tuple[str, object]]:
-    """The controls of an interactive panel, in page order, as (kind, element)."""
-    found = []
-    for widget in _by_css(
-        cell,
-        ".widget-dropdown select, .widget-toggle-buttons, .noUi-target, .widget-checkbox input, .widget-radio-box",
-    ):
-        kind = {"SELECT": "dropdown", "INPUT": "checkbox"}.get(widget.tag_name.upper())
-        if kind is None:
-            classes = widget.get_attribute("class") or ""
-            kind = "toggle" if "toggle" in classes else "radio" if "radio" in classes else "slider"
-        found.append((kind, widget))
-    return found
-
-
-def _change(driver, kind: str, element) -> str | None:
-    """Change one control as a user would; a reason when it cannot be changed (a dead control)."""
-    from selenium.webdriver.common.keys import Keys
-
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
-    if kind == "dropdown":
-        count = driver.execute_script("return arguments[0].options.length", element)
-        if count < 2:
-            return f"a dropdown with {count} option(s)"
-        driver.execute_script(
-            "const s = arguments[0]; s.selectedIndex = (s.selectedIndex + 1) % s.options.length;"
-            "s.dispatchEvent(new Event('change', {bubbles: true}));",
-            element,
-        )
-    elif kind in ("toggle", "radio"):
-        css = "button" if kind == "toggle" else "input"
-        choices = _by_css(element, css)
-        idle = [c for c in choices if "mod-active" not in (c.get_attribute("class") or "") and not c.is_selected()]
-        if len(choices) < 2 or not idle:
-            return f"{kind} buttons with {len(choices)} choice(s)"
-        idle[0].click()
-    elif kind == "slider":
-        handle = _by_css(element, ".noUi-handle")[0]
-        handle.click()
-        handle.send_keys(Keys.ARROW_RIGHT)
-    else:
-        element.click()
-    return None
+    return [o.get_attribute("textContent") or "" for o in by_css(driver, f"{_panel()} .jp-OutputArea-output")]
 
 
 def _settled(driver, lab) -> bool:
@@ -156,7 +108,7 @@ def test_notebook_works_in_jupyterlab(path, lab, browser, screens):
     cells = len(nbformat.read(path, as_version=4).cells)
     wait_for(lambda: len(_cells(driver)) == cells, 120, f"{path.name} to open with its {cells} cells")
     wait_for(lab.idle, 120, "the kernel to start")
-    wait_for(lambda: len(_by_css(driver, f"{_panel()} .jp-OutputArea-output")) > 0, 30, "the stored outputs")
+    wait_for(lambda: len(by_css(driver, f"{_panel()} .jp-OutputArea-output")) > 0, 30, "the stored outputs")
     raw = [text[:120] for text in _output_texts(driver) if WIDGET_REPR.search(text) or "model not found" in text]
     if raw:
         problems.append(f"before running, outputs show raw widget reprs: {raw}")
@@ -166,23 +118,23 @@ def test_notebook_works_in_jupyterlab(path, lab, browser, screens):
     wait_for(lambda: not _running(driver) and lab.idle(), RUN_ALL_SECONDS, f"{path.name} to run all its cells")
     errors = [
         (o.get_attribute("textContent") or "")[:300]
-        for o in _by_css(driver, f'{_panel()} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+        for o in by_css(driver, f'{_panel()} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
     ]
     if errors:
         problems.append(f"error or stderr outputs after Run All: {errors}")
 
-    panels = [cell for cell in _cells(driver) if _by_css(cell, ".jp-OutputArea-output .jupyter-widgets")]
+    panels = [cell for cell in _cells(driver) if by_css(cell, ".jp-OutputArea-output .jupyter-widgets")]
     if not panels:
         problems.append("no interactive panel (ipywidgets) after Run All")
     changed = 0
     for p, cell in enumerate(panels):
-        for i in range(len(_controls(cell))):
-            kind, element = _controls(cell)[i]  # found again: a change may rebuild the panel's views
+        for i in range(len(controls_of(cell))):
+            kind, element = controls_of(cell)[i]  # found again: a change may rebuild the panel's views
             where = f"panel {p + 1}, control {i + 1} ({kind})"
-            outputs = _by_css(cell, ".jp-Cell-outputArea")[0]
+            outputs = by_css(cell, ".jp-Cell-outputArea")[0]
             before = picture(driver, outputs)
             driver.execute_script(OBSERVE, outputs)
-            dead = _change(driver, kind, element)
+            dead = change(driver, kind, element)
             if dead:
                 problems.append(f"{where}: dead control: {dead}")
                 continue
@@ -201,7 +153,7 @@ def test_notebook_works_in_jupyterlab(path, lab, browser, screens):
             elif before is not None and after["digest"] == before["digest"]:
                 problems.append(f"{where}: the chart did not change")
             driver.save_screenshot(str(screens / f"{name}-panel{p + 1}-control{i + 1}.png"))
-    errors = _by_css(driver, f'{_panel()} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+    errors = by_css(driver, f'{_panel()} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
     if errors:
         problems.append(f"error or stderr outputs after changing the controls: {[e.text[:300] for e in errors]}")
     driver.save_screenshot(str(screens / f"{name}-after-controls.png"))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import base64
+import gc
 import html
+import sys
 import threading
 
 import ipywidgets as widgets
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure
 
 import metrics_kit as mk
 from metrics_kit.errors import ValidationError
@@ -211,3 +214,81 @@ def test_a_service_that_echoes_the_key_never_gets_it_into_the_panels_output():
     shown = [panel.caption.value, panel.error_text(), bundle["text/plain"], bundle["text/html"]]
     assert "Invalid API key: ***" in bundle["text/plain"], bundle["text/plain"]
     assert all(key not in text for text in shown), shown
+
+
+# -- interactive panels (ipympl's canvas: JupyterLab, Voilà) ----------------------------------------
+
+
+def _figures_alive() -> int:
+    gc.collect()
+    return sum(isinstance(o, Figure) for o in gc.get_objects())
+
+
+def test_an_interactive_panel_draws_on_one_figure_and_canvas_and_stores_its_picture():
+    pytest.importorskip("ipympl")
+    picker = controls.choice(["a", "b"], "a", "x")
+    panel = controls.Panel(chart, interactive=True, x=picker)
+    figure, canvas = panel.figure, panel.canvas
+    assert canvas is not None and figure.canvas is canvas and canvas in panel.widget.children
+    first = panel.picture()
+    picker.value = "b"
+    assert panel.draws == 2 and panel.figure is figure and figure.canvas is canvas
+    assert panel.image.layout.display == "none" and canvas.layout.display is None  # the canvas shows it
+    assert figure.axes and figure.axes[0].get_title("left") == str({"x": "b"})  # drawn into the panel's figure
+    assert panel.picture() != first and panel.picture().startswith(b"\x89PNG")
+    bundle = panel._repr_mimebundle_()  # stored: the chart as a PNG, for a page without a kernel
+    assert base64.b64decode(bundle["image/png"]) == panel.picture()
+
+
+def test_an_interactive_panel_whose_draw_makes_its_own_figure_shows_its_picture():
+    pytest.importorskip("ipympl")
+    from matplotlib.figure import Figure as Plain
+
+    def draw(x):
+        fig = Plain(figsize=(4, 2))
+        fig.subplots().set_title(x)
+        return fig
+
+    panel = controls.Panel(draw, interactive=True, x=controls.choice(["a", "b"], "a", "x"))
+    assert bytes(panel.image.value).startswith(b"\x89PNG") and panel.image.layout.display is None
+    assert panel.canvas is None and panel.picture() == bytes(panel.image.value)
+
+
+def test_a_failed_draw_hides_the_canvas_and_clears_its_figure():
+    pytest.importorskip("ipympl")
+
+    def draw(x):
+        if x == "b":
+            raise ValidationError("no such project 'b'", "project")
+        return chart(x=x)
+
+    picker = controls.choice(["a", "b"], "a", "x")
+    panel = controls.Panel(draw, interactive=True, x=picker)
+    picker.value = "b"
+    assert panel.canvas.layout.display == "none" and not panel.figure.axes  # nothing half drawn is shown
+    assert panel.picture() == b"" and "image/png" not in panel._repr_mimebundle_()
+
+
+@pytest.mark.slow
+def test_500_redraws_of_an_interactive_panel_leave_memory_and_figures_flat():
+    pytest.importorskip("ipympl")
+    picker = controls.choice(["a", "b"], "a", "x")
+    panel = controls.Panel(chart, interactive=True, x=picker)
+    figure, canvas = panel.figure, panel.canvas
+
+    def redraw(times: int) -> tuple[int, int, int]:
+        for _ in range(times):
+            picker.value = "b" if picker.value == "a" else "a"
+            panel.canvas.draw()  # what the page asks for after each redraw: a render of the canvas
+        gc.collect()
+        return len(gc.get_objects()), sys.getallocatedblocks(), _figures_alive()
+
+    objects, blocks, figures = redraw(100)  # caches (fonts, tick formatters, widget state) are warm
+    objects_after, blocks_after, figures_after = redraw(400)
+    assert panel.draws == 501
+    assert figures_after == figures, f"{figures_after - figures} more figures after 400 more redraws"
+    assert "matplotlib.pyplot" not in sys.modules or not sys.modules["matplotlib.pyplot"].get_fignums()
+    # a figure left behind per redraw would be thousands of objects and blocks each
+    assert objects_after - objects < 1_000, f"{objects_after - objects:,} more objects after 400 more redraws"
+    assert blocks_after - blocks < 20_000, f"{blocks_after - blocks:,} more memory blocks after 400 more redraws"
+    assert panel.figure is figure and figure.canvas is canvas  # one figure, one canvas

@@ -34,6 +34,7 @@ PACKAGES = {
     "Sphinx": "sphinx",
     "the PyData theme": "pydata-sphinx-theme",
     "MyST-NB": "myst-nb",
+    "Voilà": "voila",
 }
 
 
