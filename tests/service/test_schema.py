@@ -130,7 +130,7 @@ def test_openapi_document_is_served_without_a_key(server):
     assert response.status_code == 200
     document = json.loads(response.content)
     assert document["openapi"].startswith("3.")
-    assert set(document["paths"]) == {"/metrics", "/projects", "/catalogue", "/explain"}
+    assert set(document["paths"]) == {"/metrics", "/series", "/projects", "/catalogue", "/explain"}
 
 
 def test_fuzzing_reached_valid_and_invalid_inputs(tmp_path):
