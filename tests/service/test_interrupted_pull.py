@@ -17,12 +17,15 @@ import subprocess
 import sys
 import textwrap
 import threading
+from concurrent.futures import CancelledError
 from pathlib import Path
 
 import pytest
 from vendor import Vendor, value_of
 
 from metrics_kit import Client
+from metrics_kit.client.transports import HTTPTransport
+from metrics_kit.client.transports._base import Stopped
 
 KEY = "vendor-key-0123456789abcdef"
 METRIC, PROJECT = "swap_transaction_count", "demoswap"
@@ -109,7 +112,8 @@ def _child(script: str, *args: str, cache: Path) -> subprocess.Popen:
 
 
 class Lines:
-    """The child's stdout, a line at a time, each waited for at most ``timeout`` seconds."""
+    """The child's stdout, a line at a time, each waited for at most ``timeout`` seconds (none within
+    it: a line that says so, so that the test's assertion shows the child's stderr)."""
 
     def __init__(self, child: subprocess.Popen):
         self._lines: queue.Queue[str] = queue.Queue()
@@ -123,7 +127,10 @@ class Lines:
         self._lines.put("")  # the end
 
     def next(self, timeout: float = 60) -> str:
-        return self._lines.get(timeout=timeout)
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return f"(no line within {timeout:g} s)"
 
     def join(self) -> None:
         self._reader.join(timeout=10)
@@ -193,3 +200,62 @@ def test_an_interrupted_asgi_pull_keeps_every_answer_received_and_the_rerun_fetc
     assert outcome["from_cache"] == RECEIVED  # was 0
     assert outcome["asked_again"] == len(DATES) - RECEIVED
     assert outcome["values"] == [value_of(d) for d in DATES]
+
+
+class HeldSleep:
+    """A clock and a sleep for a transport's pacer: each sleep is held until ``go`` is set, then moves
+    the clock on by what it was asked. ``wait_for(n)``: until ``n`` threads sleep (waiting their turn)."""
+
+    def __init__(self) -> None:
+        self.now, self.sleeping = 0.0, 0
+        self.go = threading.Event()
+        self._changed = threading.Condition()
+
+    def clock(self) -> float:
+        with self._changed:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self._changed:
+            self.sleeping += 1
+            self._changed.notify_all()
+        assert self.go.wait(60)
+        with self._changed:
+            self.now += seconds
+
+    def wait_for(self, sleeping: int) -> None:
+        with self._changed:
+            assert self._changed.wait_for(lambda: self.sleeping == sleeping, 60), f"{self.sleeping} sleeping"
+
+
+def test_a_request_waiting_for_its_turn_when_the_pull_is_interrupted_is_never_sent():
+    # A rate limit of one request a second, on a clock that moves only when a sleep is let go, and two
+    # threads: the first request goes at once (and is held by the service), the second waits for its
+    # turn in the pacer, and the third for a thread, when the batch is stopped as an interrupt stops it
+    # (fetching.run calls received()).
+    pace = HeldSleep()
+    with Vendor(held=DATES[:1]) as vendor:
+        transport = HTTPTransport(vendor.base_url, KEY, pool_size=2, rate_limit=1.0, clock=pace.clock, sleep=pace.sleep)
+        answers = transport.answers([("/metrics", {**POINT, "date": date}) for date in DATES[:3]])
+        taking = threading.Thread(target=_take_all, args=(answers,))
+        try:
+            taking.start()  # the caller's thread, waiting for the first answer
+            vendor.wait_for(answered=0, waiting=1)
+            pace.wait_for(sleeping=1)
+            assert answers.received() == []  # the interrupt: no answer had come
+        finally:
+            pace.go.set()
+            vendor.release()
+            taking.join(timeout=60)
+            transport.close()  # every thread of the pool has ended: nothing more is sent
+        assert vendor.requests() == 1  # was 2: the one waiting its turn was sent after the interrupt
+
+
+POINT = {"metric_name": METRIC, "project": PROJECT, "granularity": "1_day"}
+
+
+def _take_all(answers) -> None:
+    try:
+        list(answers)
+    except (Stopped, CancelledError):  # the stopped batch's requests that were never sent have no answer
+        pass

@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import email.utils
 import math
+import queue
 import secrets
 import threading
 import time
@@ -161,15 +162,28 @@ WAKE = 0.2
 
 
 def result_of(future: concurrent.futures.Future[T], within: float | None = None) -> T:
-    """``future.result(within)``, waking every WAKE seconds so that an interrupt is never held."""
-    until = None if within is None else time.monotonic() + within
-    while True:
-        wait = WAKE if until is None else min(WAKE, max(0.0, until - time.monotonic()))
-        try:
-            return future.result(wait)
-        except TimeoutError:
-            if future.done() or (until is not None and time.monotonic() >= until):
-                raise  # the future's own TimeoutError, or the bound reached
+    """``future.result(within)``, waking every WAKE seconds so that an interrupt is never held.
+
+    The wait is on a SimpleQueue the future's completion puts into, never in ``future.result`` with
+    a timeout: that waits in ``threading.Condition.wait``, Python code that an interrupt landing
+    between two of its lines leaves with the future's lock released under its ``with`` block, which
+    then raises a RuntimeError in the KeyboardInterrupt's place (a pull would lose its answers, and a
+    script would wait, on leaving, for the requests still out). A SimpleQueue waits in C: an
+    interrupt there is a KeyboardInterrupt and nothing else. ``future.result()`` is asked only once
+    the future is done, when it does not wait."""
+    if not future.done():
+        came: queue.SimpleQueue[None] = queue.SimpleQueue()
+        future.add_done_callback(lambda _: came.put(None))
+        until = None if within is None else time.monotonic() + within
+        while not future.done():
+            wait = WAKE if until is None else min(WAKE, until - time.monotonic())
+            if wait <= 0:
+                raise TimeoutError(f"no answer within {within:g} s")
+            try:
+                came.get(timeout=wait)
+            except queue.Empty:
+                pass
+    return future.result()
 
 
 def answers_of(transport: Transport, requests: Sequence[Request]) -> Answers:
@@ -199,6 +213,20 @@ class BudgetError(RateLimitError, TransportError):
     allows it only after the pull's deadline: a RateLimitError (what a 429 would have been, with
     ``retry_after``) that is also a TransportError (no answer came), raised at once rather than
     after waiting for nothing."""
+
+
+class Stopped(Exception):
+    """A request of a batch that was stopped (``Answers.received``: the pull was interrupted) before it
+    was sent: it never is. A worker's future ends with it, so it is no answer."""
+
+    def __init__(self) -> None:
+        super().__init__("not sent: the pull was interrupted")
+
+
+def check_stop(stop: threading.Event | None) -> None:
+    """Stopped, once the batch ``stop`` belongs to was stopped."""
+    if stop is not None and stop.is_set():
+        raise Stopped
 
 
 class OverBudget(Exception):
@@ -282,8 +310,9 @@ class Pacer:
         """Requests in flight allowed now (all ``workers`` unless a strain cut it)."""
         return max(1, int(self._window))
 
-    def wait(self, until: float | None = None) -> None:
-        """Until this first attempt may start; OverBudget at once when that is after ``until``."""
+    def wait(self, until: float | None = None, stop: threading.Event | None = None) -> None:
+        """Until this first attempt may start; OverBudget at once when that is after ``until``;
+        Stopped once ``stop`` is set (the batch was stopped: the request is never sent)."""
         with self._lock:
             now = self.clock()
             slot = max(now, self._next, self._hold)
@@ -292,6 +321,7 @@ class Pacer:
             if self.interval:
                 self._next = slot + self.interval
         while True:  # a hold may come while we sleep: sleep on until the slot and the hold are past
+            check_stop(stop)
             with self._lock:
                 later, now = max(slot, self._hold), self.clock()
                 if until is not None and now < until < later:
@@ -304,13 +334,15 @@ class Pacer:
                 if not self._pending:
                     return
                 # Woken when a held retry is answered; then the time hold is read again (that retry
-                # may have been told to wait once more).
-                self._answered.wait()
+                # may have been told to wait once more). Waking every WAKE to see ``stop``.
+                self._answered.wait(WAKE)
 
-    def enter(self) -> None:
-        """A request goes out: once fewer than :attr:`in_flight_limit` are in flight."""
+    def enter(self, stop: threading.Event | None = None) -> None:
+        """A request goes out: once fewer than :attr:`in_flight_limit` are in flight. Stopped once
+        ``stop`` is set while it waits (its batch was stopped: the request is never sent)."""
         with self._answered:
             while self._in_flight >= self.in_flight_limit:
+                check_stop(stop)
                 self._answered.wait(WAKE)
             self._in_flight += 1
 

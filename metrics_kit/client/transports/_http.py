@@ -106,6 +106,7 @@ from metrics_kit.client.transports._base import (
     Pacer,
     Reply,
     Sleep,
+    check_stop,
     current_deadline,
     result_of,
 )
@@ -592,7 +593,11 @@ class HTTPTransport:
         """
         return self._get(path, params, current_deadline())
 
-    def _get(self, path: str, params: Mapping[str, str], deadline: Deadline | None) -> Reply:
+    def _get(
+        self, path: str, params: Mapping[str, str], deadline: Deadline | None, stop: threading.Event | None = None
+    ) -> Reply:
+        """``get`` under ``deadline``; a request of a batch also ends with Stopped, never sent, once its
+        batch is stopped (``stop`` set) before it goes out, while it waits for its turn."""
         if self._closed:
             raise ClientClosedError(
                 f"this HTTPTransport ({settings.shown_request(self.base_url)}) was closed; "
@@ -600,16 +605,16 @@ class HTTPTransport:
             )
         url = self._url(path, params)
         until = deadline.at(self._clock) if deadline is not None else None
-        self._pacer.enter()
+        self._pacer.enter(stop)
         try:
-            return self._paced(url, until, deadline)
+            return self._paced(url, until, deadline, stop)
         finally:
             self._pacer.leave()
 
-    def _paced(self, url: str, until: float | None, deadline: Deadline | None) -> Reply:
-        """The request, sent once the pacer lets it start (:class:`Pacer`)."""
+    def _paced(self, url: str, until: float | None, deadline: Deadline | None, stop: threading.Event | None) -> Reply:
+        """The request, sent once the pacer lets it start (:class:`Pacer`), unless its batch was stopped."""
         try:
-            self._pacer.wait(until)
+            self._pacer.wait(until, stop)
         except OverBudget as over:
             assert deadline is not None
             shown = settings.shown_request(url)
@@ -635,7 +640,8 @@ class HTTPTransport:
                 raise error
             connect_timeout = min(connect_timeout, until - started)
         try:
-            status, response_headers, body = self._send(url, connect_timeout, read_timeout, started, until)
+            check_stop(stop)  # the batch may have been stopped while the pacer let this request wait
+            status, response_headers, body = self._send(url, connect_timeout, read_timeout, started, until, stop)
         except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
             # The URL masked in the message and the attribute: a base URL may hold a token-like segment.
             error = TransportError(self._describe(exc, settings.shown_request(url), self._clock() - started, deadline))
@@ -652,14 +658,25 @@ class HTTPTransport:
         raise error
 
     def _send(
-        self, url: str, connect_timeout: float, read_timeout: float, started: float, until: float | None
+        self,
+        url: str,
+        connect_timeout: float,
+        read_timeout: float,
+        started: float,
+        until: float | None,
+        stop: threading.Event | None = None,
     ) -> tuple[int, Mapping[str, str], bytes]:
         """The attempts of one request, each asked of urllib3's ``Retry`` through its public methods
-        (what urllib3's own loop in ``urlopen`` does, with our clock, sleep and deadlines)."""
+        (what urllib3's own loop in ``urlopen`` does, with our clock, sleep and deadlines). No retry is
+        sent once the request's batch is stopped (``stop``): Stopped."""
         retry = self._retry.new(started=started, until=until)
         holding = False  # this request's retry was told to wait: other threads' first attempts wait for it
         try:
+            first = True
             while True:
+                if not first:
+                    check_stop(stop)
+                first = False
                 failure: Exception | None = None
                 sent = self._clock()
                 try:
@@ -857,13 +874,15 @@ class HTTPTransport:
             if self._threads is None:
                 self._threads = ThreadPoolExecutor(self.pool_size, thread_name_prefix="metrics-kit")
             threads = self._threads
-        return _Pooled(requests, lambda request: threads.submit(self._get_or_error, request, deadline))
+        stop = threading.Event()  # set when the batch is stopped: a request still waiting for its turn is not sent
+        return _Pooled(requests, lambda request: threads.submit(self._get_or_error, request, deadline, stop), stop)
 
     def _get_or_error(
-        self, request: tuple[str, Mapping[str, str]], deadline: Deadline | None
+        self, request: tuple[str, Mapping[str, str]], deadline: Deadline | None, stop: threading.Event | None = None
     ) -> Reply | TransportError:
+        """The answer to ``request``, or its TransportError (Stopped, from a stopped batch, is raised)."""
         try:
-            return self._get(*request, deadline)
+            return self._get(*request, deadline, stop)
         except TransportError as error:
             return error
 
@@ -895,13 +914,18 @@ class HTTPTransport:
 class _Pooled(Answers):
     """The answers of requests sent by a pool of threads: ``_futures`` holds their futures. The
     requests are handed to the pool when the answers are first asked for, so that an interrupt that
-    comes while they are handed finds the futures to take."""
+    comes while they are handed finds the futures to take. ``stop`` is set when the batch is stopped
+    (:meth:`received`): a request a thread holds but has not sent yet (waiting for its turn in the
+    pacer's window or pace) is then never sent, its future ending with Stopped."""
 
     def __init__(
-        self, requests: Sequence[tuple[str, Mapping[str, str]]], submit: Callable[[Any], Future[Reply | TransportError]]
+        self,
+        requests: Sequence[tuple[str, Mapping[str, str]]],
+        submit: Callable[[Any], Future[Reply | TransportError]],
+        stop: threading.Event,
     ) -> None:
         super().__init__()
-        self._requests, self._submit = requests, submit
+        self._requests, self._submit, self._stop = requests, submit, stop
         self._futures: list[Future[Reply | TransportError]] = []
         self._taken = 0  # the answers before this one were taken
 
@@ -914,6 +938,7 @@ class _Pooled(Answers):
             self._taken = index + 1
 
     def received(self) -> list[tuple[int, Reply | TransportError]]:
+        self._stop.set()  # first: no thread sends a request of this batch from now on
         waiting = self._futures[self._taken :]
         for future in waiting:
             future.cancel()  # only a request not yet started is cancelled: it is never sent
