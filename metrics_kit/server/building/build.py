@@ -5,7 +5,8 @@ The entry points, from the outermost:
 - ``load_or_build``: a data folder's aggregates from the cache while the folder is unchanged
   (``serving/aggregates.py``, ``cached``), else ``build_and_save``'s: ``build_folder``'s, saved to
   the cache;
-- ``build_on_engine``: a data folder or (on Spark) a URL, built on the engine named (``ENGINES``);
+- ``build_on_engine``: a data folder or (on Spark) a URL, built on the engine named (``ENGINES``); a
+  URL of raw exports is refreshed from the state ``refresh`` keeps where Spark reads and writes it;
 - ``build_folder``: a data folder, validated, then built incrementally from its saved build when
   one applies, else in full;
 - ``build_in_full``: an event store already validated, built whole.

@@ -215,7 +215,10 @@ def sql(metric: Metric, dialect: str = DIALECT) -> str:
         "projects_with_metric": _compiled(projects, dialect),
     }
     for name, part in parts.items():
-        query = query.with_(name, as_=part)  # with_ copies the query and the part
+        # In place: the query and the parts compiled here are this call's own (a copy of each, as
+        # with_ makes by default, costs more than compiling it); the shared parts are copied.
+        own = name in ("per_period", "projects_with_metric")
+        query = query.with_(name, as_=part if own else part.copy(), copy=False)
     # The query travels alone (GET /catalogue's sql): it says itself how to load what it reads.
     header = _SPARK_HEADER if dialect == SPARK else _DUCKDB_HEADER
     first = f"-- {metric.name}: one row per (granularity, project, period_start), as the metrics service serves it\n"
