@@ -66,8 +66,10 @@ DATA_VERSION, PROJECTS, COVERAGE, LAST_EVENT = "data_version", "projects", "cove
 KINDS, REGULAR_POOLS, METRICS = "kinds", "regular_pools", "metrics"
 START, END = "start", "end"
 # GET /catalogue: {CHAIN_UNIT, CATALOGUE_GRANULARITIES, METRICS: [each metric's catalogue entry, with
-# COMPUTED, how it is computed in words, and SQL, its standalone query]}.
+# COMPUTED, how it is computed in words, SQL, its standalone query in DuckDB's dialect, and SPARK_SQL,
+# the same in Spark SQL]}.
 CHAIN_UNIT, CATALOGUE_GRANULARITIES, COMPUTED, SQL = "chain_unit", "granularities", "computed", "sql"
+SPARK_SQL = "spark_sql"
 
 # GET /series, an extension of the reference service: every value of one series, from the period
 # containing START to the period containing END (any date inside each), that lies in coverage, a page
@@ -399,10 +401,10 @@ def series_body(
     return json.dumps(body, allow_nan=False).encode()
 
 
-def catalogue_entry(described: dict[str, Any], computed: str, sql: str) -> dict[str, Any]:
+def catalogue_entry(described: dict[str, Any], computed: str, sql: str, spark_sql: str) -> dict[str, Any]:
     """One metric of GET /catalogue: its catalogue entry (``Metric.describe``), how it is computed in
-    words and its standalone SQL query."""
-    return {**described, COMPUTED: computed, SQL: sql}
+    words and its standalone SQL query, in DuckDB's dialect and in Spark SQL."""
+    return {**described, COMPUTED: computed, SQL: sql, SPARK_SQL: spark_sql}
 
 
 def catalogue_body(chain_unit: str, granularities: list[str], metrics: list[dict[str, Any]]) -> bytes:

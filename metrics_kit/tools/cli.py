@@ -179,6 +179,13 @@ def _parser() -> argparse.ArgumentParser:
         help="also write the validated data to DIR as the normalised Parquet layout Spark reads "
         "(default with --engine spark: a temporary folder)",
     )
+    build.add_argument(
+        "--state",
+        metavar="URL",
+        help="with --engine spark and a URL --data: the folder (a URL Spark reads and writes) that keeps what a "
+        "refresh needs, so that the next build computes only the periods that changed "
+        "(default: beside the data, DATA.metrics-kit-state; docs/spark.md)",
+    )
     build.add_argument("--chain-unit", default=None)
     build.add_argument(
         "--rebuild",
@@ -416,6 +423,7 @@ FLAGS: dict[str, dict[str, str]] = {
         "spark_master": "--spark-master",
         "spark_stall_timeout": "--spark-stall-timeout",
         "stage": "--stage",
+        "state": "--state",
     },
     "fetch": {
         "api_key": API_KEY_ENV,
@@ -618,6 +626,8 @@ def _unfit_flags(args) -> str | None:
         return f"{FLAGS['build'].get(error.argument or '', '--engine')} is for --engine spark"
     if aggregates.is_url(args.data) and not engine.reads_urls:
         return f"--data {args.data}: only --engine spark reads a URL; DuckDB reads a local data folder"
+    if args.state is not None and not aggregates.is_url(args.data):
+        return "--state is for a URL --data built with --engine spark (a data folder's state is in the cache folder)"
     return None
 
 
@@ -650,6 +660,7 @@ def _build_checked(args, catalogue) -> int:
             spark_stall_timeout=args.spark_stall_timeout,
             stage=args.stage,
             rebuild=args.rebuild,
+            state=args.state,
         )
         out = args.out or aggregates.cache_path(built.meta["fingerprint"], catalogue)
         try:  # through a temporary file: a failure leaves no partial file

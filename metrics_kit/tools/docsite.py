@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from metrics_kit.server.metrics.definitions import definitions, rows_rule, value_rule
+from metrics_kit.server.metrics.definitions import definitions, rows_rule, spark_definitions, value_rule
 from metrics_kit.spec.catalogue import FAMILIES, Catalogue, Metric, default_catalogue
 
 # The section of a metric's page that holds its standalone SQL query (server/metrics/definitions.py).
@@ -76,9 +76,11 @@ def metric_page(
     projects: Sequence[tuple[str, Sequence[str], bool]],
     chart: str | None,
     query: str,
+    spark_query: str | None = None,
 ) -> str:
     """The Markdown (MyST) page of one metric. ``chart``: the path of its example chart, relative to
-    the page (None: no demo project has the metric, so no chart); ``query``: its SQL definition."""
+    the page (None: no demo project has the metric, so no chart); ``query``: its SQL definition
+    (DuckDB); ``spark_query``: the same in Spark SQL (None: not shown)."""
     applies = [name for name, kinds, regular in projects if metric.applies_to(kinds, regular)]
     example = example_project(metric, projects)
     lines = [
@@ -113,6 +115,18 @@ def metric_page(
         query.rstrip("\n"),
         "```",
         "",
+        *(
+            []
+            if spark_query is None
+            else [
+                "The same in Spark SQL, to run in a Spark session in UTC over the same tables:",
+                "",
+                "```sql",
+                spark_query.rstrip("\n"),
+                "```",
+                "",
+            ]
+        ),
         "## Example",
         "",
     ]
@@ -236,11 +250,12 @@ def generate(docs: Path, charts_dir: Path, notebooks: Path) -> None:
         projects = demo_projects(client)
         drawn = draw_charts(client, catalogue, projects, charts_dir)
     pages = generated / "metrics"
-    queries = definitions(catalogue)
+    queries, spark = definitions(catalogue), spark_definitions(catalogue)
     for metric in catalogue:
         chart = None
         if metric.name in drawn:
             chart = Path("..", "..", charts_dir.relative_to(docs), f"{metric.name}.png").as_posix()
-        write_if_changed(pages / f"{metric.name}.md", metric_page(metric, projects, chart, queries[metric.name]))
+        page = metric_page(metric, projects, chart, queries[metric.name], spark[metric.name])
+        write_if_changed(pages / f"{metric.name}.md", page)
     write_if_changed(pages / "index.md", index_page(catalogue))
     copy_notebooks(notebooks, generated / "notebooks")

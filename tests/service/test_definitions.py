@@ -121,6 +121,31 @@ def test_the_definitions_are_standalone_duckdb_text():
     assert definitions.definitions(CATALOGUE) is queries
 
 
+def test_the_spark_definitions_are_standalone_spark_sql_made_without_spark():
+    """The same expressions compiled for Spark: Spark SQL text (backquoted names, EXPLODE), made with
+    neither pyspark nor a session, in a child process that starts with neither loaded."""
+    script = (
+        "import sys\n"
+        "from metrics_kit.server.metrics import definitions\n"
+        "from metrics_kit.spec.catalogue import default_catalogue\n"
+        "queries = definitions.spark_definitions(default_catalogue('sol'))\n"
+        "print(len(queries), 'pyspark' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [str(len(CATALOGUE.canonical_names)), "False"]
+    queries = definitions.spark_definitions(CATALOGUE)
+    duckdb_queries = definitions.definitions(CATALOGUE)
+    assert list(queries) == list(CATALOGUE.canonical_names)
+    for name, query in queries.items():
+        assert query.startswith(f"-- {name}: ") and "\nWITH coverage AS (" in query, name
+        assert f"-- {definitions.SPARK_TIME_ZONE};\n" in query and "CREATE TEMPORARY VIEW" in query, name
+        assert query.endswith("\n") and "EXPLODE(" in query and "UNNEST" not in query, name
+        assert "__ibis" not in query and "ibis_" not in query and "?" not in query, name
+        assert query != duckdb_queries[name]
+    assert definitions.spark_definitions(CATALOGUE) is queries
+
+
 def _changed(name: str, **fields):
     metric = CATALOGUE.get(name)
     return metric, definitions.sql(dataclasses.replace(metric, **fields))
@@ -166,8 +191,10 @@ def test_the_service_catalogue_serves_each_definition_as_generated():
     entries = {entry["name"]: entry for entry in reply.json()["metrics"]}
     queries = definitions.definitions(CATALOGUE)
     assert list(entries) == list(CATALOGUE.canonical_names)
+    spark_queries = definitions.spark_definitions(CATALOGUE)
     for name, entry in entries.items():
         assert entry["sql"] == queries[name]
+        assert entry["spark_sql"] == spark_queries[name]
         assert entry["computed"] == definitions.in_words(CATALOGUE.get(name))
     assert entries["staking_active_users"]["computed"] == (
         "For each period (UTC day, ISO week or calendar month), from the rows of the transactions table of "
@@ -195,6 +222,7 @@ scope = {"type": "http", "method": "GET", "path": "/catalogue", "query_string": 
 asyncio.run(app(scope, receive, send))
 body = json.loads(sent[-1]["body"])
 print(sent[0]["status"], all(m["sql"].startswith("-- " + m["name"]) for m in body["metrics"]))
+print(all(m["spark_sql"].startswith("-- " + m["name"]) for m in body["metrics"]), "pyspark" in sys.modules)
 """
 
 
@@ -214,7 +242,7 @@ def test_the_catalogue_is_made_on_its_first_request_not_at_start(golden, tmp_pat
         env=env,
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split("\n")[:2] == ["False False", "200 True"]
+    assert run.stdout.split("\n")[:3] == ["False False", "200 True", "True False"]
 
 
 def _load_as_the_header_says(folder, timezone: str) -> duckdb.DuckDBPyConnection:

@@ -851,6 +851,7 @@ def test_catalogue_extension_lists_every_metric(server):
             "applies_to": spec.restriction,
             "computed": definitions.in_words(spec),
             "sql": definitions.definitions(catalogue)[spec.name],
+            "spark_sql": definitions.spark_definitions(catalogue)[spec.name],
         }
     assert {a for m in body["metrics"] for a in m["aliases"]} == {"farm_withdraw_transaction_count"}
 

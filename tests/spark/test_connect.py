@@ -9,10 +9,12 @@ server of the same release), on a port the system picks, stopped by its PID.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from spark_support import ConnectServer, assert_same_values, cli, run_cli
+from support import split_by_day
 
 from metrics_kit.server.serving.aggregates import Aggregates
 
@@ -48,6 +50,32 @@ def test_golden_data_on_spark_connect_equals_duckdb(server, on_duckdb, tmp_path)
     assert f"(Spark Connect {server.url}) started" in log, log
     assert "verifySchema" not in log, log
     assert assert_same_values(on_duckdb, Aggregates.read(out)) > 2_000
+
+
+def test_a_url_refreshes_over_spark_connect(server, tmp_path):
+    """The refresh state is read and written by the server (no file system of this process's): the
+    second build of the URL, a day added, is a refresh with a full build's values."""
+    events = tmp_path / "events"
+    events.mkdir()
+    shutil.copy(GOLDEN / "projects.csv", events)
+    for table in ("transactions", "fees", "token_flows", "chain_rewards"):
+        split_by_day(GOLDEN, events, table)
+    spark = ("--engine", "spark", "--spark-master", server.url)
+    cli("build", "--data", events.as_uri(), *spark, "--out", tmp_path / "first.parquet")
+    (events / "transactions" / "2025-02-02.csv").write_text(
+        "block_time,tx_id,signer,project,action,pool_type\n2025-02-02T09:00:00Z,n1,zoe,swapx,swap,regular\n"
+    )
+    log = cli("build", "--data", events.as_uri(), *spark, "--out", tmp_path / "refreshed.parquet")
+    assert "Updated aggregates incrementally" in log and "1 file added" in log, log
+    cli("build", "--data", events, "--out", tmp_path / "duckdb.parquet")
+    duckdb, refreshed = (Aggregates.read(tmp_path / f"{n}.parquet") for n in ("duckdb", "refreshed"))
+    assert assert_same_values(duckdb, refreshed, same_files=False) > 0
+    assert sorted(p.name for p in Path(f"{events}.metrics-kit-state").iterdir()) == [
+        "commit-a",
+        "commit-b",
+        "values-a",
+        "values-b",
+    ]
 
 
 def test_spark_remote_is_honoured(server, on_duckdb, tmp_path):

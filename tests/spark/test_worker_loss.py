@@ -1,16 +1,18 @@
-"""Worker loss on a standalone cluster: a build that loses one of its two workers mid-build gives
-the same values; a build that loses every worker stops with a clear error within five minutes and
-writes no aggregates file.
+"""Worker loss on a standalone cluster: a refresh of a URL and a build that each lose a worker midway
+give the same values; a build that loses every worker stops with a clear error within five minutes
+and writes no aggregates file.
 
 The cluster is a Master and two Workers of one core each on 127.0.0.1, started from pyspark's own
 ``spark-class``; a worker is lost by killing its process group (the Worker's JVM and the executor
-it launched) once its executor has finished tasks of the build. The two phases run in one test, on
-one cluster: the second loses the worker the first left.
+it launched) once its executor has finished tasks of the build. The phases run in one test, on one
+cluster of three workers: the refresh loses the third, the build the second, and the last phase
+loses the worker they left.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from spark_support import SPARK_ENV, SUBMIT_ARGS, _Daemon, assert_same_values, cli, run_cli
+from support import GOLDEN, split_by_day
 
 from metrics_kit.server.data import demo
 from metrics_kit.server.serving.aggregates import Aggregates
@@ -45,10 +48,11 @@ def _lose(worker: _Daemon) -> None:
     worker.proc.wait(timeout=30)
 
 
-def _start_build(data: Path, master: str, out: Path, log: Path) -> subprocess.Popen:
+def _start_build(data: Path | str, master: str, out: Path, log: Path, *, rebuild: bool = True) -> subprocess.Popen:
     env = {**os.environ, **SPARK_ENV, "PYSPARK_SUBMIT_ARGS": SUBMIT_ARGS}
     # --rebuild: the second build of the folder would otherwise be incremental, with nothing to compute.
-    args = ["build", "--data", str(data), "--engine", "spark", "--spark-master", master, "--rebuild", "--out", str(out)]
+    again = ["--rebuild"] if rebuild else []
+    args = ["build", "--data", str(data), "--engine", "spark", "--spark-master", master, *again, "--out", str(out)]
     with log.open("w") as output:
         return subprocess.Popen([sys.executable, "-m", "metrics_kit", *args], stdout=output, stderr=output, env=env)
 
@@ -84,13 +88,38 @@ def test_a_lost_worker_changes_no_value_and_no_worker_left_is_a_clear_error(tmp_
     workers: list[_Daemon] = []
     try:
         url = master.match.group(1)
-        workers = [_worker(logs, url, "worker-a"), _worker(logs, url, "worker-b")]
+        workers = [_worker(logs, url, "worker-a"), _worker(logs, url, "worker-b"), _worker(logs, url, "worker-c")]
+
+        # A refresh of a URL that loses a worker midway: the values of a full build of the folder.
+        events = tmp_path / "events"
+        events.mkdir()
+        shutil.copy(GOLDEN / "projects.csv", events)
+        for table in ("transactions", "fees", "token_flows", "chain_rewards"):
+            split_by_day(GOLDEN, events, table)
+        on_cluster = ("--engine", "spark", "--spark-master", url)
+        cli("build", "--data", events.as_uri(), *on_cluster, "--out", tmp_path / "r.parquet")
+        (events / "transactions" / "2025-02-02.csv").write_text(
+            "block_time,tx_id,signer,project,action,pool_type\n2025-02-02T09:00:00Z,n1,zoe,swapx,swap,regular\n"
+        )
+        refresh = _start_build(events.as_uri(), url, tmp_path / "r.parquet", tmp_path / "refresh.log", rebuild=False)
+        try:
+            _wait_for_tasks(logs / "worker-c", refresh, app_count=2)
+            _lose(workers[2])
+            assert refresh.wait(timeout=600) == 0, (tmp_path / "refresh.log").read_text()
+        finally:
+            if refresh.poll() is None:
+                refresh.kill()
+        said = (tmp_path / "refresh.log").read_text()
+        assert "Lost executor" in said and "Updated aggregates incrementally" in said, said[-3000:]
+        cli("build", "--data", events, "--out", tmp_path / "r-duckdb.parquet")
+        refreshed = Aggregates.read(tmp_path / "r.parquet")
+        assert assert_same_values(Aggregates.read(tmp_path / "r-duckdb.parquet"), refreshed, same_files=False) > 0
 
         # One worker lost mid-build: Spark runs its tasks again on the other.
         out = tmp_path / "spark.parquet"
         build = _start_build(data, url, out, tmp_path / "build-1.log")
         try:
-            _wait_for_tasks(logs / "worker-b", build, app_count=1)
+            _wait_for_tasks(logs / "worker-b", build, app_count=3)
             _lose(workers[1])
             assert build.wait(timeout=900) == 0, (tmp_path / "build-1.log").read_text()
         finally:
@@ -105,7 +134,7 @@ def test_a_lost_worker_changes_no_value_and_no_worker_left_is_a_clear_error(tmp_
         out = tmp_path / "none.parquet"
         build = _start_build(data, url, out, tmp_path / "build-2.log")
         try:
-            _wait_for_tasks(logs / "worker-a", build, app_count=2)
+            _wait_for_tasks(logs / "worker-a", build, app_count=4)
             _lose(workers[0])
             lost = time.monotonic()
             code = build.wait(timeout=300)

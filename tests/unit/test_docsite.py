@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics_kit.server.metrics.definitions import definitions
+from metrics_kit.server.metrics.definitions import definitions, spark_definitions
 from metrics_kit.spec.catalogue import AGGREGATIONS, Metric, default_catalogue
 from metrics_kit.tools import docsite
 
@@ -36,8 +36,8 @@ def test_every_aggregation_has_its_rule_in_words():
 
 @pytest.mark.parametrize("metric", list(CATALOGUE), ids=lambda m: m.name)
 def test_a_metric_page_says_what_the_catalogue_says(metric):
-    query = definitions(CATALOGUE)[metric.name]
-    page = docsite.metric_page(metric, DEMO, f"charts/{metric.name}.png", query)
+    query, spark_query = definitions(CATALOGUE)[metric.name], spark_definitions(CATALOGUE)[metric.name]
+    page = docsite.metric_page(metric, DEMO, f"charts/{metric.name}.png", query, spark_query)
     assert page.startswith(f"# `{metric.name}`\n")
     for fact in (metric.description, f"`{metric.unit}`", f"`{metric.aggregation}`", metric.restriction):
         assert fact in page
@@ -49,6 +49,7 @@ def test_a_metric_page_says_what_the_catalogue_says(metric):
     assert f"## {docsite.SQL_DEFINITION}\n" in page
     # the section holds the metric's generated query, whole
     assert f"```sql\n{query}```\n" in page.split(f"## {docsite.SQL_DEFINITION}\n")[1]
+    assert f"```sql\n{spark_query}```\n" in page.split(f"## {docsite.SQL_DEFINITION}\n")[1]
     assert f"](charts/{metric.name}.png)" in page and "Synthetic demo data" in page
 
 

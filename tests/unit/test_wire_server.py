@@ -107,10 +107,11 @@ def test_the_discovery_bodies():
     ]
     assert body[wire.COVERAGE] == span and json.loads(wire.projects_body("v", [], None, None))[wire.COVERAGE] is None
     metric = next(iter(default_catalogue()))
-    described = wire.catalogue_entry(metric.describe(), "in words", "SELECT 1")
+    described = wire.catalogue_entry(metric.describe(), "in words", "SELECT 1", "SELECT 2")
     catalogue = json.loads(wire.catalogue_body("sol", ["1_day"], [described]))
     assert catalogue == {wire.CHAIN_UNIT: "sol", wire.CATALOGUE_GRANULARITIES: ["1_day"], wire.METRICS: [described]}
     assert described[wire.COMPUTED] == "in words" and described[wire.SQL] == "SELECT 1"
+    assert described[wire.SPARK_SQL] == "SELECT 2"
 
 
 # The type a column's cells have in the answer, from its type in the event tables.

@@ -5,7 +5,8 @@ The entry points, from the outermost:
 - ``load_or_build``: a data folder's aggregates from the cache while the folder is unchanged
   (``serving/aggregates.py``, ``cached``), else ``build_and_save``'s: ``build_folder``'s, saved to
   the cache;
-- ``build_on_engine``: a data folder or (on Spark) a URL, built on the engine named (``ENGINES``);
+- ``build_on_engine``: a data folder or (on Spark) a URL, built on the engine named (``ENGINES``); a
+  URL of raw exports is refreshed from the state ``refresh`` keeps where Spark reads and writes it;
 - ``build_folder``: a data folder, validated, then built incrementally from its saved build when
   one applies, else in full;
 - ``build_in_full``: an event store already validated, built whole.
@@ -36,7 +37,8 @@ import pandas as pd
 
 from metrics_kit import files
 from metrics_kit.errors import ConfigurationError
-from metrics_kit.server.building import compute, increments
+from metrics_kit.server.building import increments, refresh
+from metrics_kit.server.building.compute import compute_nothing, sparse_values
 from metrics_kit.server.building.engines import DuckDB, Engine, EngineKind
 from metrics_kit.server.building.spark import Spark
 from metrics_kit.server.data import store
@@ -56,15 +58,6 @@ BUILD_MEMORY_LIMIT = "2GB"
 SMALL_TABLES = ("fees", "token_flows", "chain_rewards")
 WINDOW_IN_MEMORY_BYTES = 64 * 2**20  # an incremental build's files read into memory up to this size
 _DECIMALS = 9  # DuckDB's parallel float sums differ in the last bits from run to run
-
-
-def sparse_values(
-    engine: Engine, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None
-) -> pd.DataFrame:
-    """Every metric's sparse values over the tables ``engine`` holds, all granularities in one frame
-    (``transactions_per_day``: see ``compute.compute``)."""
-    frames = [sparse.assign(granularity=g) for g, sparse in compute.compute(engine, catalogue, transactions_per_day)]
-    return increments.normalise(pd.concat(frames, ignore_index=True)) if frames else compute_nothing()
 
 
 def build_in_full(
@@ -94,10 +87,6 @@ def build_in_full(
         "watermark": None if event_store.watermark is None else utc_text(event_store.watermark),
     }
     return assemble(sparse, coverage, event_store.projects, catalogue, meta, started)
-
-
-def compute_nothing() -> pd.DataFrame:
-    return increments.normalise(pd.DataFrame(columns=increments.SPARSE_COLUMNS))
 
 
 def assemble(
@@ -339,27 +328,42 @@ def build_on_engine(
     spark_stall_timeout: float | None = None,
     stage: Path | None = None,
     rebuild: bool = False,
+    state: str | None = None,
     log=print,
 ) -> Aggregates:
     """Build ``data`` on the engine named ``engine`` (``metrics-kit build --out`` or ``--engine spark``).
 
     ``data`` is a data folder, validated on DuckDB whatever the engine, and built incrementally
     when a saved build of it applies; Spark then reads what it computes as the normalised layout.
-    For Spark, ``data`` may also be the path or URL of raw exports or of a normalised layout
-    written before, which is built in full."""
+    For Spark, ``data`` may also be the URL (or a path the cluster reads) of raw exports, refreshed
+    from the state saved at ``state`` (default: beside the data; ``refresh``) where it fits, else
+    built in full; or of a normalised layout written before, which is built in full."""
     kind = ENGINES.get(engine)
     if kind is None:
         raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}", argument="engine")
     kind.check(spark_master=spark_master, spark_stall_timeout=spark_stall_timeout)
+    if state is not None and not is_url(data):
+        raise ConfigurationError(
+            f"state={state}: a state location is for a URL built on Spark; a data folder's build keeps its "
+            "state in the cache folder",
+            argument="state",
+        )
     if is_url(data):
         with kind.started_for_url(
             str(data), spark_master=spark_master, spark_stall_timeout=spark_stall_timeout, log=log
         ) as reader:
-            started, why = time.perf_counter(), "a URL is always built in full"
-            events, per_day = reader.open_url(str(data), log)
-            aggregates = build_in_full(
-                events, catalogue, engine=reader, transactions_per_day=per_day, started=started, why=why
-            )
+            started = time.perf_counter()
+            refreshed = refresh.refresh(reader, str(data), catalogue, state=state, rebuild=rebuild, log=log)
+            if refreshed is None:  # a normalised layout: built in full, as it is
+                events, per_day = reader.open_url(str(data), log)
+                why = "a normalised layout is built in full"
+                aggregates = build_in_full(
+                    events, catalogue, engine=reader, transactions_per_day=per_day, started=started, why=why
+                )
+            else:
+                aggregates = assemble(
+                    refreshed.sparse, refreshed.coverage, refreshed.projects, catalogue, refreshed.meta, started
+                )
             log(_summary(aggregates.meta))
             return aggregates
     with kind.started(spark_master=spark_master, spark_stall_timeout=spark_stall_timeout, log=log) as on:

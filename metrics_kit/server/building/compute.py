@@ -21,6 +21,7 @@ import ibis
 import ibis.expr.datatypes as datatypes
 import pandas as pd
 
+from metrics_kit.server.building import increments
 from metrics_kit.server.building.engines import Engine
 from metrics_kit.server.building.passes import no_values, transaction_metrics
 from metrics_kit.server.metrics.expressions import AMOUNT, NET_KEY, nets, sums
@@ -90,3 +91,17 @@ def compute(
         # concatenation will one day let them decide the result's types.
         found = [frames[granularity] for frames in per_granularity if len(frames[granularity])]
         yield granularity, pd.concat(found, ignore_index=True) if found else no_values()
+
+
+def sparse_values(
+    engine: Engine, catalogue: Catalogue, transactions_per_day: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Every metric's sparse values over the tables ``engine`` holds, all granularities in one frame
+    (``transactions_per_day``: see :func:`compute`)."""
+    frames = [sparse.assign(granularity=g) for g, sparse in compute(engine, catalogue, transactions_per_day)]
+    return increments.normalise(pd.concat(frames, ignore_index=True)) if frames else compute_nothing()
+
+
+def compute_nothing() -> pd.DataFrame:
+    """The sparse values of tables without an event: none."""
+    return increments.normalise(pd.DataFrame(columns=increments.SPARSE_COLUMNS))

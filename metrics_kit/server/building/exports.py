@@ -13,7 +13,7 @@ ISO text as text, a nanosecond timestamp as a timestamp, integers and doubles as
 No event row passes through this process: it gets the listing, each part's columns, the projects
 table (a few rows of metadata, validated here on DuckDB like a local folder's), one row of counts
 per table and, on the way to an error, the first offending values. The data version is the
-listing's names, sizes and modification times; a URL is always built in full.
+listing's names, sizes and modification times; a build refreshes from the state ``refresh`` keeps.
 """
 
 from __future__ import annotations
@@ -390,11 +390,13 @@ def _common(types: set[str]) -> str:
     return "string"
 
 
-def _check(engine: Cluster, source: _Source, projects: list[str]) -> ibis.Table:
-    """The table's rows, normalised, after every rule passed; else the first problem, named."""
+def _check(engine: Cluster, source: _Source, projects: list[str], validate: bool = True) -> ibis.Table:
+    """The table's rows, normalised, with each row's file (``_file``, a URI), after every rule passed;
+    else the first problem, named. ``validate=False``: files that passed before (unchanged since),
+    read without checking a row again (a refresh's window)."""
     parts = _parts(engine, source)
     if not parts:
-        return _empty(source.table)
+        return _empty(source.table).mutate(_file=ibis.literal("", type=datatypes.string))
     groups, types = _groups(source, parts, _nanosecond(engine, source, parts))
     try:
         raw, read = engine.raw(f"_metrics_kit_raw_{source.table}", source.fmt, groups, types)
@@ -402,17 +404,17 @@ def _check(engine: Cluster, source: _Source, projects: list[str]) -> ibis.Table:
     except Exception as exc:
         raise DataFormatError(f"{source.label}: cannot be read as {source.fmt.upper()}: {_first_line(exc)}") from None
     _all_read(source, map(_from_uri, read))
-    if source.fmt == "csv":
+    if validate and source.fmt == "csv":
         _utf8(engine, source, parts)
     if problem is not None:
         column, what = problem
         raise DataFormatError(f"{source.label}, column {column!r}: {what}")
     columns = COLUMNS[source.table]
     rows = raw.select(**rules.normalised(raw, source.table), **{f"r_{c}": raw[c] for c in columns}, _file=raw["_file"])
-    checks = rules.rules(source.table, projects)
+    checks = rules.rules(source.table, projects) if validate else []
     try:
         counts = rows.aggregate(**{f"bad_{i}": rows.count(where=c.bad(rows)) for i, c in enumerate(checks)})
-        found = counts.to_pyarrow().to_pylist()[0]
+        found = counts.to_pyarrow().to_pylist()[0] if checks else {}
     except Exception as exc:  # a malformed CSV line, a file that changed under the scan
         raise DataFormatError(f"{source.label}: cannot be read: {_first_line(exc)}") from None
     for i, check in enumerate(checks):
@@ -426,7 +428,7 @@ def _check(engine: Cluster, source: _Source, projects: list[str]) -> ibis.Table:
         raise DataFormatError(
             f"{source.label}, column {check.column!r}: {count} {noun} the rule; allowed: {check.allowed}\n{shown}{more}"
         )
-    return rows.select(*columns)
+    return rows.select(*columns, "_file")
 
 
 def _shown(source: _Source, row: dict) -> str:
@@ -452,9 +454,51 @@ def declared(engine: Cluster, location: str) -> dt.datetime | None:
     return parse_declaration(text, where)
 
 
-def open_exports(engine: Cluster, location: str) -> Exports | None:
-    """Validate the raw exports at ``location`` on Spark and register their tables; None when
-    ``location`` holds the normalised layout instead (``engines.open_layout`` reads it)."""
+@dataclass(frozen=True)
+class Listed:
+    """The raw exports at a URL as Spark's listing gives them, in tables (``sources``)."""
+
+    location: str  # the root, without a trailing '/'
+    listing: list[tuple[str, int, int]]  # (path, size, modification time in ms) of every file under it
+    sources: dict[str, _Source]
+
+    @property
+    def version(self) -> str:
+        """The data version: the tables' files, as a local folder's (not watermark.json nor notes beside them)."""
+        files = {path for source in self.sources.values() for path in source.paths}
+        return fingerprint(self.location, [entry for entry in self.listing if entry[0] in files])
+
+    def tables(self) -> dict[str, dict]:
+        """Each table's files as a refresh compares them with its manifest (``increments.compare``):
+        ``folder``, ``fmt`` and, per file name, its size and modification time."""
+        times = {path: mtime for path, _size, mtime in self.listing}
+        return {
+            table: {
+                "folder": source.folder,
+                "fmt": source.fmt,
+                "files": {
+                    name: {"size": size, "mtime": times[path]}
+                    for path, name, size in zip(source.paths, source.names, source.sizes, strict=True)
+                },
+            }
+            for table, source in self.sources.items()
+        }
+
+    def only(self, table: str, names: Iterable[str]) -> _Source | None:
+        """The files of ``table`` named in ``names`` (None: none)."""
+        source, wanted = self.sources.get(table), set(names)
+        if source is None or not wanted:
+            return None
+        keep = [i for i, name in enumerate(source.names) if name in wanted]
+        if not keep:
+            return None
+        pick = lambda column: tuple(column[i] for i in keep)  # noqa: E731
+        return _Source(table, source.fmt, pick(source.paths), pick(source.names), pick(source.sizes), source.folder)
+
+
+def list_exports(engine: Cluster, location: str) -> Listed | None:
+    """The tables of the raw exports at ``location``, from Spark's listing, by the rules of a local
+    folder; None when ``location`` holds the normalised layout instead (``engines.open_layout``)."""
     root = location.rstrip("/")
     try:
         listing = engine.listing(root)
@@ -476,26 +520,83 @@ def open_exports(engine: Cluster, location: str) -> Exports | None:
         check_readable(local)
     for key, value in EXPORT_SETTINGS.items():
         engine.session.conf.set(key, value)
-    sources = _sources(root, listing, lambda paths: _parquet(engine, paths))
-    projects = _projects(engine, sources["projects"])
-    backend = engine.backend
+    return Listed(root, listing, _sources(root, listing, lambda paths: _parquet(engine, paths)))
+
+
+def projects_of(engine: Cluster, listed: Listed) -> dict[str, store.Project]:
+    """The projects table of the exports, a few rows, validated here as a local folder's is."""
+    return _projects(engine, listed.sources["projects"])
+
+
+def checked(
+    engine: Cluster, source: _Source | None, table: str, projects: Iterable[str], validate: bool = True
+) -> ibis.Table:
+    """The rows of ``source`` (files of ``table``; None: none), normalised, with each row's file
+    (``_file``), after every rule passed (``validate=False``: files that passed before)."""
+    if source is None:
+        return _empty(table).mutate(_file=ibis.literal("", type=datatypes.string))
+    return _check(engine, source, list(projects), validate)
+
+
+def provide(engine: Cluster, tables: dict[str, ibis.Table]) -> None:
+    """Register each event table's rows (from :func:`checked`) as the engine's table of that name."""
     for table in EVENT_TABLES:
-        source = sources.get(table)
-        rows = _empty(table) if source is None else _check(engine, source, list(projects))
-        backend.create_view(table, rows, overwrite=True)
-    per_day = None
-    if "transactions" in sources:
-        t = backend.table("transactions")
-        per_day = t.group_by(
-            day=t.block_time.date(), project=t.project, action=t.action, pool_type=t.pool_type
-        ).aggregate(n=t.count())
-        per_day = per_day.to_pandas()
-        per_day["day"] = pd.to_datetime(per_day["day"]).astype("datetime64[us]")
-    coverage = store.read_coverage(backend)
-    # The data version is the tables' files, as a local folder's: not watermark.json nor notes beside them.
-    files = {path for source in sources.values() for path in source.paths}
-    version = fingerprint(location, [entry for entry in listing if entry[0] in files])
-    return Exports(store.EventStore(backend, location, projects, coverage, version), per_day)
+        engine.backend.create_view(table, tables[table].drop("_file"), overwrite=True)
+
+
+def file_days(source: _Source, rows: ibis.Table) -> dict[str, tuple[set[dt.date], dt.datetime | None]]:
+    """Per file of ``source`` (its name), the days its rows fall on and the time of its last row
+    (naive UTC), from the rows :func:`checked` gave: one Spark job, a row per file and day back."""
+    days = rows.group_by(file=rows["_file"], day=rows.block_time.date()).aggregate(last=rows.block_time.max())
+    found: dict[str, tuple[set[dt.date], dt.datetime | None]] = {name: (set(), None) for _p, name in source.parts()}
+    for row in days.to_pyarrow().to_pylist():
+        name = source.name(row["file"])
+        seen, last = found.setdefault(name, (set(), None))
+        seen.add(row["day"])
+        latest = row["last"].replace(tzinfo=None) if row["last"].tzinfo is None else _naive_utc(row["last"])
+        found[name] = (seen, latest if last is None or latest > last else last)
+    return found
+
+
+def _naive_utc(moment: dt.datetime) -> dt.datetime:
+    return moment.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+def within(rows: ibis.Table, ranges: Sequence[tuple[dt.date, dt.date]]) -> ibis.Table:
+    """The rows on a day of ``ranges`` (inclusive), as a refresh's window keeps them."""
+    if not ranges:
+        return rows.limit(0)
+    inside = [
+        (rows.block_time >= ibis.timestamp(lo.isoformat()))
+        & (rows.block_time < ibis.timestamp((hi + dt.timedelta(days=1)).isoformat()))
+        for lo, hi in ranges
+    ]
+    return rows.filter(ibis.or_(*inside))
+
+
+def transactions_per_day(engine: Cluster) -> pd.DataFrame:
+    """The transactions' rows per (day, project, action, pool_type) of the engine's table, which
+    spares the engine's own scan for its day counts (``passes``)."""
+    t = engine.backend.table("transactions")
+    per_day = t.group_by(day=t.block_time.date(), project=t.project, action=t.action, pool_type=t.pool_type).aggregate(
+        n=t.count()
+    )
+    per_day = per_day.to_pandas()
+    per_day["day"] = pd.to_datetime(per_day["day"]).astype("datetime64[us]")
+    return per_day
+
+
+def open_exports(engine: Cluster, location: str) -> Exports | None:
+    """Validate the raw exports at ``location`` on Spark and register their tables; None when
+    ``location`` holds the normalised layout instead (``engines.open_layout`` reads it)."""
+    listed = list_exports(engine, location)
+    if listed is None:
+        return None
+    projects = projects_of(engine, listed)
+    provide(engine, {table: checked(engine, listed.sources.get(table), table, projects) for table in EVENT_TABLES})
+    per_day = transactions_per_day(engine) if "transactions" in listed.sources else None
+    coverage = store.read_coverage(engine.backend)
+    return Exports(store.EventStore(engine.backend, location, projects, coverage, listed.version), per_day)
 
 
 def _parquet(engine: Cluster, paths: list[str]) -> list[bool]:

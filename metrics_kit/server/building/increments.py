@@ -200,8 +200,9 @@ def last_event(manifest: dict) -> dt.datetime | None:
 
 @dataclass
 class Plan:
-    # Per event table, its added and changed files: the only ones validated again.
-    new: dict[str, tuple[Path, ...]] = field(default_factory=dict)
+    # Per event table, its added and changed files (paths of a folder's build, names of a URL's):
+    # the only ones validated again.
+    new: dict[str, tuple] = field(default_factory=dict)
     gone_days: set[dt.date] = field(default_factory=set)  # the old days of changed and removed files
     added: int = 0
     changed: int = 0
@@ -217,35 +218,49 @@ def plan(previous: dict, directory: Path, sources: dict[str, Source], stats: Sta
     """What changed since ``previous``: a :class:`Plan`, or the reason a full build is needed."""
     if previous.get("data_dir") != str(Path(directory).resolve()):
         return "the saved build is of another folder"
-    old_tables = previous["tables"]
-    if set(old_tables) - set(EVENT_TABLES) != {"projects"} or "projects" not in sources:
+    now = {
+        table: {"folder": source.folder, "fmt": source.fmt, "files": _entries(directory, source, stats)}
+        for table, source in sources.items()
+    }
+    found = compare(previous["tables"], now)
+    if isinstance(found, Plan):
+        found.new = {table: tuple(directory / name for name in names) for table, names in found.new.items()}
+    return found
+
+
+def compare(old_tables: dict, now: dict) -> Plan | str:
+    """What changed from the manifest's tables ``old_tables`` to ``now`` (per table: ``folder``,
+    ``fmt`` and ``files``, each file's name -> its size and time, as the manifest keeps them): a
+    :class:`Plan` whose ``new`` names the added and changed files, or the reason a full build is
+    needed. The one rule for a data folder and for a URL."""
+    if set(old_tables) - set(EVENT_TABLES) != {"projects"} or "projects" not in now:
         return "the projects table changed"
-    if _entries(directory, sources["projects"], stats) != _entries_of(old_tables["projects"]):
+    if now["projects"]["files"] != _entries_of(old_tables["projects"]):
         return "the projects table changed"
     result = Plan()
     for table in EVENT_TABLES:
-        source, old = sources.get(table), old_tables.get(table)
+        source, old = now.get(table), old_tables.get(table)
         if source is None and old is None:
             continue
-        if (source is not None and not source.folder) or (old is not None and not old["folder"]):
-            if source is not None and old is not None and _entries(directory, source, stats) == _entries_of(old):
+        if (source is not None and not source["folder"]) or (old is not None and not old["folder"]):
+            if source is not None and old is not None and source["files"] == _entries_of(old):
                 result.new[table] = ()  # unchanged: nothing to validate again
                 continue
             return f"the {table} table is one file, and it changed (a folder of files is built incrementally)"
-        if source is not None and old is not None and source.fmt != old["fmt"]:
-            return f"the {table} folder changed from {old['fmt']} to {source.fmt}"
-        now = _entries(directory, source, stats) if source is not None else {}
+        if source is not None and old is not None and source["fmt"] != old["fmt"]:
+            return f"the {table} folder changed from {old['fmt']} to {source['fmt']}"
+        files = source["files"] if source is not None else {}
         before = old["files"] if old is not None else {}
         new = []
-        for name, stat in now.items():
+        for name, stat in files.items():
             if name not in before:
                 result.added += 1
-                new.append(directory / name)
-            elif {k: before[name][k] for k in stat} != stat:
+                new.append(name)
+            elif {k: before[name].get(k) for k in stat} != stat:
                 result.changed += 1
-                new.append(directory / name)
+                new.append(name)
                 result.gone_days |= _days(before[name]["days"])
-        for name in before.keys() - now.keys():
+        for name in before.keys() - files.keys():
             result.removed += 1
             result.gone_days |= _days(before[name]["days"])
         result.new[table] = tuple(new)
@@ -261,6 +276,16 @@ def _entries_of(table: dict) -> dict[str, dict]:
 
 
 _NOT_STAT = ("days", "last")  # what a manifest's file entry holds besides the file's size and time
+
+
+def days_of(runs: list[list[str]]) -> set[dt.date]:
+    """The days of a manifest's runs (``[[first, last], ...]``)."""
+    return _days(runs)
+
+
+def runs_of(days: Iterable[dt.date]) -> list[list[str]]:
+    """Days as a manifest keeps them: runs of consecutive days."""
+    return _runs(days)
 
 
 # -- what to compute again --------------------------------------------------------------------------
@@ -288,19 +313,20 @@ def files_meeting(
 ) -> dict[str, Source]:
     """Each event table's files with rows on a day of ``ranges``, per the manifest ``after``."""
 
-    wanted = [(lo.isoformat(), hi.isoformat()) for lo, hi in ranges]
-
-    def meets(runs: list[list[str]]) -> bool:  # ISO dates compare as strings
-        return any(first <= hi and last >= lo for first, last in runs for lo, hi in wanted)
-
     out = {}
     for table in EVENT_TABLES:
         source = sources.get(table)
         if source is not None:
             entries = after["tables"][table]["files"]
-            chosen = tuple(path for path in source.files if meets(entries[_name(directory, path)]["days"]))
+            chosen = tuple(path for path in source.files if meets(entries[_name(directory, path)]["days"], ranges))
             out[table] = replace(source, files=chosen)
     return out
+
+
+def meets(runs: list[list[str]], ranges: list[tuple[dt.date, dt.date]]) -> bool:
+    """Whether a manifest's runs of days meet one of ``ranges`` (inclusive)."""
+    wanted = [(lo.isoformat(), hi.isoformat()) for lo, hi in ranges]  # ISO dates compare as strings
+    return any(first <= hi and last >= lo for first, last in runs for lo, hi in wanted)
 
 
 def merge(stored: pd.DataFrame, fresh: pd.DataFrame, starts: dict[str, set[dt.date]]) -> pd.DataFrame:

@@ -364,9 +364,10 @@ def _projects_body(aggregates, catalogue: Catalogue, version: str) -> bytes:
 
 
 def _catalogue_body(catalogue: Catalogue) -> bytes:
-    """Each metric's entry, with how it is computed in words and its standalone SQL query."""
-    from metrics_kit.server.metrics.definitions import definitions, in_words
+    """Each metric's entry, with how it is computed in words and its standalone SQL query (DuckDB's
+    dialect, Spark SQL)."""
+    from metrics_kit.server.metrics.definitions import definitions, in_words, spark_definitions
 
-    queries = definitions(catalogue)
-    metrics = [wire.catalogue_entry(m.describe(), in_words(m), queries[m.name]) for m in catalogue]
+    queries, spark = definitions(catalogue), spark_definitions(catalogue)
+    metrics = [wire.catalogue_entry(m.describe(), in_words(m), queries[m.name], spark[m.name]) for m in catalogue]
     return wire.catalogue_body(catalogue.chain_unit, list(GRANULARITIES), metrics)

@@ -181,6 +181,11 @@ def _schemas(catalogue: Catalogue) -> dict[str, Schema]:
                 "returning (granularity, project, period_start, value) for every project it applies to and "
                 "every period of coverage, as this service serves them (docs/metrics.md, Definitions).",
             },
+            wire.SPARK_SQL: {
+                "type": "string",
+                "description": "The same definition in Spark SQL, to run in a Spark session in UTC over the same "
+                "tables (docs/metrics.md, Definitions).",
+            },
         },
         "One metric of the catalogue.",
     )

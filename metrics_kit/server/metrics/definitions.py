@@ -1,17 +1,22 @@
-"""Each metric's definition as one standalone SQL query (DuckDB dialect) over the event tables.
+"""Each metric's definition as one standalone SQL query over the event tables, in DuckDB's dialect and
+in Spark SQL's.
 
 The query is generated, never written by hand: from the metric's catalogue entry (its table, its
 row selection, its aggregation, the projects it applies to) and the engine's own building blocks
 (``expressions``: ``where`` for the selection, ``amount_of`` for what is added up, ``kept_net``
 for the per-account nets, ``each_granularity`` for the periods; ``store.coverage_of`` for
-the coverage), as Ibis expressions compiled with ``ibis.to_sql`` and pretty-printed by sqlglot.
+the coverage), as Ibis expressions compiled with ``ibis.to_sql`` and pretty-printed by sqlglot. The
+same expressions are compiled for each dialect (:data:`DIALECTS`): the Spark SQL query is Ibis's
+PySpark compiler's text, made without pyspark or a Spark session.
 
 The engine computes the transaction metrics by a faster scheme (``building/passes.py``), and fills the
 periods without events after it (``building/build.py``); a definition is the plain meaning
 (``count(DISTINCT signer)``, ``count(DISTINCT tx_id)``, the zeros and carried balances in SQL), so
 ``tests/service/test_definitions.py`` runs every query on DuckDB over the golden and the demo data
-and checks it returns the build's values. ``docs/metrics.md`` (``tools/docgen``), the site's metric
-pages (``tools/docsite``) and ``GET /catalogue`` publish the queries and the rules in words.
+and checks it returns the build's values; ``tests/spark/test_definitions_spark.py`` runs every Spark
+SQL query on local Spark over the golden data and checks the same. ``docs/metrics.md``
+(``tools/docgen``), the site's metric pages (``tools/docsite``) and ``GET /catalogue`` publish the
+queries and the rules in words.
 
 A query reads the tables of ``docs/data-format.md`` under their names (``projects``,
 ``transactions``, ``fees``, ``token_flows``, ``chain_rewards``; ``block_time`` a UTC timestamp)
@@ -29,6 +34,7 @@ import functools
 import re
 
 import ibis
+import ibis.config
 import ibis.expr.datatypes as datatypes
 import ibis.expr.types as ir
 import sqlglot
@@ -41,6 +47,9 @@ from metrics_kit.server.metrics.expressions import where
 from metrics_kit.spec.catalogue import FLOW_SIGNS, Catalogue, Metric
 
 DIALECT = "duckdb"
+SPARK = "spark"
+# Each dialect a definition is written in -> the name Ibis's compiler has for it (sqlglot's is the key).
+DIALECTS = {DIALECT: "duckdb", SPARK: "pyspark"}
 COLUMNS_RETURNED = ("granularity", "project", "period_start", "value")
 _DTYPES = {"str": datatypes.string, "float": datatypes.float64, "bool": datatypes.boolean, "time": datatypes.timestamp}
 # The column a distinct count counts: active users are signers, transactions their tx_id.
@@ -158,10 +167,10 @@ def _unwrap(node: exp.Expression) -> exp.Expression:
     return inner
 
 
-def _tidy(sql: str) -> exp.Expression:
+def _tidy(sql: str, dialect: str) -> exp.Expression:
     """The query as sqlglot reads it, without Ibis's ``SELECT *`` wrappers, its plain lowercase
     names unquoted (as an analyst writes them)."""
-    tree = sqlglot.parse_one(sql, read=DIALECT)
+    tree = sqlglot.parse_one(sql, read=dialect)
     # The innermost first, so that a wrapper around a wrapper goes too.
     for node in reversed(list(tree.find_all(exp.Select))):
         if node is not tree and (unwrapped := _unwrap(node)) is not node:
@@ -173,40 +182,67 @@ def _tidy(sql: str) -> exp.Expression:
     return tree
 
 
-def _compiled(expr: ir.Table) -> exp.Expression:
-    return _tidy(ibis.to_sql(expr, dialect=DIALECT))
+class _PySparkOptions(ibis.config.Config):
+    """What Ibis's PySpark compiler reads of ``ibis.options.pyspark``, which only its backend (and so
+    pyspark) registers: the backend's own default, so that the Spark SQL needs neither."""
+
+    treat_nan_as_null: bool = False
+
+
+def _compiled(expr: ir.Table, dialect: str = DIALECT) -> exp.Expression:
+    if dialect == SPARK and ibis.options.pyspark is None:
+        ibis.options.pyspark = _PySparkOptions()  # the backend, once loaded, puts its own in its place
+    return _tidy(ibis.to_sql(expr, dialect=DIALECTS[dialect]), dialect)
 
 
 @functools.cache
-def _shared() -> tuple[exp.Expression, exp.Expression]:
-    """The parts every query has alike (coverage, periods), compiled once."""
-    return _compiled(_coverage()), _compiled(_periods())
+def _shared(dialect: str) -> tuple[exp.Expression, exp.Expression]:
+    """The parts every query has alike (coverage, periods), compiled once per dialect."""
+    return _compiled(_coverage(), dialect), _compiled(_periods(), dialect)
 
 
-def sql(metric: Metric) -> str:
-    """The standalone DuckDB query of ``metric`` (see the module's docstring for what it returns)."""
+def sql(metric: Metric, dialect: str = DIALECT) -> str:
+    """The standalone query of ``metric`` in ``dialect`` (``DIALECT``, DuckDB's, or ``SPARK``; see
+    the module's docstring for what it returns)."""
     per_period, projects = _per_period(metric), _projects(metric)
-    query = _compiled(_served(metric, per_period, projects))
+    query = _compiled(_served(metric, per_period, projects), dialect)
     assert isinstance(query, exp.Select)
-    coverage, periods = _shared()
+    coverage, periods = _shared(dialect)
     parts = {
         "coverage": coverage,
         "periods": periods,
-        "per_period": _compiled(per_period),
-        "projects_with_metric": _compiled(projects),
+        "per_period": _compiled(per_period, dialect),
+        "projects_with_metric": _compiled(projects, dialect),
     }
     for name, part in parts.items():
-        query = query.with_(name, as_=part)  # with_ copies the query and the part
+        # In place: the query and the parts compiled here are this call's own (a copy of each, as
+        # with_ makes by default, costs more than compiling it); the shared parts are copied.
+        own = name in ("per_period", "projects_with_metric")
+        query = query.with_(name, as_=part if own else part.copy(), copy=False)
     # The query travels alone (GET /catalogue's sql): it says itself how to load what it reads.
-    header = (
-        f"-- {metric.name}: one row per (granularity, project, period_start), as the metrics service serves it\n"
-        f"-- Reads the tables {', '.join(TABLES)} (docs/data-format.md), with block_time a UTC\n"
-        "-- TIMESTAMP in microseconds, truncated. Load each event table as, for example:\n"
-        f"-- CREATE VIEW fees AS SELECT * REPLACE ({LOAD_BLOCK_TIME}) FROM 'fees.parquet'\n"
-        "-- which holds for any timestamp column: DuckDB truncates a TIMESTAMPTZ to days in the session's\n"
-        "-- time zone, and its cast from nanoseconds rounds 23:59:59.9999996 into the next day.\n"
-    )
-    return header + query.sql(dialect=DIALECT, pretty=True) + "\n"
+    header = _SPARK_HEADER if dialect == SPARK else _DUCKDB_HEADER
+    first = f"-- {metric.name}: one row per (granularity, project, period_start), as the metrics service serves it\n"
+    return first + header + query.sql(dialect=dialect, pretty=True) + "\n"
+
+
+_DUCKDB_HEADER = (
+    f"-- Reads the tables {', '.join(TABLES)} (docs/data-format.md), with block_time a UTC\n"
+    "-- TIMESTAMP in microseconds, truncated. Load each event table as, for example:\n"
+    f"-- CREATE VIEW fees AS SELECT * REPLACE ({LOAD_BLOCK_TIME}) FROM 'fees.parquet'\n"
+    "-- which holds for any timestamp column: DuckDB truncates a TIMESTAMPTZ to days in the session's\n"
+    "-- time zone, and its cast from nanoseconds rounds 23:59:59.9999996 into the next day.\n"
+)
+# Spark truncates a TIMESTAMP to days, weeks and months (and reads a CSV time without an offset) in
+# the session's time zone: the periods are UTC ones only in a UTC session.
+SPARK_TIME_ZONE = "SET TIME ZONE 'UTC'"
+_SPARK_HEADER = (
+    f"-- Spark SQL. Reads the tables {', '.join(TABLES)}\n"
+    "-- (docs/data-format.md), with block_time a TIMESTAMP, in a session in UTC (Spark puts a time in\n"
+    "-- its day, week and month in the session's time zone):\n"
+    f"-- {SPARK_TIME_ZONE};\n"
+    "-- Load each table as, for example:\n"
+    "-- CREATE TEMPORARY VIEW fees AS SELECT * FROM parquet.`fees.parquet`\n"
+)
 
 
 def rows_rule(metric: Metric) -> str:
@@ -244,10 +280,15 @@ def in_words(metric: Metric) -> str:
 
 
 @functools.cache
-def _cached(catalogue: Catalogue) -> dict[str, str]:
-    return {metric.name: sql(metric) for metric in catalogue}
+def _cached(catalogue: Catalogue, dialect: str) -> dict[str, str]:
+    return {metric.name: sql(metric, dialect) for metric in catalogue}
 
 
 def definitions(catalogue: Catalogue) -> dict[str, str]:
-    """Every metric's query by canonical name, generated once per catalogue."""
-    return _cached(catalogue)
+    """Every metric's DuckDB query by canonical name, generated once per catalogue."""
+    return _cached(catalogue, DIALECT)
+
+
+def spark_definitions(catalogue: Catalogue) -> dict[str, str]:
+    """Every metric's Spark SQL query by canonical name, generated once per catalogue."""
+    return _cached(catalogue, SPARK)

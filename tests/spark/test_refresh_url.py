@@ -1,0 +1,169 @@
+"""Refreshing a URL on Spark: the same values as a full build, after each change a daily job meets.
+
+The golden data, split into a file per day and table, is read as a ``file://`` URL. One child
+process (one Spark session, ``local[2]``) builds it, then changes the folder and builds again, step
+by step: a day added, a day rewritten, a file removed, a late event in an old week, the newest
+version of the state left not whole (as an interrupted write leaves it), a refresh that fails on a
+bad row (and the one after it), and another catalogue. After each step it also builds the folder
+in full on DuckDB; every Spark build must give DuckDB's values, and every refresh must say it was
+one (and what it recomputed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from spark_support import SPARK_ENV, SUBMIT_ARGS, assert_same_values, run_cli
+from support import GOLDEN, split_by_day
+
+from metrics_kit.server.serving.aggregates import Aggregates
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
+
+_SCENARIO = r"""
+import json, os, sys
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from metrics_kit.errors import DataFormatError
+from metrics_kit.server.building import build
+from metrics_kit.server.data import store
+from metrics_kit.spec.catalogue import default_catalogue
+
+folder, out = Path(sys.argv[1]), Path(sys.argv[2])
+url = folder.as_uri()
+state = Path(str(folder) + ".metrics-kit-state")
+SOL = default_catalogue("sol")
+TX_HEADER = "block_time,tx_id,signer,project,action,pool_type\n"
+steps = {}
+
+
+def write(path, text, mtime=None):
+    path.write_text(text)
+    if mtime is not None:  # a rewrite within the same millisecond would look unchanged
+        os.utime(path, (mtime, mtime))
+
+
+def step(name, catalogue=SOL, fails=False):
+    said = []
+    try:
+        built = build.build_on_engine(url, catalogue, engine="spark", spark_master="local[2]", log=said.append)
+    except DataFormatError as error:
+        assert fails, error
+        steps[name] = {"log": said, "error": str(error)}
+        return
+    assert not fails, said
+    built.save(out / f"{name}-spark.parquet")
+    build.build_in_full(store.load(folder, duckdb.connect()), catalogue).save(out / f"{name}-duckdb.parquet")
+    steps[name] = {"log": said, "meta": {k: built.meta.get(k) for k in ("build", "why", "changes", "recomputed")}}
+
+
+step("full")
+step("again")
+write(folder / "transactions" / "2025-02-02.csv", TX_HEADER + "2025-02-02T09:00:00Z,n1,zoe,swapx,swap,regular\n")
+write(folder / "fees" / "2025-02-02.csv", "block_time,project,fee_type,recipient,amount_usd\n"
+      "2025-02-02T09:00:00Z,swapx,transaction,protocol,2.5\n")
+step("day_added")
+day = folder / "transactions" / "2025-01-02.csv"
+write(day, day.read_text() + "2025-01-02T15:00:00Z,s99,zoe,farm,stake,\n", day.stat().st_mtime + 10)
+step("day_rewritten")
+(folder / "fees" / "2024-12-30.csv").unlink()
+step("file_removed")
+write(folder / "transactions" / "late.csv", TX_HEADER + "2024-12-31T08:00:00Z,late1,yan,swapx,swap,regular\n")
+step("late_event")
+# The newest version's values not whole (a part lost, as a write cut short leaves them): the next
+# build refreshes from the version before it, which did not have late.csv yet.
+numbers = {slot: pq.read_table(state / f"commit-{slot}").column("number")[0].as_py() for slot in "ab"}
+newest = max(numbers, key=numbers.get)
+sorted((state / f"values-{newest}").glob("part-*.parquet"))[0].unlink()
+write(folder / "transactions" / "2025-02-03.csv", TX_HEADER + "2025-02-03T09:00:00Z,n2,zoe,swapx,swap,regular\n")
+step("after_unfinished")
+before = sorted(p.name for p in state.iterdir())
+write(folder / "transactions" / "2025-02-04.csv", TX_HEADER + "2025-02-04T09:00:00Z,n3,zoe,swapx,teleport,regular\n")
+step("failed", fails=True)
+steps["failed"]["state_kept"] = sorted(p.name for p in state.iterdir()) == before
+(folder / "transactions" / "2025-02-04.csv").unlink()
+step("after_failed")
+step("other_catalogue", catalogue=default_catalogue("eth"))
+(out / "steps.json").write_text(json.dumps(steps))
+"""
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    work = tmp_path_factory.mktemp("refresh")
+    folder = work / "events"
+    folder.mkdir()
+    shutil.copy(GOLDEN / "projects.csv", folder)
+    for table in ("transactions", "fees", "token_flows", "chain_rewards"):
+        split_by_day(GOLDEN, folder, table)
+    (work / "scenario.py").write_text(_SCENARIO)
+    env = {**os.environ, **SPARK_ENV, "PYSPARK_SUBMIT_ARGS": SUBMIT_ARGS}
+    run = subprocess.run(
+        [sys.executable, str(work / "scenario.py"), str(folder), str(work)],
+        capture_output=True,
+        text=True,
+        timeout=1100,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr[-6000:]
+    return work, json.loads((work / "steps.json").read_text())
+
+
+REFRESHES = ["again", "day_added", "day_rewritten", "file_removed", "late_event", "after_unfinished", "after_failed"]
+
+
+@pytest.mark.parametrize("name", ["full", *REFRESHES, "other_catalogue"])
+def test_each_build_gives_a_full_duckdb_builds_values(scenario, name):
+    work, _steps = scenario
+    spark, duckdb = (Aggregates.read(work / f"{name}-{engine}.parquet") for engine in ("spark", "duckdb"))
+    assert assert_same_values(duckdb, spark, same_files=False) > 0
+
+
+def test_each_change_is_refreshed_at_the_cost_of_the_periods_it_touches(scenario):
+    _work, steps = scenario
+    meta = {name: steps[name]["meta"] for name in steps if "meta" in steps[name]}
+    assert meta["full"]["build"] == "full" and meta["full"]["why"].startswith("no saved state at file:")
+    for name in REFRESHES:
+        assert meta[name]["build"] == "incremental", (name, meta[name])
+    assert meta["again"]["recomputed"] == {"1_day": 0, "1_week": 0, "1_month": 0}
+    assert meta["day_added"]["changes"] == "2 files added, 0 changed, 0 removed"
+    assert meta["day_added"]["recomputed"] == {"1_day": 1, "1_week": 1, "1_month": 1}
+    assert meta["day_rewritten"]["changes"] == "0 files added, 1 changed, 0 removed"
+    assert meta["file_removed"]["changes"] == "0 files added, 0 changed, 1 removed"
+    # 2024-12-31: its day, its ISO week (from Monday 2024-12-30, into January) and December.
+    assert meta["late_event"]["recomputed"] == {"1_day": 1, "1_week": 1, "1_month": 1}
+    # From the version before the damaged one: late.csv is new to it too.
+    assert meta["after_unfinished"]["changes"] == "2 files added, 0 changed, 0 removed"
+
+
+def test_a_failed_refresh_leaves_the_state_and_a_misfit_state_is_said_and_ignored(scenario):
+    _work, steps = scenario
+    assert "teleport" in steps["failed"]["error"] and steps["failed"]["state_kept"]
+    other = steps["other_catalogue"]
+    assert other["meta"]["build"] == "full"
+    ignored = [line for line in other["log"] if line.startswith("Ignoring the saved state")]
+    assert len(ignored) == 1 and "other metric definitions" in ignored[0], other["log"]
+
+
+def test_the_state_flag_places_the_state_and_is_for_a_url_only(tmp_path):
+    """``--state`` puts the state where it says (the same command run again refreshes); a data
+    folder's build refuses it."""
+    folder = tmp_path / "events"
+    shutil.copytree(GOLDEN, folder)
+    refused = run_cli("build", "--data", folder, "--state", tmp_path.as_uri(), "--out", tmp_path / "a.parquet")
+    assert refused.returncode == 2 and "--state is for a URL --data" in refused.stderr, refused.stderr
+    state = (tmp_path / "elsewhere").as_uri()
+    args = ("build", "--data", folder.as_uri(), "--engine", "spark", "--spark-master", "local[1]", "--state", state)
+    first = run_cli(*args, "--out", tmp_path / "a.parquet", timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == ["commit-a", "values-a"]
+    assert not Path(str(folder) + ".metrics-kit-state").exists()
