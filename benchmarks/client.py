@@ -55,6 +55,7 @@ from serve import Server  # noqa: E402  (the same server wrapper as the serve be
 HERE = Path(__file__).resolve()
 LATENCY_MS = 50.0
 WORKERS = 16  # the client's default
+PER_VALUE_ENV = "METRICS_KIT_BENCH_PER_VALUE"  # set by --per-value for the children
 
 SERIES_METRIC, SERIES_PROJECT = "swap_active_users", "demoswap"
 START, END = "2025-01-01", "2025-12-31"  # 365 days, all inside the demo coverage (2024-2025)
@@ -176,10 +177,15 @@ def child(spec: dict) -> dict:
     out["import_s"] = perf() - started
     out["rss_after_import_mib"] = _rss_mib()
     t0 = perf()
+    # --per-value: one value per request, as against a service without GET /series (and as clients
+    # before it asked); otherwise the client's default, whole series where the service offers them.
+    options = {"whole_series": False} if os.environ.get(PER_VALUE_ENV) else {}
     if spec.get("base_url"):
-        client = mk.Client(spec["base_url"], spec["key"], workers=WORKERS, cache=spec["cache"], progress=False)
+        client = mk.Client(
+            spec["base_url"], spec["key"], workers=WORKERS, cache=spec["cache"], progress=False, **options
+        )
     else:
-        client = mk.Client(workers=WORKERS, cache=spec["cache"], progress=False)
+        client = mk.Client(workers=WORKERS, cache=spec["cache"], progress=False, **options)
     t1 = perf()
     client.discovery()  # the first answer (series/frame would ask it first anyway; cached per client)
     t2 = perf()
@@ -926,12 +932,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--diagnose-reps", type=int, default=2, help="repetitions of each --diagnose variant")
     parser.add_argument(
+        "--per-value",
+        action="store_true",
+        help="the library asks one value per request (whole_series=False), as against a service without "
+        "GET /series; by default it asks whole series where the service offers them",
+    )
+    parser.add_argument(
         "--profile-dir",
         type=Path,
         help="after the rounds, run the --profile steps once more under py-spy (250 Hz) and summarise them",
     )
     parser.add_argument("--profile", nargs="*", default=[], choices=STEPS, help="steps to profile")
     args = parser.parse_args(argv)
+    if args.per_value:
+        os.environ[PER_VALUE_ENV] = "1"  # read by every child
     if not 1 <= args.rounds <= 20 or not 0 <= args.slow_rounds <= args.rounds:
         parser.error("--rounds must be in [1, 20] and --slow-rounds in [0, rounds]")
     if 3 in args.goals and 2 not in args.goals:
