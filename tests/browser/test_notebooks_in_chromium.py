@@ -94,9 +94,12 @@ def _output_texts(driver) -> list[str]:
     return [o.get_attribute("textContent") or "" for o in by_css(driver, f"{_panel()} .jp-OutputArea-output")]
 
 
+def _quiet(driver) -> bool:
+    return driver.execute_script("return Date.now() - window.__lastChange") / 1000 > QUIET_SECONDS
+
+
 def _settled(driver, lab) -> bool:
-    quiet = driver.execute_script("return Date.now() - window.__lastChange") / 1000
-    return driver.execute_script("return window.__draws") > 0 and quiet > QUIET_SECONDS and lab.idle()
+    return driver.execute_script("return window.__draws") > 0 and _quiet(driver) and lab.idle()
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -132,6 +135,10 @@ def test_notebook_works_in_jupyterlab(path, lab, browser, screens):
             kind, element = controls_of(cell)[i]  # found again: a change may rebuild the panel's views
             where = f"panel {p + 1}, control {i + 1} ({kind})"
             outputs = by_css(cell, ".jp-Cell-outputArea")[0]
+            # Frames still coming from the run or the change before (a loaded machine delays them)
+            # are not this change's: the chart is still, and the kernel idle, before it.
+            driver.execute_script(OBSERVE, outputs)
+            wait_for(lambda: _quiet(driver) and lab.idle(), REDRAW_SECONDS, f"{where}: the chart to be still")
             before = picture(driver, outputs)
             driver.execute_script(OBSERVE, outputs)
             dead = change(driver, kind, element)
