@@ -55,7 +55,7 @@ from serve import Server  # noqa: E402  (the same server wrapper as the serve be
 HERE = Path(__file__).resolve()
 LATENCY_MS = 50.0
 WORKERS = 16  # the client's default
-PER_VALUE_ENV = "METRICS_KIT_BENCH_PER_VALUE"  # set by --per-value for the children
+PER_VALUE_ENV = "BENCH_PER_VALUE"  # set by --per-value for the children (common.child_env drops METRICS_KIT_*)
 
 SERIES_METRIC, SERIES_PROJECT = "swap_active_users", "demoswap"
 START, END = "2025-01-01", "2025-12-31"  # 365 days, all inside the demo coverage (2024-2025)

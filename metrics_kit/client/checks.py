@@ -141,6 +141,7 @@ _NAMED = {"quot": '"', "amp": "&", "lt": "<", "gt": ">", "apos": "'"}
 # Only ASCII letters change case: the text keeps its length, so a position in it is one in the original.
 _LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 PIECE = 8  # the shortest run of a key's characters masked on its own (else half the key, if longer)
+RECENT = 64  # texts a key's masker remembers having masked (a cache: each is masked the same way again)
 
 
 def _decoded(text: str) -> tuple[str, list[tuple[int, int]] | None]:
@@ -203,6 +204,8 @@ class _Masker:
                 if len(form) >= PIECE:
                     self._add(runs, form.translate(_LOWER), max(PIECE, len(form) // 2))
         self._runs = [sorted(found) for _, found in sorted(runs.items())]
+        # Texts masked lately, and what they became: most answers repeat one (their data version).
+        self._recent: dict[str, str] = {}
 
     @staticmethod
     def _add(runs: dict[int, set[str]], form: str, length: int) -> None:
@@ -210,6 +213,14 @@ class _Masker:
             runs.setdefault(length, set()).update(form[i : i + length] for i in range(len(form) - length + 1))
 
     def mask(self, text: str) -> str:
+        masked = self._recent.get(text)
+        if masked is None:
+            if len(self._recent) >= RECENT:
+                self._recent.clear()
+            masked = self._recent[text] = self._masked(text)
+        return masked
+
+    def _masked(self, text: str) -> str:
         decoded, spans = _decoded(text)
         lowered = decoded.translate(_LOWER)
         covered: list[tuple[int, int]] = []
