@@ -348,23 +348,29 @@ def _responses(body: str, description: str, errors: tuple[int, ...], path: str) 
     }
 
 
-def _explain_operation(parameters: list[Schema]) -> Schema:
-    page = [
+def _page(items: str, limit: str, most: int, most_offset: int) -> list[Schema]:
+    """The page parameters of a paged path: at most ``limit`` of its ``items`` (up to ``most``), from
+    item ``offset`` (up to ``most_offset``)."""
+    return [
         {
             "name": wire.LIMIT,
             "in": "query",
             "required": False,
-            "description": f"The most rows of the page (default {wire.EXPLAIN_LIMIT:,}).",
-            "schema": {"type": "integer", "minimum": 1, "maximum": wire.EXPLAIN_MAX_LIMIT},
+            "description": f"The most {items} of the page ({limit}).",
+            "schema": {"type": "integer", "minimum": 1, "maximum": most},
         },
         {
             "name": wire.OFFSET,
             "in": "query",
             "required": False,
-            "description": "The first row of the page, from 0 (the next_offset of the page before).",
-            "schema": {"type": "integer", "minimum": 0, "maximum": wire.EXPLAIN_MAX_OFFSET},
+            "description": f"The first of the page's {items}, from 0 (the next_offset of the page before).",
+            "schema": {"type": "integer", "minimum": 0, "maximum": most_offset},
         },
     ]
+
+
+def _explain_operation(parameters: list[Schema]) -> Schema:
+    page = _page("rows", f"default {wire.EXPLAIN_LIMIT:,}", wire.EXPLAIN_MAX_LIMIT, wire.EXPLAIN_MAX_OFFSET)
     return {
         "get": {
             "operationId": "explainMetric",
@@ -393,22 +399,7 @@ def _series_operation(parameters: list[Schema]) -> Schema:
         }
         for name, which in ((wire.START, "first"), (wire.END, "last"))
     ]
-    page = [
-        {
-            "name": wire.LIMIT,
-            "in": "query",
-            "required": False,
-            "description": f"The most periods of the page (default and most {wire.SERIES_LIMIT:,}).",
-            "schema": {"type": "integer", "minimum": 1, "maximum": wire.SERIES_LIMIT},
-        },
-        {
-            "name": wire.OFFSET,
-            "in": "query",
-            "required": False,
-            "description": "The first period of the page, from 0 (the next_offset of the page before).",
-            "schema": {"type": "integer", "minimum": 0, "maximum": wire.SERIES_MAX_OFFSET},
-        },
-    ]
+    page = _page("periods", f"default and most {wire.SERIES_LIMIT:,}", wire.SERIES_LIMIT, wire.SERIES_MAX_OFFSET)
     return {
         "get": {
             "operationId": "getSeries",
