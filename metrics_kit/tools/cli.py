@@ -28,6 +28,22 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _parameter_flag(command: argparse.ArgumentParser) -> None:
+    """``-p NAME VALUE`` of the commands that run a notebook (report, dashboard): read by ``_parameters``."""
+    command.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        dest="parameters",
+        metavar=("NAME", "VALUE"),
+        help="set a parameter of the notebook, as papermill's -p: numbers, True, False "
+        'and None are read as such, lists as JSON (\'["demoswap", "demofarm"]\'), '
+        "anything else is a string; repeat for several",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metrics-kit", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -228,18 +244,7 @@ def _parser() -> argparse.ArgumentParser:
         "notebook",
         help="a short name (quickstart, tokenomics, dex, lending, chain_rewards, yield) or the path of an .ipynb file",
     )
-    report.add_argument(
-        "-p",
-        "--parameter",
-        nargs=2,
-        action="append",
-        default=[],
-        dest="parameters",
-        metavar=("NAME", "VALUE"),
-        help="set a parameter of the notebook, as papermill's -p: numbers, True, False "
-        'and None are read as such, lists as JSON (\'["demoswap", "demofarm"]\'), '
-        "anything else is a string; repeat for several",
-    )
+    _parameter_flag(report)
     report.add_argument("--out", type=Path, required=True, metavar="FILE.html", help="the HTML file to write")
     report.add_argument("--no-input", action="store_true", help="leave the code out of the report")
     dashboard = commands.add_parser(
@@ -257,16 +262,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a short name (quickstart, tokenomics, dex, lending, chain_rewards, yield) or the path of an "
         ".ipynb file (default: every notebook, listed on the first page)",
     )
-    dashboard.add_argument(
-        "-p",
-        "--parameter",
-        nargs=2,
-        action="append",
-        default=[],
-        dest="parameters",
-        metavar=("NAME", "VALUE"),
-        help="set a parameter of the notebook, as report does; repeat for several",
-    )
+    _parameter_flag(dashboard)
     dashboard.add_argument(
         "--port",
         type=int,
