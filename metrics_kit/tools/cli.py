@@ -151,6 +151,11 @@ def _parser() -> argparse.ArgumentParser:
     fetch.add_argument("--refresh", action="store_true", help="fetch again even what is cached")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
     fetch.add_argument(
+        "--per-value",
+        action="store_true",
+        help=f"one value per request, as the specification says, even from a service that offers {wire.SERIES_PATH}",
+    )
+    fetch.add_argument(
         "--errors",
         choices=("raise", "coerce"),
         default="raise",
@@ -711,7 +716,11 @@ def _fetch(args) -> int:
         return _fail(f"the folder of --out ({folder}) does not exist")
     try:  # the service and its key as the library resolves them: --base-url, else the environment
         client = Client(
-            args.base_url, cache=not args.no_cache, refresh=args.refresh, progress=False if args.no_progress else None
+            args.base_url,
+            cache=not args.no_cache,
+            refresh=args.refresh,
+            progress=False if args.no_progress else None,
+            whole_series=not args.per_value,
         )
     except ConfigurationError as error:
         if error.argument != "api_key" or os.environ.get(API_KEY_ENV):

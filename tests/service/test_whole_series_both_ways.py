@@ -7,6 +7,9 @@ the same ``attrs`` and the same errors both ways, and the whole-series way asks 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import uuid
 import warnings
@@ -98,3 +101,27 @@ def test_whole_series_false_asks_one_value_per_request(server):
     after = (_requests(server, "/series"), _requests(server, "/metrics"))
     assert after[0] == before[0]
     assert after[1] - before[1] == 7
+
+
+def test_fetch_asks_whole_series_unless_told_per_value(server, tmp_path):
+    """`metrics-kit fetch` takes the library's path (one /series request for the series), and
+    ``--per-value`` one /metrics request per point instead; the files are the same."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+    env |= {"METRICS_KIT_BASE_URL": server.base_url, "METRICS_KIT_API_KEY": server.key}
+    asked = {}
+    for how in ("whole", "per-value"):
+        before = (_requests(server, "/series"), _requests(server, "/metrics"))
+        flags = ["--per-value"] if how == "per-value" else []
+        done = subprocess.run(
+            [sys.executable, "-m", "metrics_kit", "fetch", "swap_active_users", "--project", "swapx"]
+            + ["--start", "2025-01-01", "--end", "2025-01-14", "--no-cache", "--no-progress"]
+            + ["--out", str(tmp_path / f"{how}.csv"), *flags],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        asked[how] = (_requests(server, "/series") - before[0], _requests(server, "/metrics") - before[1])
+    assert asked == {"whole": (1, 0), "per-value": (0, 14)}
+    assert (tmp_path / "whole.csv").read_text() == (tmp_path / "per-value.csv").read_text()
