@@ -67,7 +67,8 @@ def test_a_local_build_listens_on_the_loopback_only(tmp_path):
     out = tmp_path / "agg.parquet"
     command = [sys.executable, "-m", "metrics_kit", "build", "--data", GOLDEN.as_uri(), "--engine", "spark"]
     child = subprocess.Popen(
-        [*command, "--spark-master", "local[1]", "--out", str(out)],
+        # The refresh state in the test's folder: by default it is kept beside the data, in the tree.
+        [*command, "--spark-master", "local[1]", "--out", str(out), "--state", (tmp_path / "state").as_uri()],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -90,6 +91,7 @@ def test_a_local_build_listens_on_the_loopback_only(tmp_path):
             child.kill()
             child.wait(30)
     assert child.returncode == 0, stderr
-    assert out.is_file()
+    assert out.is_file() and (tmp_path / "state").is_dir()
+    assert not Path(f"{GOLDEN}.metrics-kit-state").exists()
     assert seen, "the build's JVM was never seen listening (its driver listens while it runs)"
     assert sorted(a for a in seen if not _loopback(a)) == [], seen
