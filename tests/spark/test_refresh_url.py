@@ -4,9 +4,9 @@ The golden data, split into a file per day and table, is read as a ``file://`` U
 process (one Spark session, ``local[2]``) builds it, then changes the folder and builds again, step
 by step: a day added, a day rewritten, a file removed, a late event in an old week, the newest
 version of the state left not whole (as an interrupted write leaves it), a refresh that fails on a
-bad row (and the one after it), and another catalogue. After each step it also builds the folder
-in full on DuckDB; every Spark build must give DuckDB's values, and every refresh must say it was
-one (and what it recomputed).
+bad row (and the one after it), two builds' writes crossed in one slot, and another catalogue.
+After each step it also builds the folder in full on DuckDB; every Spark build must give DuckDB's
+values, and every refresh must say it was one (and what it recomputed).
 """
 
 from __future__ import annotations
@@ -30,7 +30,11 @@ _SCENARIO = r"""
 import json, os, sys
 from pathlib import Path
 
+import shutil
+
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from metrics_kit.errors import DataFormatError
@@ -92,6 +96,20 @@ step("failed", fails=True)
 steps["failed"]["state_kept"] = sorted(p.name for p in state.iterdir()) == before
 (folder / "transactions" / "2025-02-04.csv").unlink()
 step("after_failed")
+# Two builds at once: a second build's values written over the first's in the slot the first then
+# committed (the same version number, other values). That slot is not whole; the next build
+# refreshes from the version before it, and its values are still DuckDB's.
+numbers = {slot: pq.read_table(state / f"commit-{slot}").column("number")[0].as_py() for slot in "ab"}
+values = state / f"values-{max(numbers, key=numbers.get)}"
+other = pq.read_table(values)
+other = other.set_column(other.column_names.index("value"), "value", pc.add(other["value"], 1.0))
+if "token" in other.column_names:
+    other = other.set_column(other.column_names.index("token"), "token", pa.array(["other"] * len(other)))
+shutil.rmtree(values)
+values.mkdir()
+pq.write_table(other, values / "part-00000-other.parquet")
+write(folder / "transactions" / "2025-02-05.csv", TX_HEADER + "2025-02-05T09:00:00Z,n4,zoe,swapx,swap,regular\n")
+step("after_crossed")
 step("other_catalogue", catalogue=default_catalogue("eth"))
 (out / "steps.json").write_text(json.dumps(steps))
 """
@@ -118,7 +136,16 @@ def scenario(tmp_path_factory):
     return work, json.loads((work / "steps.json").read_text())
 
 
-REFRESHES = ["again", "day_added", "day_rewritten", "file_removed", "late_event", "after_unfinished", "after_failed"]
+REFRESHES = [
+    "again",
+    "day_added",
+    "day_rewritten",
+    "file_removed",
+    "late_event",
+    "after_unfinished",
+    "after_failed",
+    "after_crossed",
+]
 
 
 @pytest.mark.parametrize("name", ["full", *REFRESHES, "other_catalogue"])

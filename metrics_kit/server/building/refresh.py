@@ -11,10 +11,12 @@ last row) and the *sparse* values (periods with events only).
 
 **Two slots, in turn.** A build writes its version into the slot (``a`` or ``b``) that does not
 hold the newest whole one: ``values-S/`` (the sparse values, each row marked with the version's
-number) and then ``commit-S/`` (one row: the version's number, the manifest, the number of
-values). A version counts only when its commit is read whole and its values are all there, each
-marked with its number; so a build interrupted or failed at any point, even while it overwrites
-a slot, leaves the newest whole version as it was, and the next build reads that one. The state
+number and the build's own random token) and then ``commit-S/`` (one row: the version's number,
+the token, the manifest, the number of values). A version counts only when its commit is read
+whole and its values are all there, each marked with its number and token; so a build interrupted
+or failed at any point, even while it overwrites a slot, leaves the newest whole version as it
+was, and the next build reads that one. Two builds run at once write the same slot under the same
+number, but never the same token: a slot they leave mixed is not whole, and is not read. The state
 never holds more than two versions, and needs no file removed (Spark Connect has no way to).
 
 **A state that does not fit** (saved for another data location, other metric definitions, another
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,11 +46,13 @@ from metrics_kit.server.serving.completeness import utc_text
 from metrics_kit.spec.catalogue import Catalogue
 from metrics_kit.spec.version import __version__
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 STATE_SUFFIX = ".metrics-kit-state"
 _SLOTS = ("a", "b")  # the two places a version is written to, in turn
-_SPARSE_SCHEMA = "granularity STRING, project STRING, period_start STRING, metric STRING, value DOUBLE, number BIGINT"
-_COMMIT_SCHEMA = "number BIGINT, manifest STRING, sparse_rows BIGINT"
+_SPARSE_SCHEMA = (
+    "granularity STRING, project STRING, period_start STRING, metric STRING, value DOUBLE, number BIGINT, token STRING"
+)
+_COMMIT_SCHEMA = "number BIGINT, token STRING, manifest STRING, sparse_rows BIGINT"
 
 
 def state_location(data: str, given: str | None) -> str:
@@ -240,7 +245,8 @@ def _folder(root: str, slot: str, commit: bool = False) -> str:
 
 def _read_slot(engine: Any, root: str, slot: str) -> Saved | None:
     """The version in ``slot`` if it is whole: its commit read, and every one of its values there
-    and written for that version (a write cut short leaves a slot that is not)."""
+    and written by that commit's build (a write cut short, or two builds' writes crossed, leave a
+    slot that is not)."""
     session = engine.session
     try:
         # Given twice: of a single path that does not exist, Spark first looks for a streaming
@@ -251,10 +257,11 @@ def _read_slot(engine: Any, root: str, slot: str) -> Saved | None:
     except Exception:  # none there, or not whole
         return None
     number = commit["number"]
-    if len(values) != commit["sparse_rows"] or not (values["number"] == number).all():
+    ours = (values["number"] == number) & (values["token"] == commit["token"])
+    if len(values) != commit["sparse_rows"] or not ours.all():
         return None
     manifest = json.loads(commit["manifest"])
-    return Saved(number, manifest, increments.normalise(values.drop(columns="number")), slot)
+    return Saved(number, manifest, increments.normalise(values.drop(columns=["number", "token"])), slot)
 
 
 def read(engine: Any, root: str) -> Saved | None:
@@ -265,20 +272,22 @@ def read(engine: Any, root: str) -> Saved | None:
 
 def _save(engine: Any, root: str, saved: Saved | None, manifest: dict, sparse: pd.DataFrame, log) -> None:
     """Write the new state into the slot that does not hold ``saved`` (the newest whole version):
-    its values, each row marked with the version's number, then its commit. A state that cannot
-    be written is said; the build's values stand (and the next build is then a full one)."""
+    its values, each row marked with the version's number and this build's token, then its commit.
+    A state that cannot be written is said; the build's values stand (and the next build is then a
+    full one)."""
     session = engine.session
     slot = _SLOTS[1] if saved is not None and saved.slot == _SLOTS[0] else _SLOTS[0]
     number = (saved.number if saved is not None else 0) + 1
+    token = uuid.uuid4().hex
     try:
         frame = sparse[increments.SPARSE_COLUMNS].assign(
-            period_start=sparse["period_start"].dt.strftime("%Y-%m-%d"), number=number
+            period_start=sparse["period_start"].dt.strftime("%Y-%m-%d"), number=number, token=token
         )
         # Plain object columns: pyspark's Arrow conversion does not take pandas' Arrow-backed strings.
-        frame = frame.astype({c: object for c in increments.SPARSE_COLUMNS if c != "value"})
+        frame = frame.astype({c: object for c in [*increments.SPARSE_COLUMNS, "token"] if c != "value"})
         session.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")  # the frame goes over as Arrow
         session.createDataFrame(frame, _SPARSE_SCHEMA).write.mode("overwrite").parquet(_folder(root, slot))
-        commit = session.createDataFrame([(number, json.dumps(manifest), len(frame))], _COMMIT_SCHEMA)
+        commit = session.createDataFrame([(number, token, json.dumps(manifest), len(frame))], _COMMIT_SCHEMA)
         commit.coalesce(1).write.mode("overwrite").parquet(_folder(root, slot, commit=True))
     except Exception as exc:
         log(f"Could not save the state at {root} ({_first_line(exc)}): the next build will be a full one")
