@@ -6,6 +6,7 @@ Chromium: tests/browser/test_dashboard_in_chromium.py."""
 from __future__ import annotations
 
 import json
+import re
 
 import nbformat
 import pytest
@@ -51,10 +52,14 @@ def test_the_template_links_no_other_host(tmp_path):
         ("quickstart", {"granularity": "1_year"}, "1_year"),
         (None, {"granularity": "1_month"}, "parameters need a notebook"),
         ("no such notebook", {}, "no notebook 'no such notebook'"),
+        # -p reads a number as a number: a date given as one is refused, not handed to the notebook
+        ("quickstart", {"start": 12}, "parameter start: a date in the form YYYY-MM-DD (such as 2025-01-01), not 12"),
+        ("quickstart", {"end": 20250101}, "parameter end: a date in the form YYYY-MM-DD"),
+        ("quickstart", {"end": None}, "parameter end: a date in the form YYYY-MM-DD"),
     ],
 )
 def test_bad_parameters_are_refused_before_anything_starts(tmp_path, notebook, parameters, said):
-    with pytest.raises(ValidationError, match=said):
+    with pytest.raises(ValidationError, match=re.escape(said)):
         dashboard.prepare(tmp_path, notebook, parameters)
 
 
@@ -78,6 +83,7 @@ def test_the_address_printed_holds_the_token():
         (["dashboard", "quickstart", "--port", "70000"], "--port must be 0 to 65535 (0: a free port), not 70000"),
         (["dashboard", "quickstart", "-p", "colour", "red"], "has no parameter 'colour'"),
         (["dashboard", "quickstart", "-p", "start", "2025-01-01", "-p", "start", "2025-02-01"], "given twice"),
+        (["dashboard", "quickstart", "-p", "start", "20250101"], "parameter start: a date in the form YYYY-MM-DD"),
     ],
 )
 def test_the_command_says_what_is_wrong(argv, said, capsys):
