@@ -4,7 +4,8 @@ every notebook) in headless Chromium, on the embedded default.
 A request without the token is refused. Each notebook loads with no error and no code shown; each
 control of each panel redraws its chart once, to a chart that differs and is not blank; pointing at
 the quickstart's chart reads out the value the library returns; and no request leaves 127.0.0.1
-(Voilà's templates load fonts from a CDN by default; the dashboard's does not).
+(Voilà's templates load fonts from a CDN by default; the dashboard's does not). Each dashboard,
+stopped by its PID, leaves no process and no file behind (``support.Dashboard``).
 
 Screenshots go to ``$BROWSER_TEST_SCREENS`` when set (``docs/dashboard.png`` is made from one, see
 ``tests/browser/screenshots.py``). Needs Debian's ``chromium`` and ``chromium-driver``, selenium, and Voilà
@@ -25,7 +26,6 @@ from chromium_lab import (
     CHROMIUM,
     OBSERVE,
     WIDGET_REPR,
-    Dashboard,
     by_css,
     change,
     charts_in,
@@ -38,7 +38,7 @@ from chromium_lab import (
     quit_chromium,
     wait_for,
 )
-from support import ServerProcess
+from support import Dashboard, ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 

@@ -1,15 +1,27 @@
-"""metrics-kit dashboard, up to the server: what it serves (a copy of the notebook, its parameters
+"""metrics-kit dashboard, up to the browser: what it serves (a copy of the notebook, its parameters
 injected as report injects them, an offline template), the command line that starts Voilà (the token
-never on it), and the errors it gives before anything starts. The served dashboard itself, in
-Chromium: tests/browser/test_dashboard_in_chromium.py."""
+never on it), the errors it gives before anything starts; and the server, run as a user runs it: a
+port taken as it starts, a signal to its PID, the token in its log, a failed cell on its page. The
+served dashboard in Chromium: tests/browser/test_dashboard_in_chromium.py."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
 import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import nbformat
 import pytest
+import requests
+from support import DASHBOARD_START_SECONDS, Dashboard, command_line
 
 from metrics_kit.errors import ValidationError
 from metrics_kit.tools import dashboard, notebooks
@@ -64,11 +76,12 @@ def test_bad_parameters_are_refused_before_anything_starts(tmp_path, notebook, p
 
 
 def test_the_command_names_the_address_and_port_and_holds_no_token(tmp_path):
-    argv = dashboard.command(tmp_path / "01_quickstart.ipynb", ip="127.0.0.1", port=8866)
+    argv = dashboard.command(tmp_path / "01_quickstart.ipynb", ip="127.0.0.1", port=8866, runtime=tmp_path)
     assert argv[1:4] == ["-m", "voila", str(tmp_path / "01_quickstart.ipynb")]
     assert "--Voila.ip=127.0.0.1" in argv and "--port=8866" in argv and "--Voila.port_retries=0" in argv
     assert "--token" in argv and not any(a.startswith("--token=") for a in argv)  # the token comes in a file
     assert "--no-browser" in argv and f"--template={dashboard.TEMPLATE}" in argv
+    assert f"--Voila.connection_dir_root={tmp_path}" in argv  # the dashboard's folder, removed when it stops
 
 
 def test_the_address_printed_holds_the_token():
@@ -89,3 +102,107 @@ def test_the_address_printed_holds_the_token():
 def test_the_command_says_what_is_wrong(argv, said, capsys):
     assert main([*argv, "--no-browser"]) == 2
     assert said in capsys.readouterr().err
+
+
+# -- the server: started, refused, stopped ----------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+LOAD_SECONDS = 300
+
+
+def _page(started: Dashboard) -> str:
+    """The notebook's page, as Voilà serves it once it has run the notebook in a kernel."""
+    with requests.Session() as session:  # the token, then the cookie Voilà sets for it
+        answer = session.get(f"{started.base}/?token={started.token}", timeout=LOAD_SECONDS)
+    assert answer.status_code == 200, answer.status_code
+    return answer.text
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_signal_to_its_pid_stops_voila_and_its_kernels_and_removes_its_folder(how, tmp_path):
+    """``kill PID`` (a supervisor, SIGTERM) or a closed terminal (SIGHUP) stops the dashboard as
+    Ctrl+C does: Dashboard.stop sends it to the PID alone and fails on any process left below it or
+    anything left in the temporary folder (the token file)."""
+    started = Dashboard(NOTEBOOKS, tmp_path, "quickstart")
+    try:
+        _page(started)  # a kernel runs the notebook, and stays for its controls
+        kernels = [pid for pid in started.below() if "ipykernel" in command_line(pid)]
+        assert kernels, [command_line(pid) for pid in started.below()]
+        assert [p.name for p in started.tmp.glob("metrics-kit-dashboard-*/token")] == ["token"]
+    except BaseException:
+        started.stop(check=False)
+        raise
+    started.stop(how)
+    assert started.process.returncode == 128 + how
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", started.port)) != 0, "the port still answers"
+
+
+class _OtherServer(http.server.ThreadingHTTPServer):
+    """Another program's HTTP server on ``port``: it answers every request."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"not a dashboard"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    def __init__(self, port: int):
+        super().__init__(("127.0.0.1", port), self.Handler)
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def __enter__(self) -> _OtherServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_port_taken_as_it_starts_is_an_error_not_another_servers_address(tmp_path):
+    """The port is free when the dashboard checks it, and another program takes it before Voilà
+    listens (as a second dashboard on the default port did): one metrics-kit error line, exit status
+    2, no address printed (it would reach the other server), nothing left running or on disk."""
+    port = _free_port()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}
+    log = tmp_path / "dashboard.log"
+    argv = [sys.executable, "-m", "metrics_kit", "dashboard", "quickstart", "--no-browser", "--port", str(port)]
+    with open(log, "w") as sink:
+        process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        # Its token file is written once the port is checked, before the demo is built and Voilà started.
+        deadline = time.monotonic() + 120
+        while not list(tmp.glob("metrics-kit-dashboard-*/token")) and process.poll() is None:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.02)
+        with _OtherServer(port):
+            status = process.wait(DASHBOARD_START_SECONDS)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    text = log.read_text()
+    assert "The dashboard is at" not in text, text
+    said = [line for line in text.splitlines() if line.startswith("metrics-kit")]
+    assert said == [
+        f"metrics-kit: error: --port {port} of 127.0.0.1 was taken by another program while the dashboard "
+        "started; give another, or 0 for a free one"
+    ], text
+    assert status == 2
+    left = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if str(tmp) in command_line(pid)]
+    assert not left and not list(tmp.iterdir()), (left, list(tmp.iterdir()))
