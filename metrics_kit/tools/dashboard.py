@@ -17,7 +17,7 @@ and no code, for a colleague who does not write code (the ``[dashboard]`` extra)
   one), with a token: a request without it is refused. Once the server answers, the address to open
   is printed with the token (``http://127.0.0.1:8866/?token=...``), as JupyterLab prints its own.
   The token reaches Voilà in a file only this user can read (``$JUPYTER_TOKEN_FILE``): never on a
-  command line, which ``ps`` shows.
+  command line, which ``ps`` shows, nor in any line Voilà logs (its URLs show ``token=[secret]``).
 - The address printed is always this dashboard's: Voilà listens on that port or none, and the
   server answering there must take the token (another program, such as a second dashboard started
   at the same moment, may have taken the port since it was found free: then an error says so).
@@ -73,6 +73,37 @@ TEMPLATE_INDEX = """{%- extends 'voila/templates/lab/index.html.j2' -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 """
 TEMPLATE_CONF = {"base_template": "lab"}
+# Voilà's configuration (found through $JUPYTER_CONFIG_PATH): no line it writes on the terminal holds
+# the token. Its access log as Jupyter Server writes its own (a URL's token as [secret], successes at
+# debug level; tornado's, Voilà's default, writes every URL whole); and every other line, such as
+# tornado's warning of a refused request, which writes its URL whole in any Jupyter server, the token
+# replaced as it is logged.
+VOILA_CONFIG = """# written by metrics-kit dashboard
+import logging
+import os
+
+from jupyter_server.log import log_request
+
+c.Voila.tornado_settings = {"log_function": log_request}
+
+with open(os.environ["JUPYTER_TOKEN_FILE"], encoding="ascii") as file:
+    token = file.read().strip()
+make_record = logging.getLogRecordFactory()
+
+
+def scrubbed(*args, **kwargs):
+    record = make_record(*args, **kwargs)
+    try:
+        message = record.getMessage()
+    except Exception:  # a record that cannot be formatted: logging reports it
+        return record
+    if token and token in message:
+        record.msg, record.args = message.replace(token, "[secret]"), None
+    return record
+
+
+logging.setLogRecordFactory(scrubbed)
+"""
 # The other pages (the list of notebooks, errors) extend Voilà's page.html, whose base links a CDN
 # outside any block: the template has its own copies of both, without that link.
 PAGE_BASE = "base-page.html"
@@ -116,6 +147,8 @@ def prepare(
     page = _voila_template("lab", "page.html").replace("voila/templates/base/page.html", PAGE_BASE)
     (templates / "page.html").write_text(page, encoding="utf-8")
     (templates / PAGE_BASE).write_text(_offline(_voila_template("base", "page.html")), encoding="utf-8")
+    (folder / "config").mkdir()
+    (folder / "config" / "voila.py").write_text(VOILA_CONFIG, encoding="utf-8")
     return served / sources[0].name if notebook is not None else served
 
 
@@ -211,6 +244,7 @@ def dashboard(
                 **os.environ,
                 "JUPYTER_TOKEN_FILE": str(token_file),
                 "JUPYTER_PATH": _paths(folder / "jupyter", os.environ.get("JUPYTER_PATH")),
+                "JUPYTER_CONFIG_PATH": _paths(folder / "config", os.environ.get("JUPYTER_CONFIG_PATH")),
                 INTERACTIVE_ENV: os.environ.get(INTERACTIVE_ENV) or "on",
             }
             env.pop("JUPYTER_TOKEN", None)  # it would win over the file

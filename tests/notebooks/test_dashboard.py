@@ -206,3 +206,18 @@ def test_a_port_taken_as_it_starts_is_an_error_not_another_servers_address(tmp_p
     assert status == 2
     left = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if str(tmp) in command_line(pid)]
     assert not left and not list(tmp.iterdir()), (left, list(tmp.iterdir()))
+
+
+def test_its_log_holds_the_token_only_in_the_address_it_prints(tmp_path):
+    """Voilà's access log writes a URL's token as [secret], as Jupyter Server's does."""
+    started = Dashboard(NOTEBOOKS, tmp_path, "quickstart")
+    try:
+        for path in ("/", "/voila/static/no-such-file", "/no-such-page"):
+            requests.get(f"{started.base}{path}?token={started.token}", allow_redirects=False, timeout=60)
+    finally:
+        started.stop()
+    text = started.log.read_text()
+    assert [line for line in text.splitlines() if started.token in line] == [
+        f"    {started.base}/?token={started.token}"
+    ]
+    assert "?token=[secret]" in text  # the requests were logged, without it
