@@ -25,6 +25,9 @@ and no code, for a colleague who does not write code (the ``[dashboard]`` extra)
   Voilà is stopped by its PID and shuts its kernels down, and the temporary folder (with the token
   file) goes. Voilà runs in a session of its own, so that a terminal's signals reach this process
   only, which stops it in that order.
+- A cell that fails shows its error on the page in a line (``AuthenticationError: 401 ...``): the
+  dashboard's kernels load :mod:`~metrics_kit.tools.dashboard_kernel`. Voilà's own message says
+  only that a cell failed, and to restart Voilà with ``--show_tracebacks``.
 - Offline: Voilà's ``lab`` template loads Font Awesome's stylesheets from a CDN (its notebook page
   and, through its ``base`` page, the list of notebooks and the error pages), and nbconvert's loads
   mermaid from one when a notebook has a diagram. The dashboard's template (``metrics-kit``,
@@ -73,6 +76,7 @@ TEMPLATE_INDEX = """{%- extends 'voila/templates/lab/index.html.j2' -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 """
 TEMPLATE_CONF = {"base_template": "lab"}
+KERNEL_EXTENSION = "metrics_kit.tools.dashboard_kernel"
 # Voilà's configuration (found through $JUPYTER_CONFIG_PATH): no line it writes on the terminal holds
 # the token. Its access log as Jupyter Server writes its own (a URL's token as [secret], successes at
 # debug level; tornado's, Voilà's default, writes every URL whole); and every other line, such as
@@ -147,9 +151,18 @@ def prepare(
     page = _voila_template("lab", "page.html").replace("voila/templates/base/page.html", PAGE_BASE)
     (templates / "page.html").write_text(page, encoding="utf-8")
     (templates / PAGE_BASE).write_text(_offline(_voila_template("base", "page.html")), encoding="utf-8")
+    _write_kernel(folder / "jupyter" / "kernels" / notebooks.KERNEL_NAME)
     (folder / "config").mkdir()
     (folder / "config" / "voila.py").write_text(VOILA_CONFIG, encoding="utf-8")
     return served / sources[0].name if notebook is not None else served
+
+
+def _write_kernel(path: Path) -> None:
+    """The kernel the notebooks name (``python3``), as this Python's ipykernel, loading
+    :mod:`metrics_kit.tools.dashboard_kernel`: a failed cell shows its error in a line on the page."""
+    from ipykernel.kernelspec import write_kernel_spec
+
+    write_kernel_spec(path, extra_arguments=[f"--InteractiveShellApp.extra_extensions={KERNEL_EXTENSION}"])
 
 
 def _voila_template(name: str, file: str) -> str:

@@ -21,10 +21,11 @@ from pathlib import Path
 import nbformat
 import pytest
 import requests
-from support import DASHBOARD_START_SECONDS, Dashboard, command_line
+from support import DASHBOARD_START_SECONDS, Dashboard, ServerProcess, command_line
 
+from metrics_kit.client.settings import API_KEY_ENV, BASE_URL_ENV
 from metrics_kit.errors import ValidationError
-from metrics_kit.tools import dashboard, notebooks
+from metrics_kit.tools import dashboard, dashboard_kernel, notebooks
 from metrics_kit.tools.cli import main
 
 pytest.importorskip("voila")
@@ -221,3 +222,46 @@ def test_its_log_holds_the_token_only_in_the_address_it_prints(tmp_path):
         f"    {started.base}/?token={started.token}"
     ]
     assert "?token=[secret]" in text  # the requests were logged, without it
+
+
+def test_a_failed_cell_says_what_went_wrong_in_a_line_on_the_page(tmp_path):
+    """A colleague opens a dashboard whose service refuses the key: the page says so in a line, the
+    error's class and message, where Voilà's default says "There was an error when executing cell
+    [1]. Please run Voilà with --show_tracebacks=True"; no traceback, never the key; the cells after
+    it do not run (they would fail the same way)."""
+    notebook = tmp_path / "wrong_key.ipynb"
+    cells = [
+        nbformat.v4.new_code_cell('project = "demoswap"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            'import metrics_kit as mk\nmk.value("swap_active_users", project, "1_day", "2025-01-02")'
+        ),
+        nbformat.v4.new_code_cell('print("the cell after it")'),
+    ]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=_PYTHON3), notebook)
+    wrong = "wrong-key-SECRET-987654321"
+    with ServerProcess(None) as server:
+        started = Dashboard(
+            NOTEBOOKS, tmp_path / "home", str(notebook), env={BASE_URL_ENV: server.base_url, API_KEY_ENV: wrong}
+        )
+        try:
+            page = _page(started)
+        finally:
+            started.stop()
+    outputs = _outputs(page)
+    assert [o["output_type"] for o in outputs] == ["display_data"], outputs  # no error output, no other cell's
+    line = outputs[0]["data"]["text/plain"]
+    assert re.fullmatch(r"AuthenticationError: 401 \S+: .+", line), line
+    assert "\n" not in line and server.base_url.split("//")[1] in line  # the service that refused it
+    assert f'class="{dashboard_kernel.LABEL}"' in outputs[0]["data"]["text/html"]
+    for absent in ("Traceback", "There was an error when executing cell", "the cell after it", wrong):
+        assert absent not in page, absent
+    assert wrong not in started.log.read_text()
+
+
+def _outputs(page: str) -> list[dict]:
+    """The outputs of the page's cells: Voilà's page carries each as JSON, which its script shows."""
+    found = re.findall(r'<script type="application/vnd\.voila\.cell-output\+json">(.*?)</script>', page, re.S)
+    return [json.loads(text) for text in found]
+
+
+_PYTHON3 = {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}}
