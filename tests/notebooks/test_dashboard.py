@@ -120,11 +120,12 @@ def _page(started: Dashboard) -> str:
     return answer.text
 
 
-@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
 def test_a_signal_to_its_pid_stops_voila_and_its_kernels_and_removes_its_folder(how, tmp_path):
     """``kill PID`` (a supervisor, SIGTERM) or a closed terminal (SIGHUP) stops the dashboard as
-    Ctrl+C does: Dashboard.stop sends it to the PID alone and fails on any process left below it or
-    anything left in the temporary folder (the token file)."""
+    Ctrl+C (SIGINT; Voilà, in a session of its own, does not get a terminal's) does: Dashboard.stop
+    sends it to the PID alone and fails on any process left below it or anything left in the
+    temporary folder (the token file)."""
     started = Dashboard(NOTEBOOKS, tmp_path, "quickstart")
     try:
         _page(started)  # a kernel runs the notebook, and stays for its controls
