@@ -262,7 +262,7 @@ def dashboard(
             }
             env.pop("JUPYTER_TOKEN", None)  # it would win over the file
             server.start(command(target, ip=ip, port=chosen, runtime=folder, extra_args=extra_args), env)
-            server.wait_until_serving(ip, chosen, token)
+            server.wait_until_serving(ip, chosen, token, given=port is not None)
             address = url(ip, chosen, token)
             log(f"The dashboard is at (Ctrl+C to stop):\n    {address}")
             sys.stdout.flush()
@@ -339,20 +339,17 @@ class _Server:
         sys.stderr.flush()
         self.process = subprocess.Popen(argv, env=env, start_new_session=True)
 
-    def wait_until_serving(self, ip: str, port: int, token: str) -> None:
+    def wait_until_serving(self, ip: str, port: int, token: str, *, given: bool) -> None:
         """Return once Voilà serves on ``port``: what answers there takes the token (another server,
         such as another dashboard's, would not). Voilà listens on that port or none: if it stops
-        first, the port was taken since it was found free, or Voilà failed; an error says which."""
+        first, the port was taken since it was found free, or Voilà failed; an error says which
+        (``given``: the port is the user's, not the default)."""
         assert self.process is not None
         deadline = time.monotonic() + START_SECONDS
         while not _serves(ip, port, token):
             if self.process.poll() is not None:
                 if _bind(ip, port) is None:
-                    raise ValidationError(
-                        f"port {port} of {ip} was taken by another program while the dashboard started; "
-                        "give another, or 0 for a free one",
-                        "port",
-                    )
+                    raise _taken(ip, port, given)
                 raise MetricsKitError(
                     f"Voilà stopped before it served the dashboard (exit status {self.process.returncode}); "
                     "its messages above say why"
@@ -376,6 +373,14 @@ class _Server:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
+
+
+def _taken(ip: str, port: int, given: bool) -> MetricsKitError:
+    taken = f"port {port} of {ip} was taken by another program while the dashboard started"
+    if given:
+        return ValidationError(f"{taken}; give another, or 0 for a free one", "port")
+    # The default port: started again, the dashboard finds it taken and takes a free one.
+    return MetricsKitError(f"{taken} (the default port); start it again, and it takes a free one")
 
 
 def _check_voila() -> None:
