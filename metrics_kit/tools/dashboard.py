@@ -398,9 +398,12 @@ def _family(ip: str) -> socket.AddressFamily:
 
 def _bind(ip: str, port: int) -> int | None:
     """The port a socket bound to (ip, port) got (None: in use); an address this machine does not
-    have is an error."""
+    have is an error. Bound as Voilà binds (tornado sets SO_REUSEADDR): a port whose last
+    connections are still closing (TIME_WAIT, for a minute after a dashboard stops) is free to it."""
     try:
         with socket.socket(_family(ip)) as probe:
+            if os.name == "posix":  # elsewhere the option means another thing: sharing a port in use
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((ip, port))
             return int(probe.getsockname()[1])
     except OSError as error:

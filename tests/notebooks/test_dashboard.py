@@ -210,6 +210,22 @@ def test_a_port_taken_as_it_starts_is_an_error_not_another_servers_address(tmp_p
     assert not left and not list(tmp.iterdir()), (left, list(tmp.iterdir()))
 
 
+def test_a_port_whose_last_connection_is_closing_is_free():
+    """After a dashboard stops, its port's connections stay in TIME_WAIT for a minute: Voilà can
+    listen there again (tornado binds with SO_REUSEADDR), so the check must find it free: the
+    default port was passed over for a random one, and a port given refused."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Voilà's (tornado's)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _address = listener.accept()
+            accepted.close()  # the side that closes first keeps the connection in TIME_WAIT
+            client.recv(1)
+    assert dashboard.free_port("127.0.0.1", port) == port
+
+
 def test_its_log_holds_the_token_only_in_the_address_it_prints(tmp_path):
     """Voilà's access log writes a URL's token as [secret], as Jupyter Server's does."""
     started = Dashboard(NOTEBOOKS, tmp_path, "quickstart")
