@@ -1,4 +1,5 @@
-"""Start the real `metrics-kit serve` on 127.0.0.1 with an ephemeral port, and stop it by PID."""
+"""Start the real `metrics-kit serve` (and `metrics-kit dashboard`) on 127.0.0.1 with an ephemeral
+port, and stop it by PID."""
 
 from __future__ import annotations
 
@@ -120,6 +121,118 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+_DASHBOARD_URL = re.compile(r"The dashboard is at .*\n\s*(http://127\.0\.0\.1:(\d+))/\?token=(\w+)")
+DASHBOARD_START_SECONDS = 180
+
+
+class Dashboard:
+    """``metrics-kit dashboard [NOTEBOOK] --no-browser --port PORT`` (``args`` added, and ``env`` to
+    its environment) on a copy of ``notebooks``, as ``make dashboard`` starts it, its temporary
+    folders (its own and Voilà's) in ``self.tmp``. ``stop()`` stops it by its PID alone, as a
+    supervisor or ``kill PID`` does (SIGTERM, or ``how``), and checks that it left nothing: no
+    process below it, and nothing in ``self.tmp``."""
+
+    def __init__(
+        self, notebooks: Path, home: Path, *args: str, env: dict[str, str] | None = None, port: int = 0
+    ) -> None:
+        self.folder = home / "notebooks"
+        shutil.copytree(notebooks, self.folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        self.tmp = home / "tmp"
+        self.tmp.mkdir()
+        env = {
+            **os.environ,
+            "METRICS_KIT_NOTEBOOKS": str(self.folder),
+            "JUPYTER_CONFIG_DIR": str(home / "config"),
+            "JUPYTER_DATA_DIR": str(home / "data"),
+            "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+            "TMPDIR": str(self.tmp),
+            **(env or {}),
+        }
+        self.log = home / "dashboard.log"
+        with open(self.log, "w") as sink:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "metrics_kit", "dashboard", *args, "--no-browser", "--port", str(port)],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=home,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + DASHBOARD_START_SECONDS
+        while not (found := _DASHBOARD_URL.search(self.log.read_text())):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop(check=False)
+                raise AssertionError(f"the dashboard did not start ({self.process.returncode}):\n{self.text()}")
+            time.sleep(0.25)
+        self.base, port_text, self.token = found.groups()
+        self.port = int(port_text)
+
+    def text(self) -> str:
+        """What it wrote on its terminal."""
+        return self.log.read_text()[-5000:]
+
+    def below(self) -> list[int]:
+        """The processes below it (Voilà, its kernels), by PID."""
+        return descendants(self.process.pid)
+
+    def stop(self, how: signal.Signals = signal.SIGTERM, *, check: bool = True) -> None:
+        """``how`` to its PID alone; after it exits, whatever it left is killed by PID, and (with
+        ``check``) an AssertionError says what that was."""
+        below = self.below()
+        left: list[str] = []
+        if self.process.poll() is None:
+            os.kill(self.process.pid, how)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                left.append(f"metrics-kit still running 60 s after {how.name}")
+                self.process.kill()
+                self.process.wait(10)
+        deadline = time.monotonic() + 10  # what it stopped may still be exiting
+        while [pid for pid in below if alive(pid)] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in below:
+            if alive(pid):
+                left.append(f"process {pid} ({command_line(pid)[:100]})")
+                os.kill(pid, signal.SIGKILL)
+        left += [f"{path.name} in its temporary folder" for path in self.tmp.iterdir()]
+        if check:
+            assert not left, f"the dashboard, stopped with {how.name}, left: {left}\n{self.text()}"
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux's /proc), children first."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # gone meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found: list[int] = []
+    todo = list(children.get(pid, []))
+    while todo:
+        child = todo.pop(0)
+        found.append(child)
+        todo += children.get(child, [])
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (an exited one waiting for its parent to reap it does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "?"
 
 
 def load_file(path: Path, name: str):

@@ -179,8 +179,14 @@ def check_values(values: Mapping[str, Any]) -> None:
     from metrics_kit.spec import ids
 
     for name in ("start", "end"):
-        if isinstance(values.get(name), str):
-            ids.parse_date(values[name], name)
+        if name not in values:
+            continue
+        # -p reads 12 or 20250101 as a number: the notebook would get a number where it takes a date
+        if not isinstance(values[name], str):
+            raise ValidationError(
+                f"parameter {name}: a date in the form YYYY-MM-DD (such as 2025-01-01), not {values[name]!r}", name
+            )
+        ids.parse_date(values[name], name)
     if "granularity" in values:
         ids.check_granularity(values["granularity"])
     named = [

@@ -1,5 +1,5 @@
-"""Real JupyterLab, a real dashboard (Voilà) and headless Chromium for the browser tests: start,
-drive, stop by PID.
+"""Real JupyterLab and headless Chromium for the browser tests (a real dashboard, Voilà:
+``support.Dashboard``): start, drive, stop by PID.
 
 JupyterLab is started the way ``make lab`` starts it (``metrics-kit lab``), on 127.0.0.1 with an
 ephemeral port and its own token, with fresh Jupyter config, data and settings folders: so every
@@ -41,7 +41,6 @@ CHROMIUM_FLAGS = (
     "--window-size=1400,1000",
 )
 _URL = re.compile(r"(http://127\.0\.0\.1:\d+)/lab\?token=(\w+)")
-_DASHBOARD_URL = re.compile(r"The dashboard is at .*\n\s*(http://127\.0\.0\.1:\d+)/\?token=(\w+)")
 WIDGET_REPR = re.compile(r"\b(?:VBox|HBox|Box|Output|Dropdown|ToggleButtons|SelectionRangeSlider|Image|HTML)\(")
 
 
@@ -113,54 +112,6 @@ class Lab:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
-
-
-class Dashboard:
-    """``metrics-kit dashboard [NOTEBOOK] --no-browser --port 0`` (with ``args``, and ``env`` added to
-    its environment) on a copy of ``notebooks``, as ``make dashboard`` starts it; stopped by its PID,
-    with its kernels."""
-
-    def __init__(self, notebooks: Path, home: Path, *args: str, env: dict[str, str] | None = None):
-        self.folder = home / "notebooks"
-        shutil.copytree(notebooks, self.folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-        env = {
-            **os.environ,
-            "METRICS_KIT_NOTEBOOKS": str(self.folder),
-            "JUPYTER_CONFIG_DIR": str(home / "config"),
-            "JUPYTER_DATA_DIR": str(home / "data"),
-            "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-            **(env or {}),
-        }
-        self.log = home / "dashboard.log"
-        with open(self.log, "w") as sink:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "metrics_kit", "dashboard", *args, "--no-browser", "--port", "0"],
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=home,
-                start_new_session=True,
-            )
-        try:
-            found = wait_for(self._url, 180, "the dashboard to print its URL", every=0.5)
-        except AssertionError:
-            self.stop()
-            raise AssertionError(f"the dashboard did not start:\n{self.log.read_text()[-3000:]}") from None
-        self.base, self.token = found.groups()
-
-    def _url(self):
-        if self.process.poll() is not None:
-            raise AssertionError(f"the dashboard exited ({self.process.returncode}):\n{self.log.read_text()[-3000:]}")
-        return _DASHBOARD_URL.search(self.log.read_text())
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)  # metrics-kit stops Voilà, which stops its kernels
-            try:
-                self.process.wait(60)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(10)

@@ -4,7 +4,9 @@ every notebook) in headless Chromium, on the embedded default.
 A request without the token is refused. Each notebook loads with no error and no code shown; each
 control of each panel redraws its chart once, to a chart that differs and is not blank; pointing at
 the quickstart's chart reads out the value the library returns; and no request leaves 127.0.0.1
-(Voilà's templates load fonts from a CDN by default; the dashboard's does not).
+(Voilà's templates load fonts from a CDN by default; the dashboard's does not). Against a service
+that refuses the key, the page says so in a line. Each dashboard, stopped by its PID, leaves no
+process and no file behind (``support.Dashboard``).
 
 Screenshots go to ``$BROWSER_TEST_SCREENS`` when set (``docs/dashboard.png`` is made from one, see
 ``tests/browser/screenshots.py``). Needs Debian's ``chromium`` and ``chromium-driver``, selenium, and Voilà
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,7 +28,6 @@ from chromium_lab import (
     CHROMIUM,
     OBSERVE,
     WIDGET_REPR,
-    Dashboard,
     by_css,
     change,
     charts_in,
@@ -38,7 +40,9 @@ from chromium_lab import (
     quit_chromium,
     wait_for,
 )
-from support import ServerProcess
+from support import Dashboard, ServerProcess
+
+from metrics_kit.tools.dashboard_kernel import LABEL as ERROR
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -220,3 +224,29 @@ def test_a_dashboard_uses_the_service_the_environment_names(tmp_path_factory, br
             assert not [u for u in requested(browser) if foreign(u)]
         finally:
             remote.stop()
+
+
+def test_a_failed_cell_says_what_went_wrong_in_a_line(tmp_path_factory, browser, screens):
+    """A colleague opens a dashboard whose service refuses its key: the page says what went wrong in
+    a line (the error's class and message), where Voilà's own says "There was an error when executing
+    cell [4]. Please run Voilà with --show_tracebacks=True"; no traceback, never the key."""
+    wrong = "wrong-key-SECRET-987654321"
+    with ServerProcess(None) as server:
+        env = {"METRICS_KIT_BASE_URL": server.base_url, "METRICS_KIT_API_KEY": wrong}
+        remote = Dashboard(ROOT / "notebooks", tmp_path_factory.mktemp("wrong-key"), "quickstart", env=env)
+        try:
+            browser.get(f"{remote.base}/?token={remote.token}")
+            wait_for(lambda: _loaded(browser), LOAD_SECONDS, "the quickstart to run against the service")
+            elements = wait_for(lambda: by_css(browser, f".{ERROR}"), 60, "the error's line")
+            shown = [e.text for e in elements]
+            page = browser.find_element("tag name", "body").text
+            stderr = [e.text[:300] for e in by_css(browser, STDERR)]
+            browser.execute_script("arguments[0].scrollIntoView()", elements[0])
+            browser.save_screenshot(str(screens / "dashboard-error.png"))
+        finally:
+            remote.stop()
+    assert len(shown) == 1 and re.fullmatch(r"[A-Z]\w*Error: \S.*", shown[0]), shown
+    assert server.base_url.split("//")[1] in shown[0]  # the service it asked
+    for absent in ("Traceback", "There was an error", wrong):
+        assert absent not in page, absent
+    assert not stderr
