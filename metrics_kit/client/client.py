@@ -644,9 +644,13 @@ class Client:
         return self.metrics()
 
     def projects(self) -> pd.DataFrame:
-        """The service's projects, where it offers discovery (the reference service does)."""
+        """The service's projects, where it offers discovery (the reference service does); the
+        service's AuthenticationError (or the 403's APIError) when it refused the key."""
         found = self.discovery()
         if found is None:
+            refused = self._source.discovery.refusal()
+            if refused is not None:  # a wrong key, not a service without discovery
+                raise refused
             raise ConfigurationError(
                 f"the service at {self._shown_url()} offers no project discovery (GET {parse.PROJECTS_PATH}); "
                 "name projects yourself"

@@ -37,9 +37,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from metrics_kit.client.cache import ValueCache
-from metrics_kit.client.fetching import detached, kept_version, version_of
-from metrics_kit.client.transports import Transport
-from metrics_kit.errors import ResponseFormatError, TransportError, ValidationError
+from metrics_kit.client.checks import shown_request
+from metrics_kit.client.fetching import detached, error_of, kept_version, version_of
+from metrics_kit.client.transports import Reply, Transport
+from metrics_kit.errors import APIError, ResponseFormatError, TransportError, ValidationError
 from metrics_kit.spec import wire
 from metrics_kit.spec.catalogue import Metric
 
@@ -101,6 +102,8 @@ class Discovery:
         # The most periods of a GET /series page, as /projects last said (None: not advertised, or
         # not asked of the service by this client: it is never taken from the cache file).
         self._series: int | None = None
+        # The last /projects answer when it refused the key (401 or 403): what projects() says.
+        self._refused: Reply | None = None
 
     def version(self, transport: Transport, cache: ValueCache | None) -> str | None:
         """The data version to read cached values under: a trusted one, else asked for; None when no
@@ -130,6 +133,15 @@ class Discovery:
         with self._lock:
             self._refresh(transport, cache, need_projects=True)
             return self._series if self._asked else None
+
+    def refusal(self) -> APIError | None:
+        """The error the service's last ``/projects`` answer stands for when it refused the key (a 401
+        or a 403), masked; None when it did not."""
+        with self._lock:
+            refused = self._refused
+        if refused is None:
+            return None
+        return error_of(refused, shown_request(refused.url))
 
     def last_event(self) -> dt.datetime | None:
         """The time of the data's last event, as the service's ``/projects`` last said it (None when it
@@ -226,6 +238,7 @@ class Discovery:
         now = self._clock()
         version = version_of(reply)
         self._mask = reply.mask
+        self._refused = reply if reply.status in (401, 403) else None
         if reply.status != 200 and version is None:
             # No /projects, or refused, and no version with it: the service names its version, if
             # at all, in its /metrics answers. The version last seen stays, to be confirmed by them.

@@ -475,12 +475,17 @@ def test_the_api_key_never_appears_in_reprs_errors_or_cache_files(server, cache_
                 call()
             texts.append("".join(traceback.format_exception(caught.value)))
             texts += [repr(caught.value), repr(caught.value.args)]
-    # a wrong key (which holds the right one) is not shown either
+    # a wrong key (which holds the right one) is not shown either, and projects() says it was
+    # refused (not that the service offers no discovery)
     with Client(base_url=server.base_url, api_key="wrong-" + key, cache=False) as wrong:
         with pytest.raises(AuthenticationError) as refused:
             wrong.value("swap_active_users", "swapx", "1_day", "2025-01-01")
         texts.append("".join(traceback.format_exception(refused.value)))
-    assert refused.value.status == 401
+        with pytest.raises(AuthenticationError) as listing:
+            wrong.projects()
+        texts.append("".join(traceback.format_exception(listing.value)))
+    assert refused.value.status == 401 and listing.value.status == 401
+    assert "/projects" in listing.value.url and "discovery" not in str(listing.value)
     for text in texts:
         assert key not in text
     files = [path for path in cache_dir.rglob("*") if path.is_file()]
