@@ -232,7 +232,9 @@ POLL_SLICE = 1.0  # seconds; see _kernel_manager_class
 
 def _kernel_manager_class():
     """A kernel manager that starts ``python3`` as this interpreter's own ipykernel, whatever
-    kernels are installed elsewhere (a user-level ``python3`` spec may point at another Python).
+    kernels are installed elsewhere (a user-level ``python3`` spec may point at another Python),
+    with ``$METRICS_KIT_INTERACTIVE_CHARTS=off``: no widget frontend shows what it runs, so its
+    charts are pictures (see :mod:`metrics_kit.notebook.interactive`).
 
     Its client waits for the kernel's messages in slices of at most POLL_SLICE seconds. The
     asyncio client polls the ZeroMQ sockets through an edge-triggered file descriptor, and now and
@@ -249,6 +251,8 @@ def _kernel_manager_class():
     from jupyter_client.channels import AsyncZMQSocketChannel
     from jupyter_client.kernelspec import KernelSpecManager
     from traitlets import Type, default
+
+    from metrics_kit.notebook.interactive import INTERACTIVE_ENV
 
     class SlicedChannel(AsyncZMQSocketChannel):
         async def get_msg(self, timeout=None):
@@ -288,6 +292,10 @@ def _kernel_manager_class():
             # output: keep it off the terminal, as nbval does. Errors still reach the notebook.
             # (start_kernel hands its keywords to the kernel's Popen; a restart reuses them.)
             kw.setdefault("stderr", subprocess.DEVNULL)
+            # No widget frontend ever draws this kernel's outputs: its charts are pictures, whatever
+            # environment it inherits (run from a JupyterLab kernel, JPY_SESSION_NAME is set; or
+            # METRICS_KIT_INTERACTIVE_CHARTS=on is), never canvases that a report leaves out.
+            kw["env"] = {**(kw.get("env") or os.environ), INTERACTIVE_ENV: "off"}
             return await super().start_kernel(**kw)
 
     return ThisPythonKernelManager
