@@ -16,6 +16,12 @@ Rendering: renderers share matplotlib's font cache, so one renders at a time (:d
 and a canvas may be given a *guard*, the lock of the panel that redraws its figure, which its
 renders and its mouse events take too: a render never sees a figure half redrawn.
 
+A saved notebook: a canvas' output holds its PNG (for nbconvert, reports, a page before the
+notebook runs), but JupyterLab shows the widget, which, reopened without the kernel that drew it,
+only the widget state saved with the notebook can show (``metrics-kit lab`` has JupyterLab save it:
+see :func:`metrics_kit.tools.notebooks.lab_settings`). That state holds each canvas' last picture,
+which :func:`keep_picture` keeps current.
+
 A cell run again: a canvas is a widget, which the kernel keeps (with its figure and its pixels)
 until it is closed, and a cell run again shows new ones, its previous output gone from the page.
 So what a cell's run shows (:func:`held_by_cell`: a chart's canvas, a panel) is closed when that
@@ -27,6 +33,7 @@ Voilà send its id); where none is named (a console, a plain IPython), nothing i
 
 from __future__ import annotations
 
+import base64
 import io
 import logging
 import os
@@ -237,14 +244,42 @@ def _canvas_class() -> type:
 
         class GuardedCanvas(Canvas):
             guard: AbstractContextManager[Any] = nullcontext()
+            dragging = False  # a mouse button is down over the chart: a pan or a zoom under way
 
             def draw(self) -> None:
                 with self.guard, RENDERING:
                     super().draw()
 
             def handle_event(self, event: Any) -> Any:
+                kind = event.get("type") if isinstance(event, Mapping) else None
+                if kind in ("button_press", "button_release"):
+                    self.dragging = kind == "button_press"
                 with self.guard:
                     return super().handle_event(event)
 
+            def send_binary(self, data: Any) -> None:
+                super().send_binary(data)
+                if not self.dragging and not self.syncing_data_url:
+                    keep_picture(self)
+
         _CANVAS = GuardedCanvas
     return _CANVAS
+
+
+def keep_picture(shown: Any) -> None:
+    """Give the page's model of the canvas ``shown`` the picture it shows now, as the PNG data URL
+    that JupyterLab saves with the widget state (``_data_url``): a saved notebook reopened without
+    a kernel shows it in place of the live chart.
+
+    ipympl's page code sets that picture itself on each frame, but from its buffer before the
+    frame is drawn into it, one frame behind: a panel redrawn, then saved, would show the draw
+    before. Sent after each frame that ends a change (a redraw, the end of a pan or a zoom; not the
+    frames while the mouse drags), it follows the frame, so the model's picture is the last one."""
+    import numpy as np
+    from ipywidgets import DOMWidget
+    from PIL import Image
+
+    with io.BytesIO() as encoded:
+        Image.fromarray(np.asarray(shown.buffer_rgba())).save(encoded, format="png")
+        shown._data_url = "data:image/png;base64," + base64.b64encode(encoded.getvalue()).decode("ascii")
+    DOMWidget.send_state(shown, "_data_url")  # ipympl's own send_state leaves it out once the page is up
