@@ -484,8 +484,10 @@ def lab_settings(folder: Path | None = None, shipped: Path | None = None) -> Pat
     user changed (their user settings) still wins, and so does their ``overrides.json``. Only that
     server reads the folder; no other JupyterLab, and no user setting, changes."""
     if shipped is None:
-        from jupyterlab.commands import get_app_dir
-
+        try:
+            from jupyterlab.commands import get_app_dir
+        except ImportError as error:
+            raise ConfigurationError("metrics-kit lab needs JupyterLab: pip install 'metrics-kit[lab]'") from error
         shipped = Path(get_app_dir()) / "settings"
     folder = folder or files.cache_dir() / "jupyterlab" / "settings"
     patterns = ("page_config.json*", "overrides.json*", "overrides.d/*.json*")  # what JupyterLab reads there
