@@ -14,8 +14,9 @@ are hatched and lighter. Figures use constrained layout, so that titles, legends
 are never clipped.
 
 Pointing: every chart records what it drew (see :mod:`metrics_kit.notebook.pointing`), so that
-its axes' ``format_coord`` reads out the value under the pointer: the period, the series, the
-exact value with its unit, and whether the period is complete. Figures made here are
+its axes' ``format_coord`` reads out the value under the pointer: the period the pointer is in,
+the series, the exact value with its unit (``no value`` for a missing one: NaN, ``pd.NA``), and
+whether the period is complete. Figures made here are
 :class:`Figure`, matplotlib's, which shows as ipympl's interactive canvas (pan, zoom, that readout
 in its footer) where a widget frontend is, and as a PNG elsewhere (see
 :mod:`metrics_kit.notebook.interactive`). :func:`drawing_into` has the next :func:`figure` draw into
@@ -31,9 +32,11 @@ For example::
 from __future__ import annotations
 
 import contextvars
+import math
 import re
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any, cast
 
 import matplotlib.figure
@@ -148,10 +151,14 @@ def format_axis(ax: Axes, unit: str | None) -> None:
 
 
 def amount(value: float, unit: str | None) -> str:
-    """A number as the axis shows it, for text: ``$1.5 M``, ``12.5%``, ``438.5 M tokens``."""
+    """A number as the axis shows it, for text: ``$1.5 M``, ``12.5%``, ``438.5 M tokens``; a
+    missing one (NaN, ``pd.NA``) as ``no value``."""
+    if missing(value):
+        return pointing.NO_VALUE
+    value = float(value)
     if unit == "fraction":
         return f"{value:.1%}"
-    if unit == "count" and abs(value) < 1000 and float(value).is_integer():
+    if unit == "count" and abs(value) < 1000 and value.is_integer():
         return f"{int(value)}"  # a count of users or transactions is whole: 4, not 4.0
     text = _engineering(1)(value).replace(".0 ", " ").strip()
     if unit == "usd":
@@ -161,21 +168,42 @@ def amount(value: float, unit: str | None) -> str:
 
 def exact(value: Any, unit: str | None) -> str:
     """A value as it is, for a readout, with its unit: ``1,234 count``, ``1,234,567.891 USD``,
-    ``0.0734 share (7.34%)``; whole numbers without decimals, others in full (never rounded)."""
+    ``0.0734 share (7.34%)``; a missing one (None, NaN, ``pd.NA``) as ``no value``.
+
+    An integer is written whole, with thousands separators. Any other number with the fewest
+    digits that give back its first 15 significant digits, which a 64-bit float holds exactly
+    (any decimal of 15 significant digits survives the trip through one): the float noise beyond
+    them goes (``0.1 + 0.2`` reads ``0.3``), and no digit shown is wrong. Always in positional
+    notation, with thousands separators (``1e22`` reads ``10,000,000,000,000,000,000,000``)."""
+    if missing(value):
+        return pointing.NO_VALUE
     number = value.item() if hasattr(value, "item") else value  # a NumPy scalar as Python's
-    if isinstance(number, int):
-        text = f"{number:,}"
-    else:
-        number = float(number)
-        text = f"{int(number):,}" if number.is_integer() and abs(number) < 2**53 else format(number, ",")
+    text = f"{number:,}" if isinstance(number, int) else _decimal(float(number))
     if unit == "fraction":
         return f"{text} {unit_label(unit)} ({float(number):.2%})"
     return f"{text} {unit_label(unit)}".strip()
 
 
+def _decimal(number: float) -> str:
+    """``number`` rounded to 15 significant digits, trailing zeros dropped, written out in full."""
+    if not math.isfinite(number):
+        return str(number)
+    shortest = Decimal(format(number, ".15g"))
+    return format(shortest if shortest else Decimal(0), ",f")  # -0 reads 0
+
+
+def missing(value: Any) -> bool:
+    """Whether ``value`` is a missing value: None, NaN, ``pd.NA`` or ``NaT``."""
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # not a scalar: not a value that can be missing
+        return False
+
+
 def period_text(start: Any, granularity: str | None) -> str:
-    """A period by its first day: ``day 2025-03-03``, ``week of 2025-03-03``, ``month of 2025-03``."""
-    first = pd.Timestamp(start)
+    """A period by its first day (in UTC, as the service's periods are): ``day 2025-03-03``,
+    ``week of 2025-03-03``, ``month of 2025-03``."""
+    first = _utc(pd.Timestamp(start))
     if granularity == "1_day":
         return f"day {first:%Y-%m-%d}"
     if granularity == "1_month":
@@ -282,11 +310,12 @@ def line_chart(
     width = _bar_width(frame.index) / max(1, len(bars))
     colours = iter(f"C{i}" for i in range(10))
     incomplete = incomplete_periods(frame)
+    names = {column: (labels or {}).get(column) or label(column) for column in columns}
     # dashes mean "incomplete", so the right-hand axis' series are told apart by name, not by style
     for axis, (unit, cols), side in zip(axes, by_unit.items(), ("", " (right)"), strict=False):
         for column in cols:
-            series = (labels or {}).get(column) or label(column)
-            data = frame[column].astype("float64")
+            series = names[column]
+            data = floats(frame[column])
             texts = [says(start, series, value, unit) for start, value in frame[column].items()]
             if kind == "bar":
                 offset = pd.Timedelta(days=width * (bars.index(column) - (len(bars) - 1) / 2))
@@ -302,7 +331,9 @@ def line_chart(
         axis.margins(y=0.08)
     if kind == "bar":
         ax.axhline(0, color="black", linewidth=0.8)
-    shade_incomplete(ax, frame, centred=kind == "bar")
+    centred = kind == "bar" or len(frame) == 1  # bars (and a lone point) are drawn centred on their start
+    _read_periods(readout, ax, frame, says, list(names.values()), centred=centred)
+    shade_incomplete(ax, frame, centred=centred)
     finish(ax, title, extra_axes=axes[1:])
     return _figure_of(ax)
 
@@ -317,7 +348,9 @@ def stacked_bars(
     labels: Mapping[str, str] | None = None,
 ) -> Figure:
     """Signed stacked bars: positive parts stack up from zero, negative ones down from it; ``total``
-    (a column) is drawn over them as a line. One unit (the first column's)."""
+    (a column) is drawn over them as a line. One unit (the first column's). A part without a value
+    in a period is left out of that period's stack (its other parts are drawn, from zero up or down
+    as if it were not there), and reads ``no value`` where it is pointed at when nothing is drawn."""
     import numpy as np
 
     frame, units = _units(frame, None)
@@ -326,26 +359,29 @@ def stacked_bars(
     width = _bar_width(frame.index)
     incomplete = incomplete_periods(frame)
     up, down = np.zeros(len(frame)), np.zeros(len(frame))
-    for i, column in enumerate(columns):
-        values = frame[column].to_numpy(dtype="float64")
-        name = (labels or {}).get(column) or label(column)
+    names = [(labels or {}).get(column) or label(column) for column in columns]
+    for i, (column, name) in enumerate(zip(columns, names, strict=True)):
+        values = floats(frame[column]).to_numpy()
         bottom = np.where(values >= 0, up, down)
         drawn = ax.bar(frame.index, values, width=width, bottom=bottom, color=f"C{i}", alpha=0.8, label=name, zorder=2)
         mark_incomplete_bars(drawn.patches, frame.index, incomplete)
         texts = [says(start, name, value, units.get(column)) for start, value in frame[column].items()]
         _read_bars(readout, ax, frame.index, drawn.patches, texts)
-        up, down = up + values.clip(min=0), down + values.clip(max=0)
+        present = np.nan_to_num(values, nan=0.0)  # a missing part adds nothing to the stack
+        up, down = up + present.clip(min=0), down + present.clip(max=0)
     if total is not None:
         name = (labels or {}).get(total) or label(total)
-        data = frame[total].astype("float64")
+        data = floats(frame[total])
         plot_line(ax, data, incomplete, label=name, color="black", linewidth=1.4, zorder=3)
         texts = [
             says(start, name, value, units.get(total, units.get(columns[0]))) for start, value in frame[total].items()
         ]
         _read_points(readout, ax, data, texts)
+        names.append(name)
     ax.axhline(0, color="black", linewidth=0.8)
     format_axis(ax, units.get(columns[0]))
     ax.margins(y=0.08)
+    _read_periods(readout, ax, frame, says, names, centred=True)
     shade_incomplete(ax, frame, centred=True)
     finish(ax, title)
     return _figure_of(ax)
@@ -378,13 +414,16 @@ def family_chart(
 
 def ranking(values: pd.Series, *, title: str, unit: str | None, ax: Axes | None = None) -> Figure:
     """One horizontal bar per index entry (projects, say), largest on top, its value written at
-    the bar's end."""
-    ordered = values.astype("float64").sort_values()
+    the bar's end; an entry without a value at the bottom, written ``no value``."""
+    order = floats(values).reset_index(drop=True).sort_values(na_position="first").index
+    given = values.iloc[order]  # as given (exact integers stay integers), smallest first
+    ordered = floats(given)
     ax = _axes(ax, height=max(2.5, 0.45 * len(ordered) + 1.2))
     bars = ax.barh([str(i) for i in ordered.index], ordered.to_numpy(), color="C0", alpha=0.85)
     readout = pointing.readout(ax, across="y")
     series = label(str(values.name)) if values.name is not None else title
-    for bar, (name, value) in zip(bars.patches, ordered.items(), strict=True):
+    for at, (bar, (name, value)) in enumerate(zip(bars.patches, given.items(), strict=True)):
+        readout.slot(ax, str(name), at - 0.5, at + 0.5, pointing.say(str(name), series, pointing.NO_VALUE))
         readout.bar(ax, str(name), bar, pointing.say(str(name), series, exact(value, unit)))
     ax.bar_label(bars, labels=[amount(v, unit) for v in ordered], padding=4, fontsize="small")
     ax.xaxis.set_major_formatter(formatter(unit))
@@ -409,6 +448,10 @@ def bridge(
     the last value, which is the first plus every step. ``first`` is (label, value), ``steps``
     label -> change, ``last`` the last bar's label."""
     label, start = first
+    given = {label: start, **steps}
+    lacking = [name for name, value in given.items() if missing(value)]
+    if lacking:
+        raise ValueError(f"a bridge needs a value for its start and every step; {', '.join(lacking)} has none")
     totals = [float(start)]
     for change in steps.values():
         totals.append(totals[-1] + float(change))
@@ -434,7 +477,8 @@ def bridge(
         ),
         pointing.say(last, exact(totals[-1], unit)),
     ]
-    for name, bar, text in zip(names, bars.patches, said, strict=True):
+    for at, (name, bar, text) in enumerate(zip(names, bars.patches, said, strict=True)):
+        readout.slot(ax, name, at - 0.5, at + 0.5, "")
         readout.bar(ax, name, bar, text)
     ax.bar_label(bars, labels=texts, label_type="center", fontsize="small")
     for i in range(len(names) - 1):  # a thin line from each bar's end to the next bar's start
@@ -450,8 +494,34 @@ def bridge(
 
 def incomplete_periods(frame: pd.DataFrame | pd.Series) -> list[pd.Timestamp]:
     """The starts of ``frame``'s incomplete periods: those of ``attrs["incomplete"]`` (ISO first
-    days or timestamps) that are in its index."""
-    return [pd.Timestamp(t) for t in frame.attrs.get("incomplete", []) if pd.Timestamp(t) in frame.index]
+    days or timestamps, in UTC when they name no zone) that are in its index, as its index has
+    them (a time-zone-aware index in its own zone)."""
+    zone = getattr(frame.index, "tz", None)
+    found = []
+    for given in frame.attrs.get("incomplete", []):
+        start = _in_zone(pd.Timestamp(given), zone)
+        if start in frame.index:
+            found.append(start)
+    return found
+
+
+def _in_zone(stamp: pd.Timestamp, zone: Any) -> pd.Timestamp:
+    """``stamp`` as an index in ``zone`` (None: naive, in UTC) holds it; a naive one is in UTC."""
+    if zone is None:
+        return _utc(stamp).tz_localize(None) if stamp.tzinfo is not None else stamp
+    return (stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp).tz_convert(zone)
+
+
+def _utc(stamp: pd.Timestamp) -> pd.Timestamp:
+    """A time-zone-aware ``stamp`` in UTC; a naive one as it is (naive times are UTC here)."""
+    return stamp.tz_convert("UTC") if stamp.tzinfo is not None else stamp
+
+
+def floats(values: pd.Series) -> pd.Series:
+    """``values`` as float64, a missing value (``pd.NA``, None) as NaN: what matplotlib draws."""
+    import numpy as np
+
+    return pd.Series(values.to_numpy(dtype="float64", na_value=np.nan), index=values.index, name=values.name)
 
 
 def granularity_of(frame: pd.DataFrame | pd.Series) -> str | None:
@@ -471,18 +541,82 @@ def granularity_of(frame: pd.DataFrame | pd.Series) -> str | None:
     return None
 
 
-def _readout_text(frame: pd.DataFrame) -> Callable[[Any, str, Any, str | None], str]:
-    """What a value of ``frame`` says where it is pointed at: its period, its series, the value
-    with its unit, and whether the period is complete (said only when ``attrs`` tell)."""
-    granularity = granularity_of(frame)
-    told = "incomplete" in frame.attrs
-    incomplete = set(incomplete_periods(frame))
+class _Says:
+    """What a value of a frame says where it is pointed at: its period, its series, the value with
+    its unit, and whether the period is complete (said only when ``attrs`` tell)."""
 
-    def text(start: Any, series: str, value: Any, unit: str | None) -> str:
-        status = ("incomplete" if pd.Timestamp(start) in incomplete else "complete") if told else None
-        return pointing.say(period_text(start, granularity), series, exact(value, unit), status)
+    def __init__(self, frame: pd.DataFrame):
+        self.granularity = granularity_of(frame)
+        self.told = "incomplete" in frame.attrs
+        self.incomplete = set(incomplete_periods(frame))
 
-    return text
+    def __call__(self, start: Any, series: str, value: Any, unit: str | None) -> str:
+        return pointing.say(period_text(start, self.granularity), series, exact(value, unit), self.status(start))
+
+    def empty(self, start: Any, series: Sequence[str]) -> str:
+        """What a period says with no value drawn in it, of any of ``series``."""
+        return pointing.say(
+            period_text(start, self.granularity), ", ".join(series), pointing.NO_VALUE, self.status(start)
+        )
+
+    def status(self, start: Any) -> str | None:
+        if not self.told:
+            return None
+        return "incomplete" if pd.Timestamp(start) in self.incomplete else "complete"
+
+
+def _readout_text(frame: pd.DataFrame) -> _Says:
+    return _Says(frame)
+
+
+def period_bands(
+    index: pd.DatetimeIndex, granularity: str | None, *, centred: bool = False
+) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """The stretch of the time axis each period of ``index`` covers on a chart, ``(low, high)``, for
+    its readout and its shading. A line draws a period at its start: the period is its own
+    ``[start, end)`` (the next period's start, one day, week or calendar month later, in UTC).
+    Bars are drawn ``centred`` on their start: from halfway to the previous period's start to
+    halfway to the period's end, so that bands lie side by side, each around its bar."""
+    starts = list(index)
+    ends = [_period_end(starts, i, granularity) for i in range(len(starts))]
+    if not centred:
+        return list(zip(starts, ends, strict=True))
+    bands = []
+    for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
+        after = (end - start) / 2
+        before = (start - starts[i - 1]) / 2 if i and ends[i - 1] == start else after
+        bands.append((start - before, start + after))
+    return bands
+
+
+_LENGTHS = {"1_day": pd.DateOffset(days=1), "1_week": pd.DateOffset(weeks=1), "1_month": pd.DateOffset(months=1)}
+
+
+def _period_end(starts: Sequence[pd.Timestamp], i: int, granularity: str | None) -> pd.Timestamp:
+    """The end of the period that starts at ``starts[i]``: one ``granularity`` later in UTC, else the
+    next start, else as long as the period before it (a day when it is alone)."""
+    start = starts[i]
+    length = _LENGTHS.get(granularity or "")
+    if length is not None:
+        end = _utc(start) + length
+        return end.tz_convert(start.tzinfo) if start.tzinfo is not None else end
+    if i + 1 < len(starts):
+        return starts[i + 1]
+    return start + (start - starts[i - 1] if i else pd.Timedelta(days=1))
+
+
+def _read_periods(
+    readout: pointing.Readout, ax: Axes, frame: pd.DataFrame, says: _Says, series: Sequence[str], *, centred: bool
+) -> None:
+    """A slot for each period of ``frame``, where :func:`period_bands` puts it, which reads ``no
+    value`` when none of ``series`` has one there."""
+    if not len(frame):
+        return
+    ax.xaxis.update_units(frame.index)
+    bands = period_bands(frame.index, granularity_of(frame), centred=centred)
+    for start, (low, high) in zip(frame.index, bands, strict=True):
+        x0, x1 = (float(ax.xaxis.convert_units(end)) for end in (low, high))
+        readout.slot(ax, start, x0, x1, says.empty(start, series))
 
 
 def _read_points(readout: pointing.Readout, ax: Axes, data: pd.Series, texts: Sequence[str]) -> None:
@@ -543,20 +677,15 @@ def mark_incomplete_bars(bars: Sequence, index: pd.DatetimeIndex, incomplete: Se
 
 
 def shade_incomplete(ax: Axes, frame: pd.DataFrame, *, centred: bool = False) -> None:
-    """Shade the periods of ``attrs["incomplete"]``, labelled once for the legend: from each one's
-    start to the next, or, with ``centred`` (bars, drawn centred on their period's start), the
-    period's width around its start, so that the shading covers the bars."""
-    incomplete = incomplete_periods(frame)
-    span = _period_span(frame.index)
-    for n, start in enumerate(incomplete):
-        ax.axvspan(
-            start - span / 2 if centred or len(frame) == 1 else start,
-            start + span / 2 if centred else start + span,
-            color="grey",
-            alpha=0.15,
-            linewidth=0,
-            label="incomplete period" if n == 0 else None,
-        )
+    """Shade the periods of ``attrs["incomplete"]``, labelled once for the legend, each over the
+    stretch :func:`period_bands` gives it (the stretch that reads out that period): from its start
+    to its end, or, with ``centred`` (bars, drawn centred on their period's start), around its start,
+    so that the shading covers the bars."""
+    incomplete = set(incomplete_periods(frame))
+    bands = period_bands(frame.index, granularity_of(frame), centred=centred)
+    shaded = [band for start, band in zip(frame.index, bands, strict=True) if start in incomplete]
+    for n, (low, high) in enumerate(shaded):
+        ax.axvspan(low, high, color="grey", alpha=0.15, linewidth=0, label="incomplete period" if n == 0 else None)
 
 
 def finish(ax: Axes, title: str, *, extra_axes: Sequence[Axes] = ()) -> None:

@@ -30,6 +30,10 @@ repr.
 
 A draw that fails, with any exception, shows the error in place of the chart: the previous picture
 is removed (on screen and from the stored output), never left under controls it does not match.
+
+When the cell that made or showed a panel runs again (and no other cell shows it), the panel is
+closed: its widgets, its controls among them, and its canvas, so that re-running a panel's cell
+leaves memory and widgets flat (see :func:`metrics_kit.notebook.interactive.held_by_cell`).
 """
 
 from __future__ import annotations
@@ -50,14 +54,14 @@ from metrics_kit.client import api
 from metrics_kit.client.client import Client
 from metrics_kit.errors import MetricsKitError
 from metrics_kit.notebook import charts
-from metrics_kit.notebook.interactive import canvas as interactive_canvas
-from metrics_kit.notebook.interactive import enabled as interactive_enabled
+from metrics_kit.notebook import interactive as live  # Panel's argument ``interactive`` would hide it
 from metrics_kit.spec.catalogue import default_catalogue
 
 log = logging.getLogger("metrics_kit.notebook")
 GRANULARITIES = ("1_day", "1_week", "1_month")
 PLACEHOLDER = "Interactive chart: run the notebook (Run > Run All Cells) to use its controls."
-_WIDE = widgets.Layout(width="640px")
+CLOSED = "This panel was closed when the cell that made it ran again; show the new one."
+WIDE = "640px"  # a months slider's width; each slider has its own Layout, closed with its panel
 
 
 def _client(client: Client | None) -> Client:
@@ -134,7 +138,7 @@ def months(first: Any, last: Any, start: Any, end: Any) -> widgets.SelectionRang
         index=(index(start, 0), index(end, len(options) - 1)),
         description="months",
         continuous_update=False,
-        layout=_WIDE,
+        layout=widgets.Layout(width=WIDE),
     )
 
 
@@ -180,13 +184,15 @@ class Panel:
         self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
         self.caption = widgets.HTML()
         self.figure = charts.empty_figure()
-        self._live = interactive_enabled() if interactive is None else interactive
+        self._live = live.enabled() if interactive is None else interactive
+        self.closed = False
         self.canvas: Any = None  # made by the first draw on the figure, at the size that draw gave it
         laid = rows if rows is not None else list(self.controls.values())
         boxes = [widgets.HBox(list(r)) if isinstance(r, list | tuple) else r for r in laid]
         self.widget = widgets.VBox([*boxes, self.image, self.caption])
         for control in self.controls.values():
             control.observe(self._changed, "value")
+        live.held_by_cell(self, self.close)
         self.redraw()
 
     def values(self) -> dict[str, Any]:
@@ -225,8 +231,10 @@ class Panel:
                     control.value = kept if kept in offered else offered[0]
 
     def redraw(self) -> None:
-        """Draw the chart for the controls' current values."""
+        """Draw the chart for the controls' current values (nothing once the panel is closed)."""
         with self._lock:
+            if self.closed:
+                return
             try:
                 with charts.drawing_into(self.figure):
                     drawn = self._draw(**self.values())
@@ -236,7 +244,7 @@ class Panel:
                 if on_canvas and self.canvas is None:
                     # Made now, not with the figure: a canvas shown at the empty figure's size, then
                     # resized by the first draw (a chart of another height), can lose its frames.
-                    self.canvas = interactive_canvas(self.figure, guard=self._lock)
+                    self.canvas = live.canvas(self.figure, guard=self._lock)
                     shown = list(self.widget.children)
                     shown.insert(shown.index(self.image), self.canvas)
                     self.widget.children = tuple(shown)
@@ -258,6 +266,26 @@ class Panel:
             self.caption.value = text
             self.draws += 1
 
+    def close(self) -> None:
+        """Close the panel: its controls stop drawing, and its widgets (the controls, the canvas and
+        its toolbar, the picture, the caption, their layouts) are closed, which lets go of the
+        figure and its pixels. Called when the cell that made the panel runs again."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            for control in self.controls.values():
+                control.unobserve(self._changed, "value")
+            shown = self.canvas
+            live.close_widgets(self.widget)
+            if shown is not None:
+                live.retire(shown)
+            # A panel a cell returned stays in IPython's Out: it lets go of its canvas and pictures.
+            self.canvas = None
+            self.widget.children = ()
+            self.image.value = b""
+            self.figure.clear()
+
     def _failed(self, error: BaseException) -> None:
         self.error = error
         self.image.value = b""
@@ -276,6 +304,9 @@ class Panel:
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         """The widget, plus a PNG of its chart and a short text: what shows where no widget can
         (a notebook not run yet, a report)."""
+        if self.closed:
+            return {"text/plain": CLOSED}
+        live.held_by_cell(self, self.close)
         bundle = self.widget._repr_mimebundle_(**kwargs)
         failure = self.error_text()
         if failure is not None:  # the error, never the picture of an earlier draw

@@ -1,19 +1,31 @@
 """Pointing at a chart: the text of the value under the pointer.
 
-Every chart of :mod:`metrics_kit.notebook.charts` records, for each value it draws, a *mark*: where
-it is (a line's point, or a bar's rectangle, in the data coordinates of its axes), which *slot* it
-belongs to (the period, or the category of a ranking or a bridge) and what it says, such as
+Every chart of :mod:`metrics_kit.notebook.charts` records what it drew, in *slots*: each period of
+a time series (or each category of a ranking or a bridge) is a slot, the stretch of the axis it
+covers on the chart, with the *marks* drawn in it (a line's point, a bar's rectangle, in the data
+coordinates of their axes), each with what it says, such as
 ``week of 2025-03-03 · swap active users · 1,234 count · complete``. The axes' ``format_coord``,
 which matplotlib calls with the pointer's position and whose text its toolbar shows (ipympl's
-footer, in JupyterLab and Voilà), answers with the text of the mark pointed at:
+footer, in JupyterLab and Voilà), answers with:
 
-- the slot nearest to the pointer along the axis the slots lie on (the dates, for a time series),
-  so that pointing anywhere above a period reads that period, as in a BI tool's tooltip;
+- the slot the pointer is in, along the axis the slots lie on (the dates, for a time series):
+  slots are half-open stretches ``[low, high)`` side by side, so pointing anywhere above a period
+  reads that period and never its neighbour. A line's period is the stretch from its start to the
+  next period's start (where the chart shades it when it is incomplete); a bar's, the stretch its
+  bar is drawn centred in. Outside every slot (the margins beyond the first or last), nothing;
 - in that slot, the mark nearest to the pointer (a line's point, or the bar it is inside): the
-  series whose value is drawn closest.
+  series whose value is drawn closest;
+- a slot with no mark (a period without a value: missing, NaN or ``pd.NA``, so nothing is drawn)
+  says so, ``week of 2025-03-03 · swap active users · no value · complete``, rather than reading a
+  neighbour.
 
-Only marks inside the current view count, so that after a zoom the pointer reads what is shown.
-Twin axes (a second unit on the right) share one readout: each mark is placed through its own axes.
+After a zoom the pointer is over what is in view, so it reads what is shown. Twin axes (a second
+unit on the right) share one readout: each slot and mark is placed through its own axes.
+
+Values are written by :func:`metrics_kit.notebook.charts.exact`: a whole number with thousands
+separators (``1,234,567``), any other number with the fewest digits that give back its first 15
+significant digits, which a 64-bit float holds exactly: ``0.1 + 0.2`` reads ``0.3``, never
+``0.30000000000000004``, and no digit shown is wrong. Never in scientific notation.
 """
 
 from __future__ import annotations
@@ -26,11 +38,24 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 
 SEPARATOR = " · "
+NO_VALUE = "no value"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A period or a category: its axes, its key, the stretch ``[low, high)`` of the axis it covers
+    (data coordinates of its axes, along the readout's axis), and what it says with no mark."""
+
+    axes: Axes
+    key: Hashable
+    low: float
+    high: float
+    empty: str
 
 
 @dataclass(frozen=True)
 class Mark:
-    """One value drawn: its axes, its slot, its extent in data coordinates, its text."""
+    """One value drawn: its axes, its slot's key, its extent in data coordinates, its text."""
 
     axes: Axes
     slot: Hashable
@@ -42,14 +67,20 @@ class Mark:
 
 
 class Readout:
-    """The marks of one chart (one axes and its twins). ``across`` is the axis the slots lie on:
-    ``"x"`` for time series and bridges, ``"y"`` for a ranking's horizontal bars."""
+    """The slots and marks of one chart (one axes and its twins). ``across`` is the axis the slots
+    lie on: ``"x"`` for time series and bridges, ``"y"`` for a ranking's horizontal bars."""
 
     def __init__(self, across: str = "x"):
         if across not in ("x", "y"):
             raise ValueError(f"across is 'x' or 'y', not {across!r}")
         self.across = across
+        self.slots: list[Slot] = []
         self.marks: list[Mark] = []
+
+    def slot(self, axes: Axes, key: Hashable, low: float, high: float, empty: str) -> None:
+        """The slot ``key`` covers ``[low, high)`` along the axis; ``empty``: what it reads when no
+        mark was drawn in it."""
+        self.slots.append(Slot(axes, key, low, high, empty))
 
     def point(self, axes: Axes, slot: Hashable, x: float, y: float, text: str) -> None:
         """A point of a line at (x, y); nothing for a missing value (NaN), which is not drawn."""
@@ -57,31 +88,31 @@ class Readout:
             self.marks.append(Mark(axes, slot, x, x, y, y, text))
 
     def bar(self, axes: Axes, slot: Hashable, bar: Rectangle, text: str) -> None:
-        """A bar, by its rectangle (a negative height reaches down from its base)."""
+        """A bar, by its rectangle (a negative height reaches down from its base); nothing for a bar
+        of a missing value, which is not drawn."""
         x, y, width, height = bar.get_x(), bar.get_y(), bar.get_width(), bar.get_height()
         if all(math.isfinite(v) for v in (x, y, width, height)):
             self.marks.append(Mark(axes, slot, x, x + width, y, y + height, text))
 
     def text_at(self, axes: Axes, x: float, y: float) -> str:
-        """The text of the mark pointed at from (x, y), in ``axes``' data coordinates ("" if no
-        mark is in view)."""
+        """The text of the slot pointed at from (x, y), in ``axes``' data coordinates: its mark
+        nearest to the pointer, or what it says with no mark; "" outside every slot."""
         axes.viewLim  # noqa: B018 (reading it applies a pending autoscale, which the transform uses)
         pointer = axes.transData.transform((x, y))
-        found: list[tuple[float, float, Mark]] = []
-        for mark in list(self.marks):  # a copy: a redraw on another thread may add marks meanwhile
-            if not _in_view(mark):  # (reads the mark's axes' viewLim before its transform, as above)
-                continue
-            (left, low), (right, high) = mark.axes.transData.transform([(mark.x0, mark.y0), (mark.x1, mark.y1)])
-            found.append((_gap(pointer[0], left, right), _gap(pointer[1], low, high), mark))
-        if not found:
+        along = 0 if self.across == "x" else 1
+        slot = next((s for s in list(self.slots) if _inside(pointer[along], s, along)), None)
+        if slot is None:
             return ""
-
-        def along(item: tuple[float, float, Mark]) -> float:
-            return item[0] if self.across == "x" else item[1]
-
-        slot = min(found, key=along)[2].slot
-        same = [item for item in found if item[2].slot == slot]
-        return min(same, key=lambda item: math.hypot(item[0], item[1]))[2].text
+        found: list[tuple[float, Mark]] = []
+        for mark in list(self.marks):  # a copy: a redraw on another thread may add marks meanwhile
+            if mark.slot != slot.key:
+                continue
+            mark.axes.viewLim  # noqa: B018 (as above, for a twin's own limits)
+            (left, low), (right, high) = mark.axes.transData.transform([(mark.x0, mark.y0), (mark.x1, mark.y1)])
+            found.append((math.hypot(_gap(pointer[0], left, right), _gap(pointer[1], low, high)), mark))
+        if not found:
+            return slot.empty
+        return min(found, key=lambda item: item[0])[1].text
 
 
 class _Pointer:
@@ -116,19 +147,16 @@ def say(*parts: str | None) -> str:
     return SEPARATOR.join(part for part in parts if part)
 
 
+def _inside(at: float, slot: Slot, along: int) -> bool:
+    """Whether ``at`` (display coordinates, along the slots' axis) is in ``slot``'s ``[low, high)``:
+    from its low end up to, not including, its high end, whichever way the axis runs."""
+    slot.axes.viewLim  # noqa: B018 (as in Readout.text_at)
+    ends = [(slot.low, 0.0), (slot.high, 0.0)] if along == 0 else [(0.0, slot.low), (0.0, slot.high)]
+    start, end = (point[along] for point in slot.axes.transData.transform(ends))
+    return start <= at < end if start <= end else end < at <= start
+
+
 def _gap(at: float, a: float, b: float) -> float:
     """How far ``at`` is from the interval between ``a`` and ``b`` (0 inside it)."""
     low, high = min(a, b), max(a, b)
     return max(low - at, 0.0, at - high)
-
-
-def _in_view(mark: Mark) -> bool:
-    view = mark.axes.viewLim
-    x_low, x_high = sorted((view.x0, view.x1))
-    y_low, y_high = sorted((view.y0, view.y1))
-    return (
-        max(mark.x0, mark.x1) >= x_low
-        and min(mark.x0, mark.x1) <= x_high
-        and max(mark.y0, mark.y1) >= y_low
-        and min(mark.y0, mark.y1) <= y_high
-    )

@@ -238,7 +238,9 @@ POLL_SLICE = 1.0  # seconds; see _kernel_manager_class
 
 def _kernel_manager_class():
     """A kernel manager that starts ``python3`` as this interpreter's own ipykernel, whatever
-    kernels are installed elsewhere (a user-level ``python3`` spec may point at another Python).
+    kernels are installed elsewhere (a user-level ``python3`` spec may point at another Python),
+    with ``$METRICS_KIT_INTERACTIVE_CHARTS=off``: no widget frontend shows what it runs, so its
+    charts are pictures (see :mod:`metrics_kit.notebook.interactive`).
 
     Its client waits for the kernel's messages in slices of at most POLL_SLICE seconds. The
     asyncio client polls the ZeroMQ sockets through an edge-triggered file descriptor, and now and
@@ -255,6 +257,8 @@ def _kernel_manager_class():
     from jupyter_client.channels import AsyncZMQSocketChannel
     from jupyter_client.kernelspec import KernelSpecManager
     from traitlets import Type, default
+
+    from metrics_kit.notebook.interactive import INTERACTIVE_ENV
 
     class SlicedChannel(AsyncZMQSocketChannel):
         async def get_msg(self, timeout=None):
@@ -294,6 +298,10 @@ def _kernel_manager_class():
             # output: keep it off the terminal, as nbval does. Errors still reach the notebook.
             # (start_kernel hands its keywords to the kernel's Popen; a restart reuses them.)
             kw.setdefault("stderr", subprocess.DEVNULL)
+            # No widget frontend ever draws this kernel's outputs: its charts are pictures, whatever
+            # environment it inherits (run from a JupyterLab kernel, JPY_SESSION_NAME is set; or
+            # METRICS_KIT_INTERACTIVE_CHARTS=on is), never canvases that a report leaves out.
+            kw["env"] = {**(kw.get("env") or os.environ), INTERACTIVE_ENV: "off"}
             return await super().start_kernel(**kw)
 
     return ThisPythonKernelManager
@@ -466,6 +474,52 @@ def running_as_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
+# What `metrics-kit lab` changes of JupyterLab's defaults: JupyterLab saves the state of the widgets
+# with the notebook (Settings > Settings Editor > Widgets: "Save Widget State Automatically", off as
+# shipped), so that a saved notebook reopened without a kernel shows each chart's last picture (its
+# canvas' state holds it) rather than "Error displaying widget: model not found".
+LAB_DEFAULTS = {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
+_DEFAULTS_FILE = "metrics-kit.json"
+
+
+def lab_settings(folder: Path | None = None, shipped: Path | None = None) -> Path:
+    """The application settings folder of the JupyterLab ``metrics-kit lab`` starts (in ``folder``,
+    default the cache's ``jupyterlab/settings``), written now: JupyterLab's own (``shipped``, default
+    ``{its application folder}/settings``: page config and settings overrides), copied as they are,
+    and :data:`LAB_DEFAULTS` as one more file of overrides. Overrides are defaults: a setting the
+    user changed (their user settings) still wins, and so does their ``overrides.json``. Only that
+    server reads the folder; no other JupyterLab, and no user setting, changes."""
+    if shipped is None:
+        try:
+            from jupyterlab.commands import get_app_dir
+        except ImportError as error:
+            raise ConfigurationError("metrics-kit lab needs JupyterLab: pip install 'metrics-kit[lab]'") from error
+        shipped = Path(get_app_dir()) / "settings"
+    folder = folder or files.cache_dir() / "jupyterlab" / "settings"
+    patterns = ("page_config.json*", "overrides.json*", "overrides.d/*.json*")  # what JupyterLab reads there
+    copies = {
+        path.relative_to(shipped): path.read_bytes()
+        for pattern in patterns
+        for path in sorted(shipped.glob(pattern))
+        if path.is_file()
+    }
+    copies[Path("overrides.d", _DEFAULTS_FILE)] = json.dumps(LAB_DEFAULTS, indent=2).encode()
+    # JupyterLab reads its build's package.json beside the settings folder (its extensions' metadata)
+    package = shipped.parent / "static" / "package.json"
+    if package.is_file():
+        copies[Path("..", "static", "package.json")] = package.read_bytes()
+    for pattern in patterns:
+        for stale in folder.glob(pattern):
+            if stale.relative_to(folder) not in copies:
+                stale.unlink(missing_ok=True)  # a file of the shipped settings since removed
+    for name, content in copies.items():
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with files.atomic_write(target) as temporary:  # another lab starting at once reads whole files
+            temporary.write_bytes(content)
+    return folder
+
+
 def lab_command(
     port: int | None = None,
     open_browser: bool = True,
@@ -473,12 +527,16 @@ def lab_command(
     extra_args: Sequence[str] = (),
     *,
     ip: str = LOCAL_ONLY,
+    settings: Path | None = None,
 ) -> list[str]:
     """The ``jupyter lab`` command line: this Python's JupyterLab on the notebooks folder, on
-    ``ip`` (127.0.0.1 unless told otherwise), opening the quickstart if there is one. As root
-    (a container, a fresh cloud machine) it says ``--allow-root``, which JupyterLab demands."""
+    ``ip`` (127.0.0.1 unless told otherwise), opening the quickstart if there is one, with the
+    application ``settings`` folder given (see :func:`lab_settings`). As root (a container, a
+    fresh cloud machine) it says ``--allow-root``, which JupyterLab demands."""
     folder = (folder or notebooks_dir()).resolve()
     command = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={folder}", f"--ServerApp.ip={ip}"]
+    if settings is not None:
+        command.append(f"--LabApp.app_settings_dir={settings}")
     if port is not None:
         command.append(f"--ServerApp.port={port}")
     if not open_browser:
@@ -500,9 +558,9 @@ def lab(
     log: Callable[[str], Any] = print,
 ) -> int:
     """Warm the embedded default, then replace this process with JupyterLab on the notebooks
-    (``extra_args`` go to ``jupyter lab``). JupyterLab prints the address to open, with its
-    token (``http://127.0.0.1:8888/lab?token=...``)."""
-    command = lab_command(port, open_browser, extra_args=extra_args, ip=ip)
+    (``extra_args`` go to ``jupyter lab``), its settings' defaults those of :func:`lab_settings`.
+    JupyterLab prints the address to open, with its token (``http://127.0.0.1:8888/lab?token=...``)."""
+    command = lab_command(port, open_browser, extra_args=extra_args, ip=ip, settings=lab_settings())
     warm(log)
     if ip != LOCAL_ONLY:
         log(

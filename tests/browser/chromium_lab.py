@@ -3,7 +3,8 @@
 
 JupyterLab is started the way ``make lab`` starts it (``metrics-kit lab``), on 127.0.0.1 with an
 ephemeral port and its own token, with fresh Jupyter config, data and settings folders: so every
-JupyterLab setting is its default (``commsOverSubshells`` as shipped). It serves a copy of the
+JupyterLab setting is its default (``commsOverSubshells`` as shipped), but for the one default
+``metrics-kit lab`` changes (the widget state saved with the notebook). It serves a copy of the
 notebooks, so that running them (and JupyterLab's autosave) never touches the checkout.
 """
 

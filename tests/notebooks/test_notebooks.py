@@ -428,6 +428,33 @@ def test_lab_command_serves_the_notebooks_on_localhost_only():
     assert "--ServerApp.ip=0.0.0.0" in notebooks.lab_command(ip="0.0.0.0")
 
 
+def test_lab_saves_widget_state_by_default_for_its_server_only(tmp_path):
+    """metrics-kit lab starts JupyterLab with its own application settings folder: JupyterLab's own
+    (page config, overrides) copied, and the widgets' state saved with the notebook by default, so
+    that a saved notebook reopened shows its charts (tests/browser/test_charts_in_chromium.py)."""
+    shipped = tmp_path / "lab" / "settings"
+    (shipped / "overrides.d").mkdir(parents=True)
+    (shipped / "page_config.json").write_text('{"disabledExtensions": {"x": true}}')
+    (shipped / "overrides.json").write_text('{"@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"}}')
+    (shipped / "overrides.d" / "other.json").write_text("{}")
+    (tmp_path / "lab" / "static").mkdir()
+    (tmp_path / "lab" / "static" / "package.json").write_text('{"jupyterlab": {}}')
+    ours = tmp_path / "cache" / "settings"
+    (ours / "overrides.d").mkdir(parents=True)
+    (ours / "overrides.d" / "removed-since.json").write_text("{}")
+    assert notebooks.lab_settings(ours, shipped) == ours
+    for name in ("page_config.json", "overrides.json", "overrides.d/other.json"):
+        assert (ours / name).read_text() == (shipped / name).read_text()
+    assert json.loads((ours / "overrides.d" / "metrics-kit.json").read_text()) == {
+        "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}
+    }
+    assert (ours.parent / "static" / "package.json").read_text() == '{"jupyterlab": {}}'
+    assert not (ours / "overrides.d" / "removed-since.json").exists()
+    assert not list(shipped.glob("overrides.d/metrics-kit*")), "JupyterLab's own settings are never changed"
+    command = notebooks.lab_command(open_browser=False, settings=ours, extra_args=["--LabApp.app_settings_dir=/x"])
+    assert command.index(f"--LabApp.app_settings_dir={ours}") < command.index("--LabApp.app_settings_dir=/x")
+
+
 @pytest.mark.parametrize("uid, allowed", [(0, True), (1000, False)])
 def test_lab_allows_root_only_as_root(uid, allowed, monkeypatch):
     # JupyterLab refuses to start as root without --allow-root (a container, a fresh cloud machine)

@@ -75,3 +75,37 @@ def _series():
     )
     series.attrs.update(unit="count", granularity="1_week", incomplete=[])
     return series
+
+
+def test_the_canvas_model_keeps_the_picture_it_shows_for_a_saved_notebook():
+    """What JupyterLab saves of a canvas (its ``_data_url``) is the frame it shows last: set from the
+    kernel after each frame that ends a change, never while the mouse drags a pan or a zoom."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    def picture(url: str):
+        return np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGBA"))
+
+    def frame(canvas) -> None:  # what a redraw sends to the page
+        canvas.draw()
+        canvas.manager.refresh_all()
+
+    fig = charts.line_chart(_series(), title="t")
+    canvas = interactive.canvas(fig)
+    canvas.syncing_data_url = False  # the page is up (ipympl's "initialized"): it keeps its own picture
+    frame(canvas)
+    assert (picture(canvas._data_url) == np.asarray(canvas.buffer_rgba())).all()
+    fig.axes[0].set_ylim(0, 100)  # a redraw (a zoom's end, a panel's draw) changes the picture: so does the model's
+    frame(canvas)
+    assert (picture(canvas._data_url) == np.asarray(canvas.buffer_rgba())).all()
+    kept = canvas._data_url
+    press = {"type": "button_press", "x": 300, "y": 200, "button": 0, "buttons": 1, "modifiers": [], "guiEvent": {}}
+    canvas.handle_event(press)
+    fig.axes[0].set_ylim(0, 50)  # frames while the mouse drags: the model keeps the last settled one
+    frame(canvas)
+    assert canvas._data_url == kept
+    canvas.handle_event({**press, "type": "button_release", "buttons": 0})
+    frame(canvas)
+    assert (picture(canvas._data_url) == np.asarray(canvas.buffer_rgba())).all() and canvas._data_url != kept
