@@ -20,7 +20,7 @@ A saved notebook: a canvas' output holds its PNG (for nbconvert, reports, a page
 notebook runs), but JupyterLab shows the widget, which, reopened without the kernel that drew it,
 only the widget state saved with the notebook can show (``metrics-kit lab`` has JupyterLab save it:
 see :func:`metrics_kit.tools.notebooks.lab_settings`). That state holds each canvas' last picture,
-which :func:`keep_picture` keeps current.
+which the canvas' ``keep_picture`` keeps current.
 
 A cell run again: a canvas is a widget, which the kernel keeps (with its figure and its pixels)
 until it is closed, and a cell run again shows new ones, its previous output gone from the page.
@@ -260,26 +260,27 @@ def _canvas_class() -> type:
             def send_binary(self, data: Any) -> None:
                 super().send_binary(data)
                 if not self.dragging and not self.syncing_data_url:
-                    keep_picture(self)
+                    self.keep_picture()
+
+            def keep_picture(self) -> None:
+                """Give the page's model of this canvas the picture it shows now, as the PNG data
+                URL that JupyterLab saves with the widget state (ipympl's ``_data_url`` field): a
+                saved notebook reopened without a kernel shows it in place of the live chart.
+
+                ipympl's page code sets that picture itself on each frame, but from its buffer
+                before the frame is drawn into it, one frame behind: a panel redrawn, then saved,
+                would show the draw before. Sent after each frame that ends a change (a redraw, the
+                end of a pan or a zoom; not the frames while the mouse drags), it follows the frame,
+                so the model's picture is the last one. The field is ipympl's own (an underscore
+                name, allowed in tests/unit/test_dependencies_public_apis.py, ipympl capped)."""
+                import numpy as np
+                from ipywidgets import DOMWidget
+                from PIL import Image
+
+                with io.BytesIO() as encoded:
+                    Image.fromarray(np.asarray(self.buffer_rgba())).save(encoded, format="png")
+                    self._data_url = "data:image/png;base64," + base64.b64encode(encoded.getvalue()).decode("ascii")
+                DOMWidget.send_state(self, "_data_url")  # ipympl's own send_state leaves it out once the page is up
 
         _CANVAS = GuardedCanvas
     return _CANVAS
-
-
-def keep_picture(shown: Any) -> None:
-    """Give the page's model of the canvas ``shown`` the picture it shows now, as the PNG data URL
-    that JupyterLab saves with the widget state (``_data_url``): a saved notebook reopened without
-    a kernel shows it in place of the live chart.
-
-    ipympl's page code sets that picture itself on each frame, but from its buffer before the
-    frame is drawn into it, one frame behind: a panel redrawn, then saved, would show the draw
-    before. Sent after each frame that ends a change (a redraw, the end of a pan or a zoom; not the
-    frames while the mouse drags), it follows the frame, so the model's picture is the last one."""
-    import numpy as np
-    from ipywidgets import DOMWidget
-    from PIL import Image
-
-    with io.BytesIO() as encoded:
-        Image.fromarray(np.asarray(shown.buffer_rgba())).save(encoded, format="png")
-        shown._data_url = "data:image/png;base64," + base64.b64encode(encoded.getvalue()).decode("ascii")
-    DOMWidget.send_state(shown, "_data_url")  # ipympl's own send_state leaves it out once the page is up

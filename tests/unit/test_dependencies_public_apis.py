@@ -1,4 +1,4 @@
-"""The package uses only the public APIs of requests, urllib3, uvicorn and jupyter_client.
+"""The package uses only the public APIs of requests, urllib3, uvicorn, jupyter_client and ipympl.
 
 Their underscore names change in any release without notice (requests 2.32.0 broke an earlier
 HTTPTransport this way), so no module of ours may read, call or override one. Checked on the source:
@@ -23,8 +23,16 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).parents[2] / "metrics_kit"
-WATCHED = ("requests", "urllib3", "uvicorn", "jupyter_client")
-ALLOWED: dict[tuple[str, str], str] = {}  # (module path, name) -> why it cannot be avoided
+WATCHED = ("requests", "urllib3", "uvicorn", "jupyter_client", "ipympl")
+# (module path, name) -> why it cannot be avoided
+ALLOWED: dict[tuple[str, str], str] = {
+    ("metrics_kit/notebook/interactive.py", "GuardedCanvas: self._data_url"): (
+        "the picture a saved notebook shows is this field of ipympl's widget state, which ipympl's page "
+        "code keeps one frame behind; ipympl is capped below 0.11 in pyproject.toml, and "
+        "tests/browser/test_charts_in_chromium.py (a saved notebook reopened) and "
+        "tests/unit/test_interactive.py fail when it changes"
+    ),
+}
 
 
 def _private(name: str) -> bool:
@@ -126,7 +134,7 @@ def private_uses(source: str) -> list[tuple[int, str]]:
     return found
 
 
-def test_no_module_uses_a_private_name_of_requests_urllib3_uvicorn_or_jupyter_client():
+def test_no_module_uses_a_private_name_of_a_watched_package():
     pytest.importorskip("uvicorn")
     pytest.importorskip("jupyter_client")
     found = []
