@@ -316,8 +316,8 @@ ALLOW_HEADER = "allow"
 METHODS = ("GET", "HEAD")
 # A key's rate limit, stated on every answer to a request that counts against it (a switch of the
 # service leaves them out), as the IETF httpapi draft's fields (draft-ietf-httpapi-ratelimit-headers-06):
-# the requests a window allows, those left now, whole seconds until all are available again, and the
-# policy ("R;w=1": R requests a second).
+# the requests a key may spend at once, those left now, whole seconds until all are available again,
+# and the policy ("Q;w=W": Q requests a window of W seconds, never above the rate: 1;w=2 for 0.5 a second).
 RATELIMIT_LIMIT_HEADER = "ratelimit-limit"
 RATELIMIT_REMAINING_HEADER = "ratelimit-remaining"
 RATELIMIT_RESET_HEADER = "ratelimit-reset"
