@@ -360,11 +360,8 @@ class Pacer:
             now = self.clock()
             if budget is not None:
                 self._says, self._learned, self._window = True, None, float(self.workers)
-                rate = budget.rate
-                if rate is None and budget.remaining and budget.reset:
-                    rate = budget.remaining / budget.reset
-                if rate:
-                    self._stated = rate
+                if budget.rate:  # the tightest policy's (_budget.stated)
+                    self._stated = budget.rate
                 if budget.remaining == 0 and budget.reset:  # none left: none starts before the reset
                     self._hold = max(self._hold, now + budget.reset)
                     self._next = max(self._next, self._hold)
