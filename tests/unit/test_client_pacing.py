@@ -1,15 +1,19 @@
 """Pacing by the budget a service states in its answers' headers, and learnt where it states none:
-on an injected clock, no sleeping, no wall-clock thresholds."""
+on an injected clock, no sleeping, no wall-clock thresholds (but for the test that a wait on the
+real clock ends when its batch is stopped)."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 from client_fakes import FakeClock
 
 from metrics_kit.client.transports import Pacer
-from metrics_kit.client.transports._base import STATED_SHARE, BudgetError, OverBudget
+from metrics_kit.client.transports._base import STATED_SHARE, BudgetError, OverBudget, Stopped
 from metrics_kit.client.transports._budget import stated
-from metrics_kit.errors import RateLimitError, TransportError
+from metrics_kit.errors import ClientClosedError, RateLimitError, TransportError
 
 WALL = 1_800_000_000.0  # the wall clock of these tests (an epoch time)
 
@@ -162,3 +166,63 @@ def test_a_stated_budget_is_kept_rather_than_learnt_from():
     paced.observe(429, headers(RateLimit_Remaining="0", RateLimit_Reset="1", RateLimit_Policy="20;w=1"), 100.0)
     assert paced.in_flight_limit == 16
     assert paced.interval == pytest.approx(1 / (20 * STATED_SHARE))
+
+
+def test_without_a_deadline_a_hold_longer_than_longest_fails_at_once():
+    # A stated "none left for 600 s" (or an epoch time misread as seconds) was waited in full.
+    paced, clock = pacer()
+    paced.longest = 120.0
+    paced.observe(200, headers(RateLimit_Remaining="0", RateLimit_Reset="600"), 100.0)
+    with pytest.raises(OverBudget) as raised:
+        paced.wait()
+    assert (raised.value.wait, raised.value.longest, clock.slept) == (600.0, 120.0, [])
+    paced.wait(until=800.0)  # a deadline after the reset: it is waited for
+    assert clock() == 700.0
+    paced.observe(200, headers(RateLimit_Remaining="0", RateLimit_Reset="100"), 700.0)
+    paced.wait()  # within longest: waited
+    assert clock() == 800.0
+
+
+class Watched(threading.Event):
+    """A batch's stop that says when a request starts waiting on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waited = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waited.set()
+        return super().wait(timeout)
+
+
+def _waits(paced: Pacer, stop: threading.Event, ended: list[BaseException]) -> threading.Thread:
+    def run() -> None:
+        try:
+            paced.wait(stop=stop)
+        except BaseException as error:  # what ended the wait
+            ended.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_request_waiting_out_a_stated_hold_stops_at_once_when_its_batch_is_stopped():
+    # On the real clock: the wait is on the batch's stop, not one long sleep that an interrupt (which
+    # stops the batch) or close() could not end, leaving the process and close() hanging for the hold.
+    paced = Pacer(workers=16)
+    paced.observe(200, headers(RateLimit_Remaining="0", RateLimit_Reset="600"), time.monotonic())
+    stop, ended = Watched(), []
+    waiting = _waits(paced, stop, ended)
+    assert stop.waited.wait(10), "the request did not wait on its batch's stop"
+    stop.set()
+    waiting.join(10)
+    assert not waiting.is_alive() and len(ended) == 1 and isinstance(ended[0], Stopped)
+    # Closed (the transport's close()), every batch's waits end, and no later request waits
+    batch, ended = paced.batch(), []
+    waiting = _waits(paced, batch, ended)
+    paced.close()
+    waiting.join(10)
+    assert not waiting.is_alive() and isinstance(ended[0], (Stopped, ClientClosedError))
+    with pytest.raises(ClientClosedError):
+        paced.wait(stop=paced.batch())

@@ -92,8 +92,8 @@ def stated(header: Callable[[str], str | None], wall: float, date: float | None 
     if none_left:
         return Stated(min(rates, default=None), 0, max(none_left))
     known = [(r, t) for r, t in left if r is not None]
-    remaining, reset = min(known, key=lambda item: item[0]) if known else (None, None)
-    return Stated(min(rates, default=None), remaining, reset)
+    fewest, when = min(known, key=lambda item: item[0]) if known else (None, None)
+    return Stated(min(rates, default=None), fewest, when)
 
 
 def _seconds(reset: int | None, now: float) -> float | None:
