@@ -482,6 +482,22 @@ def test_the_pull_deadline_stops_sending_once_passed(server, make_transport):
     assert transport.get("/metrics", PARAMS).status == 200  # outside the block, no deadline
 
 
+def test_a_batch_asked_after_the_pull_deadline_fails_at_once_without_the_pool(server, make_transport):
+    # Each request past the deadline went through the pool's threads to be refused: a pull of 100,000
+    # points given deadline=15 ran on for a minute and more, one "not sent" at a time.
+    now = [0.0]
+    transport = make_transport(server.base_url, pool_size=4, clock=lambda: now[0])
+    with pull_deadline(35):
+        assert transport.get("/metrics", PARAMS).status == 200  # the deadline starts with it
+        now[0] = 40.0
+        before = set(threading.enumerate())
+        replies = transport.get_many([("/metrics", {**PARAMS, "date": f"2024-03-{day}"}) for day in range(10, 30)])
+        started = [thread.name for thread in threading.enumerate() if thread not in before]
+    assert all("not sent, as the pull's deadline (35 s) had passed" in str(r) for r in replies)
+    assert len(replies) == 20 and started == []  # no thread was set to each
+    assert server.attempts() == 1
+
+
 def test_the_pull_deadline_cuts_a_trickle_and_is_not_retried_past(server, make_transport):
     server.always("/metrics", trickle(every=0.1))
     transport = make_transport(server.base_url, read_timeout=30.0, retries=5, pool_size=4)

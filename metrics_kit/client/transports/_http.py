@@ -645,12 +645,7 @@ class HTTPTransport:
         if until is not None:
             if started >= until:
                 assert deadline is not None
-                error = TransportError(
-                    f"GET {settings.shown_request(url)}: not sent, as the pull's deadline ({deadline.seconds:g} s) "
-                    "had passed. What to do: raise deadline, or pull fewer points at once."
-                )
-                error.url = settings.shown_request(url)  # type: ignore[attr-defined]
-                raise error
+                raise _too_late(url, deadline)
             connect_timeout = min(connect_timeout, until - started)
         try:
             check_stop(stop)  # the batch may have been stopped while the pacer let this request wait
@@ -882,6 +877,9 @@ class HTTPTransport:
         they come. Interrupted, the pull takes those that came in the meantime, in any order, and the
         requests not yet started are not sent (:class:`~metrics_kit.client.transports.Answers`)."""
         deadline = current_deadline()  # the worker threads do not share this thread's context
+        if deadline is not None and not self._closed and self._clock() >= deadline.at(self._clock):
+            # Past the pull's deadline, no request is sent: each fails at once, not one by one on the pool.
+            return Answers(_too_late(self._url(path, params), deadline) for path, params in requests)
         if self.pool_size == 1 or len(requests) <= 1:
             return OneByOne(requests, lambda request: self._get_or_error(request, deadline))
         with self._threads_lock:
@@ -962,6 +960,17 @@ class _Pooled(Answers):
             for i, future in enumerate(waiting)
             if future.done() and not future.cancelled() and future.exception() is None
         ]
+
+
+def _too_late(url: str, deadline: Deadline) -> TransportError:
+    """The error of a request not sent, as the pull's deadline had passed (its URL masked)."""
+    shown = settings.shown_request(url)
+    error = TransportError(
+        f"GET {shown}: not sent, as the pull's deadline ({deadline.seconds:g} s) had passed. What to do: raise "
+        "deadline, or pull fewer points at once."
+    )
+    error.url = shown  # type: ignore[attr-defined]
+    return error
 
 
 def _chain(error: BaseException | None) -> Iterator[BaseException]:
