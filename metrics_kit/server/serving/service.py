@@ -385,7 +385,4 @@ class MetricService:
         if self.coverage is None:
             return "this data set has no events, so no date is covered"
         first, last = self.coverage
-        return (
-            f"the {granularity} period containing {day.isoformat()} lies outside the data's "
-            f"coverage, {first.isoformat()} to {last.isoformat()}"
-        )
+        return wire.coverage_message(day.isoformat(), granularity, (first.isoformat(), last.isoformat()))
