@@ -398,10 +398,13 @@ def _series_operation(parameters: list[Schema]) -> Schema:
             "name": name,
             "in": "query",
             "required": True,
-            "description": f"Any UTC date inside the {which} period of the series.",
+            "description": f"Any UTC date inside the {which} period of the series{also}.",
             "schema": {"type": "string", "format": "date"},
         }
-        for name, which in ((wire.START, "first"), (wire.END, "last"))
+        for name, which, also in (
+            (wire.START, "first", ""),
+            (wire.END, "last", f", not before {wire.START} (else 400 {ErrorCode.INVALID_DATE})"),
+        )
     ]
     page = _page("periods", f"default and most {wire.SERIES_LIMIT:,}", wire.SERIES_LIMIT, wire.SERIES_MAX_OFFSET)
     return {
