@@ -42,6 +42,7 @@ it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable, Mapping
@@ -54,6 +55,7 @@ from metrics_kit.client.settings import shown_request
 from metrics_kit.client.transports import Reply, Transport, answers_of
 from metrics_kit.errors import (
     APIError,
+    ConfigurationError,
     MetricsKitError,
     ResponseFormatError,
     TransportError,
@@ -147,7 +149,9 @@ def run(
                     _answered(chunk[index], reply, calendar, take, sent, clock, per_value, following)
             except BaseException:
                 for index, reply in answers.received():
-                    _answered(chunk[index], reply, calendar, take, sent, clock, per_value, following)
+                    # Another week's answer (a ConfigurationError) never stands in for what stopped the pull.
+                    with contextlib.suppress(ConfigurationError):
+                        _answered(chunk[index], reply, calendar, take, sent, clock, per_value, following)
                 raise
         asking = following
     return alone + per_value

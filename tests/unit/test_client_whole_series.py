@@ -19,7 +19,7 @@ from metrics_kit import (
     ResponseFormatError,
     ValidationError,
 )
-from metrics_kit.client.transports import MockTransport, Request, Response
+from metrics_kit.client.transports import Answers, MockTransport, Request, Response
 
 DAYS = [dt.date(2025, 1, 1) + dt.timedelta(days=i) for i in range(10)]  # the days the data covers
 METRIC, PROJECT = "swap_transaction_count", "swapx"
@@ -366,3 +366,43 @@ def test_the_point_limit_message_names_whole_series_where_the_service_offers_it(
     with pytest.raises(ValidationError) as raised:
         made.series(METRIC, PROJECT, "1800-01-01", "2099-12-31")
     assert "whole_series=True" not in str(raised.value)
+
+
+class InterruptedAtOnce(MockTransport):
+    """A MockTransport whose batches are interrupted (a KeyboardInterrupt, as Ctrl-C) before their
+    first answer is taken, every answer having come: the pull takes them (``received``) and goes on
+    with the interrupt."""
+
+    def answers(self, requests):
+        came = [self.get(*request) for request in requests]
+
+        class Interrupted(Answers):
+            def __iter__(self):
+                raise KeyboardInterrupt
+                yield  # a generator
+
+        return Interrupted(came)
+
+
+def test_an_answer_about_another_week_taken_after_an_interrupt_never_stands_in_for_it():
+    def monday_weeks(request: Request) -> Response:  # every answer is of a Monday week
+        if request.path == "/projects":
+            return Response(404, json={"error": {"code": "not_found"}})
+        day = dt.date.fromisoformat(request.params.get("date") or request.params["start"])
+        first = (day - dt.timedelta(days=day.weekday())).isoformat()
+        if request.path == "/metrics":
+            return Response(200, json={"period_start": first, "value": 1})
+        periods = [{"period_start": first, "value": 1}]
+        return Response(200, json={"periods": periods, "total_periods": 1, "next_offset": None})
+
+    for whole in (True, False):
+        service = SeriesService() if whole else None
+        transport = InterruptedAtOnce(monday_weeks if not whole else _with_projects(service, monday_weeks))
+        made = Client(transport=transport, cache=False, week_start="sunday", whole_series=whole)
+        with pytest.raises(KeyboardInterrupt):  # was the ConfigurationError of an answer taken on the way out
+            made.frame(["swap_transaction_count", "swap_active_users"], PROJECT, "2025-01-05", "2025-01-26", "1_week")
+
+
+def _with_projects(service: SeriesService, answer: Callable[[Request], Response]) -> Callable[[Request], Response]:
+    """``answer``, with ``service``'s /projects (which advertises /series)."""
+    return lambda request: service(request) if request.path == "/projects" else answer(request)
