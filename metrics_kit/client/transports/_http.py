@@ -604,10 +604,7 @@ class HTTPTransport:
         """``get`` under ``deadline``; a request of a batch also ends with Stopped, never sent, once its
         batch is stopped (``stop`` set) before it goes out, while it waits for its turn."""
         if self._closed:
-            raise ClientClosedError(
-                f"this HTTPTransport ({settings.shown_request(self.base_url)}) was closed; "
-                "make a new one to send requests"
-            )
+            raise self._closed_error()
         url = self._url(path, params)
         until = deadline.at(self._clock) if deadline is not None else None
         self._pacer.enter(stop)
@@ -883,11 +880,20 @@ class HTTPTransport:
         if self.pool_size == 1 or len(requests) <= 1:
             return OneByOne(requests, lambda request: self._get_or_error(request, deadline))
         with self._threads_lock:
+            if self._closed:  # never a pool made again, left running, for a closed transport
+                raise self._closed_error()
             if self._threads is None:
                 self._threads = ThreadPoolExecutor(self.pool_size, thread_name_prefix="metrics-kit")
             threads = self._threads
         stop = self._pacer.batch()  # set when the batch is stopped: a request still waiting for its turn is not sent
-        return _Pooled(requests, lambda request: threads.submit(self._get_or_error, request, deadline, stop), stop)
+
+        def submit(request: tuple[str, Mapping[str, str]]) -> Future[Reply | TransportError]:
+            try:
+                return threads.submit(self._get_or_error, request, deadline, stop)
+            except RuntimeError:  # the pool was shut down: the transport was closed while the batch was handed
+                raise self._closed_error() from None
+
+        return _Pooled(requests, submit, stop)
 
     def _get_or_error(
         self, request: tuple[str, Mapping[str, str]], deadline: Deadline | None, stop: threading.Event | None = None
@@ -897,6 +903,11 @@ class HTTPTransport:
             return self._get(*request, deadline, stop)
         except TransportError as error:
             return error
+
+    def _closed_error(self) -> ClientClosedError:
+        return ClientClosedError(
+            f"this HTTPTransport ({settings.shown_request(self.base_url)}) was closed; make a new one to send requests"
+        )
 
     def close(self) -> None:
         """Close the pooled connections. The transport cannot be used afterwards (ClientClosedError)."""
