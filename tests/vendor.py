@@ -6,7 +6,8 @@ on demand (answer some requests only when told to, offer no ``/projects``, refus
 
 ``/metrics`` answers every metric of the catalogue for any project over a day, week or month, with
 the value ``value_of(date)`` (the day of the year of the period's first day times ``factor``), complete, and
-the header ``X-Data-Version: version`` when ``version`` is set. ``/projects`` answers ``projects_status``
+the header ``X-Data-Version: version`` when ``version`` is set, and the headers ``stated`` (a rate
+limit it states, say). ``/projects`` answers ``projects_status``
 (404 by default: not offered), with the version header only when ``version_on_errors``. A request
 for a date in ``held`` waits, its request recorded, until ``release()`` (or the server stops), so a
 test can interrupt a pull at a known point: ``wait_for(answered=..., waiting=...)`` waits for the
@@ -45,9 +46,11 @@ class Vendor:
         projects_status: int = 404,
         held: Iterable[str] = (),
         factor: int = 1,
+        stated: dict[str, str] | None = None,
     ):
         self.version, self.version_on_errors, self.projects_status = version, version_on_errors, projects_status
         self.factor = factor
+        self.stated = dict(stated or {})
         self.held = set(held)
         self.paths: list[str] = []  # the path of every request, in the order they came
         self.answered = 0  # /metrics answers sent
@@ -125,7 +128,7 @@ class Vendor:
             "value": value_of(date, self.factor),
             "complete": True,
         }
-        return 200, version, json.dumps(body).encode()
+        return 200, {**version, **self.stated}, json.dumps(body).encode()
 
     def _sent(self, path: str) -> None:
         with self._changed:

@@ -377,7 +377,9 @@ class Client:
                 limit = self._series_limit()
                 if limit is not None:  # whole series where the service offers them; the rest one by one
                     clock = self.settings.clock
+                    asked = len(missing)
                     missing = whole_series.run(self.transport, missing, metrics, self.calendar, take, limit, clock)
+                    _check_left(len(missing), asked)
                 fetching.run(self.transport, missing, metrics, self.calendar, take, self.settings.clock)
         finally:
             # Also on an interrupt: every answer received is written, and a re-run fetches only the rest.
@@ -566,18 +568,31 @@ class Client:
         if pairs * count <= MAX_POINTS:
             return
         # Past the per-value limit, a service that answers whole series may still be asked (which
-        # needs its discovery answer); a range typed wrong is refused without it.
-        whole = pairs * count <= MAX_SERIES_POINTS and self._series_limit() is not None
-        if not whole:
-            whole_path = f"GET {parse.SERIES_PATH}"
-            most = f"{MAX_POINTS:,} (a service that offers whole series, {whole_path}: {MAX_SERIES_POINTS:,})"
-            which = ("applicable " if applicable else "") + ("metric and project pair" + ("" if pairs == 1 else "s"))
-            raise ValidationError(
-                f"this call asks for {pairs * count:,} points ({pairs} {which} x {count:,} {described}); "
-                f"one call may ask for at most {most}. Narrow the range (start, end), choose a coarser "
-                "granularity, or split the pull into several calls",
-                "start",
-            )
+        # needs its discovery answer) for series of two periods or more (one period is one /metrics
+        # request); a range typed wrong is refused without it.
+        fits = count >= 2 and pairs * count <= MAX_SERIES_POINTS
+        if fits and self._series_limit() is not None:
+            return
+        whole_path = f"GET {parse.SERIES_PATH}"
+        most = f"{MAX_POINTS:,} (a service that offers whole series, {whole_path}: {MAX_SERIES_POINTS:,})"
+        which = ("applicable " if applicable else "") + ("metric and project pair" + ("" if pairs == 1 else "s"))
+        offered = (
+            fits
+            and not self.settings.whole_series
+            and self._source.discovery.series_limit(self.transport, self._get_cache()) is not None
+        )
+        hint = (
+            f", or set whole_series=True: this service offers whole series ({whole_path}), and then allows "
+            f"{MAX_SERIES_POINTS:,}"
+            if offered
+            else ""
+        )
+        raise ValidationError(
+            f"this call asks for {pairs * count:,} points ({pairs} {which} x {count:,} {described}); "
+            f"one call may ask for at most {most}. Narrow the range (start, end), choose a coarser "
+            f"granularity, or split the pull into several calls{hint}",
+            "start",
+        )
 
     def series(
         self,
@@ -724,6 +739,21 @@ class _Saver:
                     CacheWarning,
                     stacklevel=_caller_level(),
                 )
+
+
+def _check_left(left: int, asked: int) -> None:
+    """A ValidationError when the points whole series did not answer, left to ask one value per
+    request, are more than MAX_POINTS: the limit of that path holds however its points came to it."""
+    if left <= MAX_POINTS:
+        return
+    raise ValidationError(
+        f"{left:,} of the {asked:,} points this call asks for are left to ask one value per request (the "
+        f"service's GET {parse.SERIES_PATH} answered their series with an error about the question, or did "
+        f"not list them inside the coverage it states, or they are series of one period); one call may ask for "
+        f"at most {MAX_POINTS:,} so. Narrow the range (start, end), choose a coarser granularity, or split the "
+        "pull into several calls",
+        "start",
+    )
 
 
 def _choice(argument: str, value: object, allowed: tuple[str, ...]) -> None:

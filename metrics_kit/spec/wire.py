@@ -26,7 +26,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, NoReturn
@@ -84,6 +84,16 @@ SERIES_MAX_OFFSET = 10**7  # far past any series' periods (about 27,000 years of
 SERIES, PATH, PERIODS, TOTAL_PERIODS = "series", "path", "periods", "total_periods"
 # Each period of a series page, in the order its fields are written.
 PERIOD_FIELDS = (PERIOD_START, PERIOD_END, VALUE, COMPLETE)
+# The most bytes a page of n periods may take: SERIES_PAGE_BYTES + n x SERIES_PERIOD_BYTES, far more
+# than any page written so takes (a period is about 100 bytes). A longer answer is refused unread.
+SERIES_PAGE_BYTES, SERIES_PERIOD_BYTES = 64 * 1024, 2 * 1024
+
+
+def coverage_message(day: str, granularity: str, coverage: tuple[str, str]) -> str:
+    """What a ``404 date_out_of_coverage`` says of the period of ``granularity`` containing ``day``
+    (ISO dates): GET /metrics' message, and the client's for a point outside the coverage a GET
+    /series page states (which it is not asked for one value per request)."""
+    return f"the {granularity} period containing {day} lies outside the data's coverage, {coverage[0]} to {coverage[1]}"
 
 
 API_KEY_HEADER = "x-api-key"  # the key travels here, and only here
@@ -316,8 +326,8 @@ ALLOW_HEADER = "allow"
 METHODS = ("GET", "HEAD")
 # A key's rate limit, stated on every answer to a request that counts against it (a switch of the
 # service leaves them out), as the IETF httpapi draft's fields (draft-ietf-httpapi-ratelimit-headers-06):
-# the requests a window allows, those left now, whole seconds until all are available again, and the
-# policy ("R;w=1": R requests a second).
+# the requests a key may spend at once, those left now, whole seconds until all are available again,
+# and the policy ("Q;w=W": Q requests a window of W seconds, never above the rate: 1;w=2 for 0.5 a second).
 RATELIMIT_LIMIT_HEADER = "ratelimit-limit"
 RATELIMIT_REMAINING_HEADER = "ratelimit-remaining"
 RATELIMIT_RESET_HEADER = "ratelimit-reset"
@@ -979,18 +989,35 @@ def series_offered(document: Any) -> int | None:
 class SeriesPage:
     """A GET /series page, read: each period as a GET /metrics answer about it would be read (its
     value exact, its bounds and ``complete`` flag as written, the page's metric, project and unit),
-    how many periods the series has in all, and where the next page starts (None after the last)."""
+    how many periods the series has in all, and where the next page starts (None after the last).
+    ``errors``: by their place on the page, the periods whose value or flag cannot be read (each
+    fails as the /metrics answer giving it would: the rest of the page stands). ``granularity``,
+    ``data_version`` (as written, unmasked: compare it, never show it) and ``coverage`` (the first
+    and last day of the data) as the page states them, None where it does not."""
 
     periods: list[Parsed]
     total_periods: int
     next_offset: int | None
+    errors: dict[int, ResponseFormatError] = field(default_factory=dict)
+    granularity: str | None = None
+    data_version: str | None = None
+    coverage: tuple[dt.date, dt.date] | None = None
 
 
-def series_page(body: bytes, *, is_count: bool, url: str | None = None, mask: Mask = _as_is) -> SeriesPage:
+def series_page(
+    body: bytes, *, is_count: bool, most: int | None = None, url: str | None = None, mask: Mask = _as_is
+) -> SeriesPage:
     """A GET /series 200 body read exactly: every value as :func:`metric_value` reads one (a count a
     whole number an int64 holds, an amount the float nearest it, null: no value, with the period's
     reason when it gives one), every ``complete`` flag as :func:`complete_flag` reads it. A body of
-    another shape is a ResponseFormatError saying what is wrong; a number is never guessed."""
+    another shape is a ResponseFormatError saying what is wrong; a number is never guessed. ``most``:
+    the most periods asked for (the request's limit): a page listing more, or longer than such a page
+    can be (SERIES_PAGE_BYTES, SERIES_PERIOD_BYTES: refused before it is read), is a ResponseFormatError."""
+    if most is not None and len(body) > SERIES_PAGE_BYTES + most * SERIES_PERIOD_BYTES:
+        raise ResponseFormatError(
+            f"the answer{_at(url)} is {len(body):,} bytes, more than a page of the {most:,} periods asked for "
+            f"can take; it was not read"
+        )
     try:
         document = _loads_value(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -1008,26 +1035,50 @@ def series_page(body: bytes, *, is_count: bool, url: str | None = None, mask: Ma
             f"the answer{_at(url)} is not a page of a series ({{{PERIODS!r}: [...], {TOTAL_PERIODS!r}: n, "
             f"{NEXT_OFFSET!r}: n or null}}); it starts {_start(body, mask)}"
         )
-    about = {name: document[name] for name in (METRIC_NAME, PROJECT, UNIT) if isinstance(document.get(name), str)}
-    read = []
-    for period in periods:
+    if most is not None and len(periods) > most:
+        raise ResponseFormatError(
+            f"the answer{_at(url)} lists {len(periods):,} periods, more than the {most:,} asked for (its limit)"
+        )
+    about = {
+        name: document[name]
+        for name in (METRIC_NAME, PROJECT, UNIT, GRANULARITY, DATA_VERSION)
+        if isinstance(document.get(name), str)
+    }
+    read, errors = [], {}
+    for place, period in enumerate(periods):
         number = period.get(VALUE)
         reason = None
         if number is None:  # no value: why, when the period says
             reason = next((mask(period[name]) for name in _REASONS if isinstance(period.get(name), str)), None)
+        value: int | float | None = None
+        complete: bool | None = None
+        try:
+            value = None if number is None else _number(number, is_count, body, url, mask)
+            complete = complete_flag(period, url, mask)
+        except ResponseFormatError as error:
+            errors[place] = error
+        start, end = period.get(PERIOD_START), period.get(PERIOD_END)
         read.append(
-            Parsed(
-                None if number is None else _number(number, is_count, body, url, mask),
-                about.get(UNIT),
-                complete_flag(period, url, mask),
-                period.get(PERIOD_START),
-                period.get(PERIOD_END),
-                about.get(METRIC_NAME),
-                about.get(PROJECT),
-                reason,
-            )
+            Parsed(value, about.get(UNIT), complete, start, end, about.get(METRIC_NAME), about.get(PROJECT), reason)
         )
-    return SeriesPage(read, total, following)
+    coverage = _coverage(document.get(COVERAGE), url, body, mask)
+    return SeriesPage(read, total, following, errors, about.get(GRANULARITY), about.get(DATA_VERSION), coverage)
+
+
+def _coverage(stated: Any, url: str | None, body: bytes, mask: Mask) -> tuple[dt.date, dt.date] | None:
+    """A page's coverage ({START, END}, ISO dates), or None where it states none (null, or left out);
+    one written otherwise is a ResponseFormatError (what it says of the periods it does not list
+    would be guessed)."""
+    if stated is None:
+        return None
+    days = [stated.get(name) for name in (START, END)] if isinstance(stated, dict) else []
+    read = [_read_day(day) if isinstance(day, str) and _ISO_DAY.fullmatch(day) else None for day in days]
+    if len(read) == 2 and read[0] is not None and read[1] is not None and read[0] <= read[1]:
+        return read[0], read[1]
+    raise ResponseFormatError(
+        f"the answer{_at(url)} has a {COVERAGE} that is not {{{START!r}: first day, {END!r}: last day}} "
+        f"(ISO dates); it starts {_start(body, mask)}"
+    )
 
 
 # What an explain page says of its value beside the rows and the page, in EXPLAIN_FIELDS order (the

@@ -17,15 +17,18 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from concurrent.futures import CancelledError
 from pathlib import Path
 
 import pytest
+from faults import FaultServer, status
 from vendor import Vendor, value_of
 
 from metrics_kit import Client
 from metrics_kit.client.transports import HTTPTransport
-from metrics_kit.client.transports._base import Stopped
+from metrics_kit.client.transports._base import START_WINDOW, Stopped
+from metrics_kit.errors import ClientClosedError
 
 KEY = "vendor-key-0123456789abcdef"
 METRIC, PROJECT = "swap_transaction_count", "demoswap"
@@ -257,5 +260,80 @@ POINT = {"metric_name": METRIC, "project": PROJECT, "granularity": "1_day"}
 def _take_all(answers) -> None:
     try:
         list(answers)
-    except (Stopped, CancelledError):  # the stopped batch's requests that were never sent have no answer
+    except (Stopped, CancelledError, ClientClosedError):  # requests of a stopped batch, never sent, have no answer
         pass
+
+
+# Every answer says none are left until a reset 100 s away (within retry_deadline, so it is waited).
+HOLD = {"RateLimit-Limit": "100", "RateLimit-Remaining": "0", "RateLimit-Reset": "100"}
+BOUND = 30  # seconds a stopped pull has to end: far less than the hold it was waiting out
+
+
+def test_ctrl_c_during_a_stated_hold_ends_metrics_kit_fetch_at_once_and_sends_nothing_more(tmp_path):
+    # The client's first requests (as many as its first window) are answered with the hold; every
+    # other waits it out. Each waited in one sleep that the interrupt did not end: the command hung
+    # for the whole hold.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METRICS_KIT_")}
+    with Vendor(stated=HOLD) as vendor:
+        env |= {"METRICS_KIT_BASE_URL": vendor.base_url, "METRICS_KIT_API_KEY": KEY}
+        command = [sys.executable, "-m", "metrics_kit", "fetch", METRIC, "--project", PROJECT, "--start", DATES[0]]
+        command += ["--end", DATES[19], "--no-cache", "--no-progress", "--out", str(tmp_path / "out.csv")]
+        with open(tmp_path / "stderr.txt", "w") as stderr:
+            child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            _answered_all(vendor)
+            child.send_signal(signal.SIGINT)
+            code = child.wait(timeout=BOUND)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait(timeout=10)
+        said = (tmp_path / "stderr.txt").read_text()
+        assert code == 130 and "interrupted" in said, said
+        # Only the first window's requests were sent (START_WINDOW, and one more for the clean answer
+        # to /projects), if that: each before the first answer, and its hold, came; none after.
+        assert 1 <= vendor.requests() <= START_WINDOW + 1
+    assert not (tmp_path / "out.csv").exists()
+
+
+def _answered_all(vendor: Vendor) -> None:
+    """Until /metrics requests came and were all answered (the hold came with each)."""
+    until = time.monotonic() + BOUND
+    while not 1 <= vendor.answered == vendor.requests():
+        assert time.monotonic() < until, f"{vendor.answered} answered of {vendor.requests()}"
+        time.sleep(0.01)
+
+
+def test_close_during_a_stated_hold_returns_at_once_and_sends_nothing_more():
+    with Vendor(stated=HOLD) as vendor:
+        transport = HTTPTransport(vendor.base_url, KEY, pool_size=4)
+        answers = transport.answers([("/metrics", {**POINT, "date": date}) for date in DATES[:10]])
+        taking = threading.Thread(target=_take_all, args=(answers,), daemon=True)
+        taking.start()
+        _answered_all(vendor)
+        closing = threading.Thread(target=transport.close, daemon=True)
+        closing.start()
+        closing.join(BOUND)
+        taking.join(BOUND)
+        assert not closing.is_alive() and not taking.is_alive()
+        assert 1 <= vendor.requests() <= START_WINDOW  # the first window's, if that: none after the hold
+
+
+def test_a_stopped_batch_ends_a_retry_after_wait_at_once_and_sends_no_retry():
+    with FaultServer() as server:
+        server.always("/metrics", status(429, headers={"Retry-After": "100"}))
+        transport = HTTPTransport(server.base_url, KEY, pool_size=2, retries=3)
+        answers = transport.answers([("/metrics", {**POINT, "date": date}) for date in DATES[:2]])
+        taking = threading.Thread(target=_take_all, args=(answers,), daemon=True)
+        taking.start()
+        until = time.monotonic() + BOUND
+        while server.attempts("/metrics") < 2:
+            assert time.monotonic() < until, "the two requests never came"
+            time.sleep(0.01)
+        answers.received()  # the interrupt stops the batch: the retries told to wait 100 s are not sent
+        taking.join(BOUND)
+        closing = threading.Thread(target=transport.close, daemon=True)
+        closing.start()
+        closing.join(BOUND)
+        assert not taking.is_alive() and not closing.is_alive()
+        assert server.attempts("/metrics") == 2

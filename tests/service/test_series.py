@@ -116,6 +116,14 @@ def test_a_range_partly_outside_coverage_lists_the_periods_inside_and_says_the_c
         ({"limit": "0"}, 400, wire.ErrorCode.INVALID_PAGE, "limit"),
         ({"limit": str(wire.SERIES_LIMIT + 1)}, 400, wire.ErrorCode.INVALID_PAGE, "limit"),
         ({"offset": "-1"}, 400, wire.ErrorCode.INVALID_PAGE, "offset"),
+        # Formats first, then existence: a range or a page written wrong is said before an unknown project.
+        (
+            {"start": "2025-02-01", "end": "2025-01-01", "project": "nosuchproject"},
+            400,
+            wire.ErrorCode.INVALID_DATE,
+            "end",
+        ),
+        ({"limit": "0", "project": "nosuchproject"}, 400, wire.ErrorCode.INVALID_PAGE, "limit"),
     ],
 )
 def test_a_bad_series_query_gets_the_error_metrics_gives(server, params, status, code, param):

@@ -23,7 +23,7 @@ from support import TEST_KEY, ServerProcess
 from metrics_kit import __version__
 from metrics_kit.client.transports import HTTPTransport, Reply, pull_deadline
 from metrics_kit.client.transports._http import _DeadlineRetry
-from metrics_kit.errors import ConfigurationError, TransportError, ValidationError
+from metrics_kit.errors import ClientClosedError, ConfigurationError, TransportError, ValidationError
 
 KEY = "fault-key-SECRET-0123456789abcdef"
 SECOND_KEY = "second-key-SECRET-fedcba9876543210"
@@ -480,6 +480,35 @@ def test_the_pull_deadline_stops_sending_once_passed(server, make_transport):
     assert all("not sent, as the pull's deadline (35 s) had passed" in str(r) for r in replies[4:])
     assert server.attempts() == 4
     assert transport.get("/metrics", PARAMS).status == 200  # outside the block, no deadline
+
+
+def test_a_transport_closed_while_a_batch_is_handed_to_it_says_so(server, make_transport):
+    # close() from another thread while a pull hands its batch to the pool: ThreadPoolExecutor's
+    # RuntimeError ("cannot schedule new futures after shutdown") came out of the pull.
+    transport = make_transport(server.base_url, pool_size=4)
+    answers = transport.answers([("/metrics", {**PARAMS, "date": f"2024-03-{day}"}) for day in range(10, 14)])
+    transport.close()  # the batch's requests are handed to the pool when they are first asked for
+    with pytest.raises(ClientClosedError, match="was closed"):
+        list(answers)
+    with pytest.raises(ClientClosedError, match="was closed"):  # and no pool is made again for the next
+        transport.answers([("/metrics", PARAMS)] * 4)
+    assert server.attempts() == 0
+
+
+def test_a_batch_asked_after_the_pull_deadline_fails_at_once_without_the_pool(server, make_transport):
+    # Each request past the deadline went through the pool's threads to be refused: a pull of 100,000
+    # points given deadline=15 ran on for a minute and more, one "not sent" at a time.
+    now = [0.0]
+    transport = make_transport(server.base_url, pool_size=4, clock=lambda: now[0])
+    with pull_deadline(35):
+        assert transport.get("/metrics", PARAMS).status == 200  # the deadline starts with it
+        now[0] = 40.0
+        before = set(threading.enumerate())
+        replies = transport.get_many([("/metrics", {**PARAMS, "date": f"2024-03-{day}"}) for day in range(10, 30)])
+        started = [thread.name for thread in threading.enumerate() if thread not in before]
+    assert all("not sent, as the pull's deadline (35 s) had passed" in str(r) for r in replies)
+    assert len(replies) == 20 and started == []  # no thread was set to each
+    assert server.attempts() == 1
 
 
 def test_the_pull_deadline_cuts_a_trickle_and_is_not_retried_past(server, make_transport):

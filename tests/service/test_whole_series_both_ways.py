@@ -66,17 +66,19 @@ def _requests(server: ServerProcess, path: str) -> int:
 
 @pytest.mark.parametrize("granularity", ["1_day", "1_week", "1_month"])
 def test_every_golden_value_and_error_is_the_same_both_ways(server, granularity):
-    before = _requests(server, "/series")
+    before = (_requests(server, "/series"), _requests(server, "/metrics"))
     whole, whole_warnings = _pull(server, True, granularity)
-    asked = _requests(server, "/series") - before
+    asked = _requests(server, "/series") - before[0]
+    asked_one_by_one = _requests(server, "/metrics") - before[1]
     per_value, per_value_warnings = _pull(server, False, granularity)
     pd.testing.assert_frame_equal(whole, per_value)
     assert whole.attrs == per_value.attrs
     assert whole_warnings == per_value_warnings
     # Every series was asked whole (one page each), and the points outside coverage failed as
-    # /metrics fails them: date_out_of_coverage, in attrs["failed"] (the same both ways).
+    # /metrics fails them: date_out_of_coverage, in attrs["failed"] (the same both ways), without a
+    # request each (the pages state the coverage).
     series = whole.groupby(["metric", "project"]).ngroups
-    assert asked == series
+    assert asked == series and asked_one_by_one == 0
     failed = whole.attrs.get("failed", [])
     assert all("date_out_of_coverage" in f["error"] for f in failed)
     assert bool(failed) == (granularity != "1_month")  # every month of the range holds a covered day

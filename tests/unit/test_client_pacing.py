@@ -1,15 +1,19 @@
 """Pacing by the budget a service states in its answers' headers, and learnt where it states none:
-on an injected clock, no sleeping, no wall-clock thresholds."""
+on an injected clock, no sleeping, no wall-clock thresholds (but for the test that a wait on the
+real clock ends when its batch is stopped)."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 from client_fakes import FakeClock
 
 from metrics_kit.client.transports import Pacer
-from metrics_kit.client.transports._base import STATED_SHARE, BudgetError, OverBudget
+from metrics_kit.client.transports._base import STATED_SHARE, BudgetError, OverBudget, Stopped
 from metrics_kit.client.transports._budget import stated
-from metrics_kit.errors import RateLimitError, TransportError
+from metrics_kit.errors import ClientClosedError, RateLimitError, TransportError
 
 WALL = 1_800_000_000.0  # the wall clock of these tests (an epoch time)
 
@@ -32,8 +36,9 @@ def pacer(rate: float | None = None, workers: int = 16) -> tuple[Pacer, FakeCloc
          20.0, 7, 1.0),
         # its later structured fields
         ({"RateLimit": '"default";r=3;t=5', "RateLimit_Policy": '"default";q=100;w=60'}, 100 / 60, 3, 5.0),
-        # the older X- fields, reset in seconds, and as an epoch time (a value larger than a year)
-        ({"X_RateLimit_Limit": "60", "X_RateLimit_Remaining": "10", "X_RateLimit_Reset": "30"}, None, 10, 30.0),
+        # the older X- fields, reset in seconds (no quota: what is left over the time to the reset), and
+        # as an epoch time (a value larger than a year)
+        ({"X_RateLimit_Limit": "60", "X_RateLimit_Remaining": "10", "X_RateLimit_Reset": "30"}, 10 / 30, 10, 30.0),
         ({"X_RateLimit_Limit": "5000", "X_RateLimit_Remaining": "0", "X_RateLimit_Reset": str(int(WALL) + 90)},
          None, 0, 90.0),
     ],
@@ -47,6 +52,48 @@ def test_each_family_of_rate_limit_headers_is_read(fields, rate, remaining, rese
 def test_an_epoch_reset_is_counted_from_the_answers_date_when_it_has_one():
     budget = stated(headers(X_RateLimit_Remaining="0", X_RateLimit_Reset=str(int(WALL) + 90)), WALL, date=WALL + 60)
     assert budget is not None and budget.reset == 30.0
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        # an epoch time in the IETF field, whose reset the draft says is seconds (read as 57 years)
+        {"RateLimit_Remaining": "0", "RateLimit_Reset": str(int(WALL) + 90)},
+        {"RateLimit": f'"default";r=0;t={int(WALL) + 90}'},
+        # an epoch time in milliseconds (read as seconds: 57,000 years)
+        {"X_RateLimit_Remaining": "0", "X_RateLimit_Reset": str((int(WALL) + 90) * 1000)},
+        {"RateLimit_Remaining": "0", "RateLimit_Reset": str((int(WALL) + 90) * 1000)},
+    ],
+)
+def test_a_reset_that_can_only_be_an_epoch_time_is_read_as_one_in_any_field(fields):
+    budget = stated(headers(**fields), WALL)
+    assert budget is not None and (budget.remaining, budget.reset) == (0, 90.0)
+    assert stated(headers(**fields), WALL, date=WALL + 60).reset == 30.0  # counted from the answer's Date
+    assert stated(headers(**fields), WALL + 100).reset == 0.0  # passed: no wait
+
+
+@pytest.mark.parametrize(
+    "fields, rate, remaining, reset",
+    [
+        # the draft's own example lists the burst policy first: the longer one is the tighter
+        ({"RateLimit_Policy": '"burst";q=5;w=1, "long";q=10;w=5'}, 2.0, None, None),
+        ({"RateLimit_Policy": "10;w=1, 100;w=60"}, 100 / 60, None, None),
+        ({"RateLimit_Policy": "100;w=60, 10;w=1"}, 100 / 60, None, None),
+        # none left on the second policy: held until its reset, whatever the first has left
+        (
+            {"RateLimit": '"burst";r=3;t=1, "long";r=0;t=4', "RateLimit_Policy": '"burst";q=5;w=1, "long";q=10;w=5'},
+            2.0, 0, 4.0,
+        ),
+        # two with none left: the later reset
+        ({"RateLimit": '"a";r=0;t=1, "b";r=0;t=7, "c";r=9;t=2'}, 4.5, 0, 7.0),
+        # the fewest left is the one that binds
+        ({"RateLimit": '"a";r=8;t=1, "b";r=2;t=40'}, 0.05, 2, 40.0),
+    ],
+)  # fmt: skip
+def test_every_policy_is_read_and_the_tightest_kept(fields, rate, remaining, reset):
+    budget = stated(headers(**fields), WALL)
+    assert budget is not None
+    assert (budget.rate, budget.remaining, budget.reset) == (pytest.approx(rate), remaining, reset)
 
 
 def test_no_headers_or_unreadable_ones_state_nothing():
@@ -72,6 +119,13 @@ def test_none_left_holds_every_first_attempt_until_the_reset():
     paced.observe(200, headers(RateLimit_Remaining="0", RateLimit_Reset="3"), 100.0)
     paced.wait()
     assert clock() == 103.0 and clock.slept == [3.0]
+    # None left on the second of two policies holds too; an epoch reset is the time until it
+    paced.observe(200, headers(RateLimit='"burst";r=4;t=1, "long";r=0;t=5'), 103.0)
+    paced.wait()
+    assert clock() == 108.0
+    paced.observe(200, headers(RateLimit_Remaining="0", RateLimit_Reset=str(int(WALL) + 2)), 108.0)
+    paced.wait()
+    assert clock() == 110.0
 
 
 def test_a_reset_after_the_pulls_deadline_fails_at_once():
@@ -112,3 +166,63 @@ def test_a_stated_budget_is_kept_rather_than_learnt_from():
     paced.observe(429, headers(RateLimit_Remaining="0", RateLimit_Reset="1", RateLimit_Policy="20;w=1"), 100.0)
     assert paced.in_flight_limit == 16
     assert paced.interval == pytest.approx(1 / (20 * STATED_SHARE))
+
+
+def test_without_a_deadline_a_hold_longer_than_longest_fails_at_once():
+    # A stated "none left for 600 s" (or an epoch time misread as seconds) was waited in full.
+    paced, clock = pacer()
+    paced.longest = 120.0
+    paced.observe(200, headers(RateLimit_Remaining="0", RateLimit_Reset="600"), 100.0)
+    with pytest.raises(OverBudget) as raised:
+        paced.wait()
+    assert (raised.value.wait, raised.value.longest, clock.slept) == (600.0, 120.0, [])
+    paced.wait(until=800.0)  # a deadline after the reset: it is waited for
+    assert clock() == 700.0
+    paced.observe(200, headers(RateLimit_Remaining="0", RateLimit_Reset="100"), 700.0)
+    paced.wait()  # within longest: waited
+    assert clock() == 800.0
+
+
+class Watched(threading.Event):
+    """A batch's stop that says when a request starts waiting on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waited = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waited.set()
+        return super().wait(timeout)
+
+
+def _waits(paced: Pacer, stop: threading.Event, ended: list[BaseException]) -> threading.Thread:
+    def run() -> None:
+        try:
+            paced.wait(stop=stop)
+        except BaseException as error:  # what ended the wait
+            ended.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_request_waiting_out_a_stated_hold_stops_at_once_when_its_batch_is_stopped():
+    # On the real clock: the wait is on the batch's stop, not one long sleep that an interrupt (which
+    # stops the batch) or close() could not end, leaving the process and close() hanging for the hold.
+    paced = Pacer(workers=16)
+    paced.observe(200, headers(RateLimit_Remaining="0", RateLimit_Reset="600"), time.monotonic())
+    stop, ended = Watched(), []
+    waiting = _waits(paced, stop, ended)
+    assert stop.waited.wait(10), "the request did not wait on its batch's stop"
+    stop.set()
+    waiting.join(10)
+    assert not waiting.is_alive() and len(ended) == 1 and isinstance(ended[0], Stopped)
+    # Closed (the transport's close()), every batch's waits end, and no later request waits
+    batch, ended = paced.batch(), []
+    waiting = _waits(paced, batch, ended)
+    paced.close()
+    waiting.join(10)
+    assert not waiting.is_alive() and isinstance(ended[0], (Stopped, ClientClosedError))
+    with pytest.raises(ClientClosedError):
+        paced.wait(stop=paced.batch())

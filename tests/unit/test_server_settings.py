@@ -137,3 +137,23 @@ def test_the_rate_limiter_states_the_budget_left_on_a_fake_clock():
     assert stated() == (0, {**spent[0][1], "ratelimit-remaining": "1", "ratelimit-reset": "1"})
     now[0] += 10
     assert stated()[1]["ratelimit-remaining"] == "3"  # never more than a full bucket
+
+
+@pytest.mark.parametrize("rate", [0.5, 0.3, 2.5, 7.3, 20])
+def test_the_stated_policy_is_never_above_the_rate_so_a_client_pacing_by_it_is_never_refused(rate):
+    # A fractional rate is stated over a window of whole seconds (0.5 a second: 1;w=2); stated as
+    # 1;w=1, a client pacing itself by it met a 429 every other request.
+    from metrics_kit.server.http.app import RateLimiter
+
+    now = [100.0]
+    limiter = RateLimiter(rate, clock=lambda: now[0])
+    headers = dict(limiter.take(b"k")[1])
+    quota, _, window = headers[b"ratelimit-policy"].decode().partition(";w=")
+    assert int(quota) / int(window) <= rate
+    pace = int(window) / int(quota) / 0.99  # seconds between requests, just under the stated rate
+    waits = []
+    for _ in range(100):
+        now[0] += pace
+        waits.append(limiter.take(b"k")[0])
+    assert waits == [0] * 100
+    assert RateLimiter(0.5).policy == b"1;w=2"

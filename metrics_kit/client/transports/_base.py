@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from metrics_kit.client.transports._budget import stated
-from metrics_kit.errors import ConfigurationError, RateLimitError, TransportError
+from metrics_kit.errors import ClientClosedError, ConfigurationError, RateLimitError, TransportError
 
 Clock = Callable[[], float]  # seconds, monotonic for pacing and retries, epoch for expiry
 Sleep = Callable[[float], None]
@@ -230,11 +230,13 @@ def check_stop(stop: threading.Event | None) -> None:
 
 
 class OverBudget(Exception):
-    """The next first attempt could start only after the pull's deadline (``wait``: seconds from now)."""
+    """The next first attempt could start only after the pull's deadline, or (``longest``, without
+    one) only after a stated wait longer than the pacer waits (``wait``: seconds from now)."""
 
-    def __init__(self, wait: float):
+    def __init__(self, wait: float, longest: float | None = None):
         super().__init__(f"the next request may start in {wait:.1f} s")
         self.wait = wait
+        self.longest = longest
 
 
 # Below the budget a service states, by this much: its clock and ours, and the requests in flight
@@ -270,17 +272,26 @@ class Pacer:
     order certain: a retry waking at the end of its wait could otherwise lose the race to a first
     attempt waking at the same moment, on a loaded machine.
 
-    Each caller reserves the next free slot under the lock, then sleeps outside it (no spinning); a
-    slot after the pull's deadline is refused at once (:class:`OverBudget`).
-    ``clock`` and ``sleep`` are ``time.monotonic`` and ``time.sleep`` unless a test gives others;
-    ``wall`` is the wall clock (an epoch reset is counted on it).
+    Each caller reserves the next free slot under the lock, then waits outside it (no spinning); a
+    slot after the pull's deadline is refused at once (:class:`OverBudget`), and so is, without a
+    deadline, a hold (a stated reset, a Retry-After) longer than ``longest`` seconds from now: a
+    service saying "none left for an hour" (or a reset misread by the service) is a RateLimitError
+    now, not a pull that hangs for an hour.
+
+    Every wait (a pace, a hold, a retry's Retry-After or backoff: :meth:`pause`) of a request of a
+    batch ends at once when its batch is stopped (an interrupt: ``Answers.received``) or the pacer
+    closed (the transport's ``close``): the request is never sent. ``clock`` is ``time.monotonic``
+    and ``sleep`` None (the real clock, whose waits a stop wakes) unless a test gives a clock and a
+    sleep of its own, which is then called for every wait, whole. ``wall`` is the wall clock (an
+    epoch reset is counted on it).
     """
 
     rate: float | None = None
     clock: Clock = time.monotonic
-    sleep: Sleep = time.sleep
+    sleep: Sleep | None = None
     workers: int = 1 << 20  # the most requests in flight (the transport's pool holds them to its size too)
     wall: Clock = time.time
+    longest: float | None = None  # the longest hold waited without a deadline (None: any)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _next: float = 0.0  # the next free slot
     _hold: float = 0.0  # no first attempt before this
@@ -297,6 +308,46 @@ class Pacer:
     def __post_init__(self) -> None:
         self._answered = threading.Condition(self._lock)
         self._window = float(min(self.workers, START_WINDOW))
+        self._closed = False
+        self._batches: weakref.WeakSet[threading.Event] = weakref.WeakSet()  # the stop of every batch
+
+    def batch(self) -> threading.Event:
+        """The ``stop`` of a new batch of requests: set to stop it (``Answers.received``), and by
+        :meth:`close`, which ends every wait of its requests."""
+        stop = threading.Event()
+        with self._lock:
+            self._batches.add(stop)
+            if self._closed:
+                stop.set()
+        return stop
+
+    def close(self) -> None:
+        """No request waiting for its turn is sent, nor any after: every wait ends at once."""
+        with self._answered:
+            self._closed = True
+            batches = list(self._batches)
+            self._answered.notify_all()
+        for stop in batches:
+            stop.set()
+
+    def pause(self, seconds: float, stop: threading.Event | None = None) -> None:
+        """Wait ``seconds``, ended at once when ``stop`` is set or the pacer closed (then Stopped, or
+        ClientClosedError: the request is not sent). On the real clock a request of a batch waits on
+        its ``stop``; a request of the caller's own thread (no ``stop``) sleeps, which Ctrl-C ends."""
+        self.check(stop)
+        if self.sleep is not None:
+            self.sleep(seconds)
+        elif stop is not None:
+            stop.wait(seconds)
+        else:
+            time.sleep(seconds)
+        self.check(stop)
+
+    def check(self, stop: threading.Event | None) -> None:
+        """ClientClosedError once the pacer is closed; Stopped once ``stop`` is set."""
+        if self._closed:
+            raise ClientClosedError("not sent: the transport was closed while the request waited for its turn")
+        check_stop(stop)
 
     @property
     def interval(self) -> float:
@@ -311,24 +362,23 @@ class Pacer:
         return max(1, int(self._window))
 
     def wait(self, until: float | None = None, stop: threading.Event | None = None) -> None:
-        """Until this first attempt may start; OverBudget at once when that is after ``until``;
-        Stopped once ``stop`` is set (the batch was stopped: the request is never sent)."""
+        """Until this first attempt may start; OverBudget at once when that is after ``until`` (or,
+        without ``until``, a hold ends more than ``longest`` from now); Stopped once ``stop`` is set
+        (the batch was stopped: the request is never sent), ClientClosedError once the pacer is closed."""
         with self._lock:
             now = self.clock()
             slot = max(now, self._next, self._hold)
-            if until is not None and now < until < slot:  # a deadline already passed is the caller's to say
-                raise OverBudget(slot - now)
+            self._refuse(now, slot, until)
             if self.interval:
                 self._next = slot + self.interval
-        while True:  # a hold may come while we sleep: sleep on until the slot and the hold are past
-            check_stop(stop)
+        while True:  # a hold may come while we wait: wait on until the slot and the hold are past
+            self.check(stop)
             with self._lock:
                 later, now = max(slot, self._hold), self.clock()
-                if until is not None and now < until < later:
-                    raise OverBudget(later - now)
-            delay = later - self.clock()
+                self._refuse(now, later, until)
+            delay = later - now
             if delay > 0:
-                self.sleep(delay)
+                self.pause(delay, stop)
                 continue
             with self._answered:
                 if not self._pending:
@@ -337,12 +387,22 @@ class Pacer:
                 # may have been told to wait once more). Waking every WAKE to see ``stop``.
                 self._answered.wait(WAKE)
 
+    def _refuse(self, now: float, slot: float, until: float | None) -> None:
+        """OverBudget when ``slot`` is after the pull's deadline ``until`` (one already passed is the
+        caller's to say), or, without a deadline, when the hold ends more than ``longest`` from now."""
+        if until is not None:
+            if now < until < slot:
+                raise OverBudget(slot - now)
+        elif self.longest is not None and self._hold - now > self.longest:
+            raise OverBudget(self._hold - now, self.longest)
+
     def enter(self, stop: threading.Event | None = None) -> None:
         """A request goes out: once fewer than :attr:`in_flight_limit` are in flight. Stopped once
-        ``stop`` is set while it waits (its batch was stopped: the request is never sent)."""
+        ``stop`` is set while it waits (its batch was stopped: the request is never sent),
+        ClientClosedError once the pacer is closed."""
         with self._answered:
             while self._in_flight >= self.in_flight_limit:
-                check_stop(stop)
+                self.check(stop)
                 self._answered.wait(WAKE)
             self._in_flight += 1
 
@@ -360,11 +420,8 @@ class Pacer:
             now = self.clock()
             if budget is not None:
                 self._says, self._learned, self._window = True, None, float(self.workers)
-                rate = budget.rate
-                if rate is None and budget.remaining and budget.reset:
-                    rate = budget.remaining / budget.reset
-                if rate:
-                    self._stated = rate
+                if budget.rate:  # the tightest policy's (_budget.stated)
+                    self._stated = budget.rate
                 if budget.remaining == 0 and budget.reset:  # none left: none starts before the reset
                     self._hold = max(self._hold, now + budget.reset)
                     self._next = max(self._next, self._hold)

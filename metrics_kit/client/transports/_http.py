@@ -49,8 +49,11 @@ Requests go to the urllib3 pool that requests' ``HTTPAdapter`` holds for the ser
 
 The client-side rate limit (``rate_limit`` requests a second across every thread) spaces the
 *first attempts* of requests ``1 / rate_limit`` seconds apart (a lock-protected "next free slot";
-waiting threads sleep, they never spin). Retries are not paced by it: they are already spaced by the
-backoff or by the server's ``Retry-After``. The server's limit is the
+waiting threads wait, they never spin). Retries are not paced by it: they are already spaced by the
+backoff or by the server's ``Retry-After``. Every wait of a request of a batch (its turn, a stated
+hold, a Retry-After, a backoff) is a wait on the batch's stop: an interrupt (which stops the batch)
+or ``close()`` ends it at once and the request is never sent; a stated hold longer than
+``retry_deadline`` is not waited without a pull's deadline (see :class:`Pacer`). The server's limit is the
 key's, not one thread's, so a ``Retry-After`` also holds every thread's next first attempt until
 the retries that were told to wait have had their answer (rate limit or not): without that, fresh requests
 from other threads take the tokens the retries waited for, and a burst from 16 threads against a
@@ -491,7 +494,7 @@ class HTTPTransport:
         rate_limit: float | None = options.default("rate_limit"),
         user_agent: str | None = None,
         clock: Clock = time.monotonic,
-        sleep: Sleep = time.sleep,
+        sleep: Sleep | None = None,
     ):
         api_key = settings.check_api_key(api_key)  # a Secret from here on
         if not api_key.maskable():
@@ -532,7 +535,9 @@ class HTTPTransport:
         self.rate_limit = rate_limit
         self.pool_size = pool_size
         self._clock = clock
-        self._pacer = Pacer(rate_limit, clock, sleep, workers=pool_size)
+        # A stated hold longer than retry_deadline is not waited without a pull's deadline, as a
+        # Retry-After that long is not: the request fails at once (BudgetError).
+        self._pacer = Pacer(rate_limit, clock, sleep, workers=pool_size, longest=self.retry_deadline)
         self._threads: ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
         self._closed = False
@@ -554,7 +559,7 @@ class HTTPTransport:
             retry_deadline=self.retry_deadline,
             pacer=self._pacer,
             clock=clock,
-            pause=sleep,
+            pause=self._pacer.pause,
         )
         # pool_connections: pools kept per host; there is one host. pool_block: at most pool_size
         # connections, ever (threads beyond that wait for one instead of opening throwaway ones).
@@ -599,10 +604,7 @@ class HTTPTransport:
         """``get`` under ``deadline``; a request of a batch also ends with Stopped, never sent, once its
         batch is stopped (``stop`` set) before it goes out, while it waits for its turn."""
         if self._closed:
-            raise ClientClosedError(
-                f"this HTTPTransport ({settings.shown_request(self.base_url)}) was closed; "
-                "make a new one to send requests"
-            )
+            raise self._closed_error()
         url = self._url(path, params)
         until = deadline.at(self._clock) if deadline is not None else None
         self._pacer.enter(stop)
@@ -616,14 +618,22 @@ class HTTPTransport:
         try:
             self._pacer.wait(until, stop)
         except OverBudget as over:
-            assert deadline is not None
-            shown = settings.shown_request(url)
+            if over.longest is not None:
+                why = (
+                    f"longer than the client waits for a request's turn without a deadline (retry_deadline="
+                    f"{over.longest:g} s). What to do: ask again after that, or give the pull a deadline "
+                    "(Client(deadline=...)) long enough to wait for it"
+                )
+            else:
+                assert deadline is not None
+                why = (
+                    f"after the pull's deadline ({deadline.seconds:g} s). What to do: ask again later, raise "
+                    "deadline, or pull fewer points at once"
+                )
             raise BudgetError(
                 429,
-                f"not sent: the service's rate limit for this key allows the next request in {over.wait:.1f} s, "
-                f"after the pull's deadline ({deadline.seconds:g} s). What to do: ask again later, raise deadline, "
-                "or pull fewer points at once",
-                url=shown,
+                f"not sent: the service's rate limit for this key allows the next request in {over.wait:.1f} s, {why}",
+                url=settings.shown_request(url),
                 retry_after=over.wait,
             ) from None
         started = self._clock()
@@ -632,12 +642,7 @@ class HTTPTransport:
         if until is not None:
             if started >= until:
                 assert deadline is not None
-                error = TransportError(
-                    f"GET {settings.shown_request(url)}: not sent, as the pull's deadline ({deadline.seconds:g} s) "
-                    "had passed. What to do: raise deadline, or pull fewer points at once."
-                )
-                error.url = settings.shown_request(url)  # type: ignore[attr-defined]
-                raise error
+                raise _too_late(url, deadline)
             connect_timeout = min(connect_timeout, until - started)
         try:
             check_stop(stop)  # the batch may have been stopped while the pacer let this request wait
@@ -669,7 +674,8 @@ class HTTPTransport:
         """The attempts of one request, each asked of urllib3's ``Retry`` through its public methods
         (what urllib3's own loop in ``urlopen`` does, with our clock, sleep and deadlines). No retry is
         sent once the request's batch is stopped (``stop``): Stopped."""
-        retry = self._retry.new(started=started, until=until)
+        # Every wait of its retries (a Retry-After, a backoff) ends at once when the batch is stopped.
+        retry = self._retry.new(started=started, until=until, pause=lambda seconds: self._pacer.pause(seconds, stop))
         holding = False  # this request's retry was told to wait: other threads' first attempts wait for it
         try:
             first = True
@@ -868,14 +874,26 @@ class HTTPTransport:
         they come. Interrupted, the pull takes those that came in the meantime, in any order, and the
         requests not yet started are not sent (:class:`~metrics_kit.client.transports.Answers`)."""
         deadline = current_deadline()  # the worker threads do not share this thread's context
+        if deadline is not None and not self._closed and self._clock() >= deadline.at(self._clock):
+            # Past the pull's deadline, no request is sent: each fails at once, not one by one on the pool.
+            return Answers(_too_late(self._url(path, params), deadline) for path, params in requests)
         if self.pool_size == 1 or len(requests) <= 1:
             return OneByOne(requests, lambda request: self._get_or_error(request, deadline))
         with self._threads_lock:
+            if self._closed:  # never a pool made again, left running, for a closed transport
+                raise self._closed_error()
             if self._threads is None:
                 self._threads = ThreadPoolExecutor(self.pool_size, thread_name_prefix="metrics-kit")
             threads = self._threads
-        stop = threading.Event()  # set when the batch is stopped: a request still waiting for its turn is not sent
-        return _Pooled(requests, lambda request: threads.submit(self._get_or_error, request, deadline, stop), stop)
+        stop = self._pacer.batch()  # set when the batch is stopped: a request still waiting for its turn is not sent
+
+        def submit(request: tuple[str, Mapping[str, str]]) -> Future[Reply | TransportError]:
+            try:
+                return threads.submit(self._get_or_error, request, deadline, stop)
+            except RuntimeError:  # the pool was shut down: the transport was closed while the batch was handed
+                raise self._closed_error() from None
+
+        return _Pooled(requests, submit, stop)
 
     def _get_or_error(
         self, request: tuple[str, Mapping[str, str]], deadline: Deadline | None, stop: threading.Event | None = None
@@ -886,10 +904,16 @@ class HTTPTransport:
         except TransportError as error:
             return error
 
+    def _closed_error(self) -> ClientClosedError:
+        return ClientClosedError(
+            f"this HTTPTransport ({settings.shown_request(self.base_url)}) was closed; make a new one to send requests"
+        )
+
     def close(self) -> None:
         """Close the pooled connections. The transport cannot be used afterwards (ClientClosedError)."""
         with self._threads_lock:
             self._closed = True
+            self._pacer.close()  # a request waiting for its turn (a stated hold, say) is not sent: its wait ends
             if self._threads is not None:
                 self._threads.shutdown(wait=True)
                 self._threads = None
@@ -947,6 +971,17 @@ class _Pooled(Answers):
             for i, future in enumerate(waiting)
             if future.done() and not future.cancelled() and future.exception() is None
         ]
+
+
+def _too_late(url: str, deadline: Deadline) -> TransportError:
+    """The error of a request not sent, as the pull's deadline had passed (its URL masked)."""
+    shown = settings.shown_request(url)
+    error = TransportError(
+        f"GET {shown}: not sent, as the pull's deadline ({deadline.seconds:g} s) had passed. What to do: raise "
+        "deadline, or pull fewer points at once."
+    )
+    error.url = shown  # type: ignore[attr-defined]
+    return error
 
 
 def _chain(error: BaseException | None) -> Iterator[BaseException]:

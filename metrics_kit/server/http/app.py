@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
 from urllib.parse import parse_qsl
 
 from metrics_kit.server.http import openapi, settings
@@ -81,6 +82,29 @@ def query_pairs(query: bytes) -> list[tuple[str, str]]:
     return [part.partition("=")[::2] for part in text.split("&") if part]
 
 
+# The longest window a stated policy uses to come near a fractional rate.
+_LONGEST_WINDOW = 60
+
+
+def stated_policy(rate: float) -> tuple[int, int]:
+    """The quota and window (whole requests over whole seconds) that state ``rate`` requests a second:
+    never above it, so that a client pacing itself by them never outruns the bucket. The shortest
+    window within 1% of the rate (0.5 a second is 1 a 2-second window, 2.5 is 5 a 2-second window),
+    else the nearest a window of up to a minute comes, else 1 a window of its own (a rate below one a
+    minute)."""
+    exact = Fraction(rate).limit_denominator(10**6)  # the rate as given (1.9, not the float below it)
+    best = (1, math.ceil(1 / exact)) if exact < 1 else (math.floor(exact), 1)
+    for window in range(1, _LONGEST_WINDOW + 1):
+        quota = math.floor(exact * window)
+        if quota < 1:
+            continue
+        if Fraction(quota, window) >= exact * Fraction(99, 100):
+            return quota, window
+        if Fraction(quota, window) > Fraction(*best):
+            best = (quota, window)
+    return best
+
+
 class RateLimiter:
     """A token bucket per key: ``rate`` requests a second, bursts of up to ``rate``."""
 
@@ -89,8 +113,9 @@ class RateLimiter:
         self.capacity = max(1.0, rate)
         self.buckets: dict[bytes, tuple[float, float]] = {}
         self.clock = clock
-        # What every answer states of the limit: the requests of a one-second window.
-        self.policy = f"{math.floor(self.capacity)};w=1".encode()
+        # What every answer states of the limit: a quota of whole requests over a window of whole seconds.
+        quota, window = stated_policy(rate)
+        self.policy = f"{quota};w={window}".encode()
 
     def retry_after(self, key: bytes) -> int:
         """0 when the request may go ahead, else whole seconds to wait."""

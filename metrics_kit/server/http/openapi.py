@@ -284,10 +284,14 @@ def _rate_limit_headers() -> dict[str, Schema]:
     """The headers that state a key's rate limit, sent when the service limits keys (and states it)."""
     limit, remaining, reset, policy = _RATE_LIMITED
     described = {
-        limit: ("integer", "The requests a one-second window allows a key."),
+        limit: ("integer", "The requests a key may spend at once (its whole budget; at least 1)."),
         remaining: ("integer", "The requests the key has left now."),
         reset: ("integer", "Whole seconds until the key's whole budget is available again."),
-        policy: ("string", 'The limit as a policy: "R;w=1", R requests a second.'),
+        policy: (
+            "string",
+            'The limit as a policy: "Q;w=W", Q requests a window of W seconds, never above the key\'s rate '
+            '("20;w=1" for 20 a second, "1;w=2" for 0.5).',
+        ),
     }
     when = " Sent when the service limits each key's rate (draft-ietf-httpapi-ratelimit-headers-06)."
     return {name: {"description": text + when, "schema": {"type": kind}} for name, (kind, text) in described.items()}
@@ -394,10 +398,13 @@ def _series_operation(parameters: list[Schema]) -> Schema:
             "name": name,
             "in": "query",
             "required": True,
-            "description": f"Any UTC date inside the {which} period of the series.",
+            "description": f"Any UTC date inside the {which} period of the series{also}.",
             "schema": {"type": "string", "format": "date"},
         }
-        for name, which in ((wire.START, "first"), (wire.END, "last"))
+        for name, which, also in (
+            (wire.START, "first", ""),
+            (wire.END, "last", f", not before {wire.START} (else 400 {ErrorCode.INVALID_DATE})"),
+        )
     ]
     page = _page("periods", f"default and most {wire.SERIES_LIMIT:,}", wire.SERIES_LIMIT, wire.SERIES_MAX_OFFSET)
     return {

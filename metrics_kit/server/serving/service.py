@@ -157,16 +157,22 @@ class MetricService:
         ``end`` that lies in coverage, with the same checks and error codes; a 404
         ``date_out_of_coverage`` when none does."""
         params = _parameters(pairs, wire.SERIES_PARAMETERS, wire.SERIES_PAGE, wire.SERIES_PATH)
-        metric, project, granularity, (first, last) = self._checked(params, (wire.START, wire.END))
-        limit = _page_number(params.get(wire.LIMIT), wire.LIMIT, wire.SERIES_LIMIT, 1, wire.SERIES_LIMIT)
-        offset = _page_number(params.get(wire.OFFSET), wire.OFFSET, 0, 0, wire.SERIES_MAX_OFFSET)
-        if last < first:
-            raise QueryError(
-                400,
-                ErrorCode.INVALID_DATE,
-                f"end {last.isoformat()} is before start {first.isoformat()}; give an end on or after the start",
-                wire.END,
-            )
+        page: list[int] = []
+
+        def range_and_page(first: dt.date, last: dt.date) -> None:
+            # Formats too, so checked before the project's existence, as every format is.
+            if last < first:
+                raise QueryError(
+                    400,
+                    ErrorCode.INVALID_DATE,
+                    f"end {last.isoformat()} is before start {first.isoformat()}; give an end on or after the start",
+                    wire.END,
+                )
+            page.append(_page_number(params.get(wire.LIMIT), wire.LIMIT, wire.SERIES_LIMIT, 1, wire.SERIES_LIMIT))
+            page.append(_page_number(params.get(wire.OFFSET), wire.OFFSET, 0, 0, wire.SERIES_MAX_OFFSET))
+
+        metric, project, granularity, (first, last) = self._checked(params, (wire.START, wire.END), range_and_page)
+        limit, offset = page
         values = self.aggregates.values.get((metric.name, project, granularity))
         lowest = highest = 0
         if values is not None and self.coverage is not None:
@@ -326,10 +332,15 @@ class MetricService:
             raise QueryError(404, ErrorCode.DATE_OUT_OF_COVERAGE, self._coverage_message(day, granularity), wire.DATE)
         return metric, project, granularity, params[wire.DATE], found, {k: params[k] for k in optional if k in params}
 
-    def _checked(self, params: dict[str, str], dates: tuple[str, ...]) -> tuple[Metric, str, str, list[dt.date]]:
+    def _checked(
+        self,
+        params: dict[str, str],
+        dates: tuple[str, ...],
+        formats: Callable[..., None] | None = None,
+    ) -> tuple[Metric, str, str, list[dt.date]]:
         """The metric, project, granularity and ``dates`` of a query's parameters, checked in the
-        order a person would fix them: formats (400), then the project and whether the metric
-        applies to it (404)."""
+        order a person would fix them: formats (400; ``formats(*days)`` checks those of the path's
+        own, raising its QueryError), then the project and whether the metric applies to it (404)."""
         name, project, granularity = params[wire.METRIC_NAME], params[wire.PROJECT], params[wire.GRANULARITY]
         metric = self.catalogue.get(name)
         try:
@@ -340,6 +351,8 @@ class MetricService:
             ids.check_project(project)
         except ValidationError as error:
             raise QueryError(400, _INVALID[str(error.argument)], str(error), error.argument) from None
+        if formats is not None:
+            formats(*days)
 
         info = self.aggregates.projects.get(project)
         if info is None:
@@ -372,7 +385,4 @@ class MetricService:
         if self.coverage is None:
             return "this data set has no events, so no date is covered"
         first, last = self.coverage
-        return (
-            f"the {granularity} period containing {day.isoformat()} lies outside the data's "
-            f"coverage, {first.isoformat()} to {last.isoformat()}"
-        )
+        return wire.coverage_message(day.isoformat(), granularity, (first.isoformat(), last.isoformat()))
