@@ -11,9 +11,14 @@ Three families of fields say it:
   example lists a burst policy before a longer one);
 - the older ``X-RateLimit-Limit``, ``X-RateLimit-Remaining``, ``X-RateLimit-Reset`` (GitHub's, say).
 
-Every policy is read, and the tightest kept: the rate is the lowest quota over its window among the
-policies (where none states a quota, the lowest of what is left over the time to its reset), and a
-policy with none left holds every request until its reset (the latest, when several have none left).
+Every policy is read, and the tightest kept. A policy over a window of up to a minute
+(``PACED_UP_TO``) is a pace: the rate is the lowest quota over its window among such policies (where
+none states a quota, the lowest of what is left over the time to its reset, of those resetting
+within a minute). A policy over a longer window (1,000 an hour, 100,000 a day) is a count, not a
+pace: spread evenly over its window it would slow a pull of a few hundred requests to one a second
+while most of the budget is left, so requests go at the short policies' pace while it has some
+left. Any policy with none left holds every request until its reset (the latest, when several have
+none left).
 
 A reset is a number of seconds, the draft says; services also send an epoch time there, in seconds
 or in milliseconds. A reset above a year of seconds (``EPOCH_AFTER``) can only be an epoch time,
@@ -47,6 +52,7 @@ _STRUCTURED = "ratelimit"  # the later draft's one field: "name";r=remaining;t=r
 _X = "x-"  # the older fields: x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset
 _WHOLE = re.compile(r"\s*([0-9]{1,15})\s*")
 _MOST_ITEMS = 16  # policies read of one field: more is no service's budget
+PACED_UP_TO = 60  # seconds: a policy over a longer window counts requests left, it does not pace them
 
 
 @dataclass(frozen=True)
@@ -82,12 +88,12 @@ def stated(header: Callable[[str], str | None], wall: float, date: float | None 
     rates = []
     for policy in _items(header(_POLICY)):
         quota, window = _whole(policy.get("q") or policy.get("")), _whole(policy.get("w"))
-        if quota and window:
+        if quota and window and window <= PACED_UP_TO:
             rates.append(quota / window)
     if not left and limit is None and not rates:
         return None
-    if not rates:  # no quota stated: what is left over the time to its reset
-        rates = [r / t for r, t in left if r and t]
+    if not rates:  # no quota stated: what is left over the time to its reset, of a short window
+        rates = [r / t for r, t in left if r and t and t <= PACED_UP_TO]
     none_left = [t for r, t in left if r == 0 and t]
     if none_left:
         return Stated(min(rates, default=None), 0, max(none_left))
