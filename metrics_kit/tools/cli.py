@@ -151,6 +151,13 @@ def _parser() -> argparse.ArgumentParser:
     fetch.add_argument("--refresh", action="store_true", help="fetch again even what is cached")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
     fetch.add_argument(
+        "--deadline",
+        type=_positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="the most the whole pull may take; a stated rate limit that would keep it longer fails it at once",
+    )
+    fetch.add_argument(
         "--per-value",
         action="store_true",
         help=f"one value per request, as the specification says, even from a service that offers {wire.SERIES_PATH}",
@@ -721,6 +728,7 @@ def _fetch(args) -> int:
             refresh=args.refresh,
             progress=False if args.no_progress else None,
             whole_series=not args.per_value,
+            deadline=args.deadline,
         )
     except ConfigurationError as error:
         if error.argument != "api_key" or os.environ.get(API_KEY_ENV):

@@ -339,3 +339,16 @@ def test_a_count_a_long_parquet_column_cannot_hold_exactly_is_refused_and_wide_k
         counts = pd.read_parquet(wide)["swap_transaction_count"]
         assert counts.dtype == "int64"
         assert counts.tolist() == [value_of(d, factor) for d in ("2025-01-01", "2025-01-02", "2025-01-03")]
+
+
+def test_deadline_bounds_the_whole_pull(env, tmp_path):
+    """``--deadline`` is the library's ``deadline``: a service slower than it fails the pull, saying
+    so in a line, and writes no file; a bad value is refused before anything is asked."""
+    out = tmp_path / "slow.csv"
+    with ServerProcess(GOLDEN, "--latency-ms", "3000", cache_dir=tmp_path / "slow-server") as slow:
+        child = {**env, "METRICS_KIT_BASE_URL": slow.base_url, "METRICS_KIT_API_KEY": slow.key}
+        done = fetch(child, *SWAPX, "--deadline", "1", "--no-cache", "--no-progress", "--out", str(out))
+    assert done.returncode != 0 and "deadline" in done.stderr, done.stderr
+    assert not out.exists()
+    refused = fetch(env, *SWAPX, "--deadline", "0", "--out", str(out))
+    assert refused.returncode == 2 and "--deadline" in refused.stderr, refused.stderr

@@ -622,7 +622,7 @@ class HTTPTransport:
                 why = (
                     f"longer than the client waits for a request's turn without a deadline (retry_deadline="
                     f"{over.longest:g} s). What to do: ask again after that, or give the pull a deadline "
-                    "(Client(deadline=...)) long enough to wait for it"
+                    "(deadline=..., metrics-kit fetch --deadline) long enough to wait for it"
                 )
             else:
                 assert deadline is not None
