@@ -210,9 +210,10 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--state",
         metavar="URL",
-        help="with --engine spark and a URL --data: the folder (a URL Spark reads and writes) that keeps what a "
-        "refresh needs, so that the next build computes only the periods that changed "
-        "(default: beside the data, DATA.metrics-kit-state; docs/spark.md)",
+        help="with --engine spark and a URL --data: the folder (a URL Spark reads and writes, or an absolute path "
+        "every machine of the job reaches; outside the data folder) that keeps what a refresh needs, so that the "
+        "next build computes only the periods that changed (default: beside the data, DATA.metrics-kit-state; "
+        "docs/spark.md)",
     )
     build.add_argument("--chain-unit", default=None)
     build.add_argument(

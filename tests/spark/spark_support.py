@@ -7,6 +7,7 @@ on a real cluster. Every wait is bounded; every process is stopped by its PID.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -75,6 +76,38 @@ def assert_same_values(duckdb: Aggregates, spark: Aggregates, same_files: bool =
         assert not wrong, f"{key}: (period, duckdb, spark) {wrong[:5]}"
         compared += len(expected)
     return compared
+
+
+_LISTEN = "0A"  # a socket's state in /proc/net/tcp: listening
+
+
+def _address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """An address as /proc/net/tcp* writes it: 32-bit words in the machine's (little-endian) order."""
+    raw = bytes.fromhex(hex_address)
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return ipaddress.ip_address(words)
+
+
+def listening(pid: int) -> set[str]:
+    """The addresses (ADDRESS:PORT) on which process ``pid`` has a socket listening."""
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    except OSError:  # it ended while we looked
+        return set()
+    inodes = {link[len("socket:[") : -1] for link in links if link.startswith("socket:[")}
+    found = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == _LISTEN and inode in inodes:
+                host, port = local.split(":")
+                found.add(f"{_address(host)}:{int(port, 16)}")
+    return found
 
 
 def descendants(pid: int) -> set[int]:

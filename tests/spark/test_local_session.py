@@ -18,41 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from spark_support import descendants
+from spark_support import descendants, listening
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "data"
-_LISTEN = "0A"  # a socket's state in /proc/net/tcp: listening
-
-
-def _address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    """An address as /proc/net/tcp* writes it: 32-bit words in the machine's (little-endian) order."""
-    raw = bytes.fromhex(hex_address)
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    return ipaddress.ip_address(words)
-
-
-def listening(pid: int) -> set[str]:
-    """The addresses (ADDRESS:PORT) on which process ``pid`` has a socket listening."""
-    try:
-        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
-    except OSError:  # it ended while we looked
-        return set()
-    inodes = {link[len("socket:[") : -1] for link in links if link.startswith("socket:[")}
-    found = set()
-    for table in ("tcp", "tcp6"):
-        try:
-            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            local, state, inode = fields[1], fields[3], fields[9]
-            if state == _LISTEN and inode in inodes:
-                host, port = local.split(":")
-                found.add(f"{_address(host)}:{int(port, 16)}")
-    return found
 
 
 def _loopback(address: str) -> bool:

@@ -1,12 +1,16 @@
 """Refreshing a URL on Spark: the same values as a full build, after each change a daily job meets.
 
-The golden data, split into a file per day and table, is read as a ``file://`` URL. One child
-process (one Spark session, ``local[2]``) builds it, then changes the folder and builds again, step
-by step: a day added, a day rewritten, a file removed, a late event in an old week, the newest
-version of the state left not whole (as an interrupted write leaves it), a refresh that fails on a
-bad row (and the one after it), two builds' writes crossed in one slot, and another catalogue.
-After each step it also builds the folder in full on DuckDB; every Spark build must give DuckDB's
-values, and every refresh must say it was one (and what it recomputed).
+The golden data, split into a file per day and table, is read as a ``file://`` URL (of a folder
+whose name holds a space: the URL as ``Path.as_uri()`` writes it, ``%20``). One child process (one
+Spark session, ``local[2]``) builds it, then changes the folder and builds again, step by step: a
+day added, a day rewritten, a file removed, a late event in an old week, the newest version of
+the state left not whole (as an interrupted write leaves it), a refresh that fails on a bad row
+(and the one after it), two builds' writes crossed in one slot, another catalogue and back, the
+newest commit's manifest damaged three ways, a part whose name holds Spark's glob characters, the
+URL spelt otherwise (``file:/x``, ``..``), a slot that cannot be written, a state location under a
+file and one of a scheme Spark does not know. After each step it also builds the folder in full on
+DuckDB; every Spark build must give DuckDB's values, and every refresh must say it was one (and
+what it recomputed). Spark's log of the whole run holds no warning and no stack trace.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from metrics_kit.errors import DataFormatError
+from metrics_kit.errors import ConfigurationError, DataFormatError
 from metrics_kit.server.building import build
 from metrics_kit.server.data import store
 from metrics_kit.spec.catalogue import default_catalogue
@@ -56,13 +60,15 @@ def write(path, text, mtime=None):
         os.utime(path, (mtime, mtime))
 
 
-def step(name, catalogue=SOL, fails=False):
+def step(name, catalogue=SOL, fails=False, at=None, state=None):
     said = []
     try:
-        built = build.build_on_engine(url, catalogue, engine="spark", spark_master="local[2]", log=said.append)
-    except DataFormatError as error:
+        built = build.build_on_engine(
+            at or url, catalogue, engine="spark", spark_master="local[2]", state=state, log=said.append
+        )
+    except (DataFormatError, ConfigurationError) as error:
         assert fails, error
-        steps[name] = {"log": said, "error": str(error)}
+        steps[name] = {"log": said, "error": str(error), "argument": error.argument}
         return
     assert not fails, said
     built.save(out / f"{name}-spark.parquet")
@@ -111,6 +117,45 @@ pq.write_table(other, values / "part-00000-other.parquet")
 write(folder / "transactions" / "2025-02-05.csv", TX_HEADER + "2025-02-05T09:00:00Z,n4,zoe,swapx,swap,regular\n")
 step("after_crossed")
 step("other_catalogue", catalogue=default_catalogue("eth"))
+# The newest version is the other catalogue's; the other slot holds one of this catalogue's.
+step("back_to_sol")
+
+
+def newest_slot():
+    numbers = {slot: pq.read_table(state / f"commit-{slot}").column("number")[0].as_py() for slot in "ab"}
+    return max(numbers, key=numbers.get)
+
+
+# The newest commit's manifest damaged: that slot is not whole; the next build refreshes from the other.
+for n, (label, manifest) in enumerate((("not_json", "{not json"), ("null", "null"), ("no_fields", '{"state": 2}'))):
+    commit = state / f"commit-{newest_slot()}"
+    table = pq.read_table(commit)
+    table = table.set_column(table.column_names.index("manifest"), "manifest", pa.array([manifest]))
+    shutil.rmtree(commit)
+    commit.mkdir()
+    pq.write_table(table, commit / "part-00000-damaged.parquet")
+    row = f"2025-02-1{n}T09:00:00Z,m{n},zoe,swapx,swap,regular\n"
+    write(folder / "transactions" / f"2025-02-1{n}.csv", TX_HEADER + row)
+    step(f"manifest_{label}")
+# A part named with Spark's glob characters: read as it is named.
+write(folder / "transactions" / "2025-02-20[1].csv", TX_HEADER + "2025-02-20T09:00:00Z,g1,zoe,swapx,swap,regular\n")
+step("glob_name")
+# The same folder spelt as Spark prints it, and through '..': the same data, the same state.
+step("spelt_file_colon", at="file:" + str(folder))
+step("spelt_dot_dot", at=f"file://{folder.parent}/elsewhere/../{folder.name}")
+# The slot the next version goes to cannot be written (its values folder a link to nowhere): the
+# build says why, and that the next build refreshes from the version it started from.
+other = state / f"values-{'b' if newest_slot() == 'a' else 'a'}"
+shutil.rmtree(other)
+other.symlink_to(state / "nowhere" / "values")
+write(folder / "transactions" / "2025-02-21.csv", TX_HEADER + "2025-02-21T09:00:00Z,u1,zoe,swapx,swap,regular\n")
+step("slot_unwritable")
+other.unlink()
+step("after_unwritable")
+# A state location under a file: nothing there to refresh from, nothing can be written there.
+(folder.parent / "a-file").write_text("not a folder")
+step("state_under_a_file", state=(folder.parent / "a-file" / "state").as_uri())
+step("state_unknown_scheme", state="nosuchfs://bucket/metrics/state", fails=True)
 (out / "steps.json").write_text(json.dumps(steps))
 """
 
@@ -118,7 +163,7 @@ step("other_catalogue", catalogue=default_catalogue("eth"))
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory):
     work = tmp_path_factory.mktemp("refresh")
-    folder = work / "events"
+    folder = work / "my events"
     folder.mkdir()
     shutil.copy(GOLDEN / "projects.csv", folder)
     for table in ("transactions", "fees", "token_flows", "chain_rewards"):
@@ -133,6 +178,7 @@ def scenario(tmp_path_factory):
         env=env,
     )
     assert run.returncode == 0, run.stderr[-6000:]
+    (work / "stderr.txt").write_text(run.stderr)
     return work, json.loads((work / "steps.json").read_text())
 
 
@@ -145,10 +191,19 @@ REFRESHES = [
     "after_unfinished",
     "after_failed",
     "after_crossed",
+    "back_to_sol",
+    "manifest_not_json",
+    "manifest_null",
+    "manifest_no_fields",
+    "glob_name",
+    "spelt_file_colon",
+    "spelt_dot_dot",
+    "slot_unwritable",
+    "after_unwritable",
 ]
 
 
-@pytest.mark.parametrize("name", ["full", *REFRESHES, "other_catalogue"])
+@pytest.mark.parametrize("name", ["full", *REFRESHES, "other_catalogue", "state_under_a_file"])
 def test_each_build_gives_a_full_duckdb_builds_values(scenario, name):
     work, _steps = scenario
     spark, duckdb = (Aggregates.read(work / f"{name}-{engine}.parquet") for engine in ("spark", "duckdb"))
@@ -181,6 +236,74 @@ def test_a_failed_refresh_leaves_the_state_and_a_misfit_state_is_said_and_ignore
     assert len(ignored) == 1 and "other metric definitions" in ignored[0], other["log"]
 
 
+def _lines(steps: dict, name: str, start: str) -> list[str]:
+    return [line for line in steps[name]["log"] if line.startswith(start)]
+
+
+def test_a_version_that_does_not_fit_or_is_not_whole_is_passed_over_for_the_other_slots(scenario):
+    """The newest version of another catalogue's: the other slot's, this catalogue's, refreshed from,
+    with a line that says to give each catalogue its own state. A newest commit whose manifest is
+    damaged: that slot ignored with a line, the other slot's version refreshed from."""
+    _work, steps = scenario
+    assert steps["back_to_sol"]["meta"]["build"] == "incremental"
+    (said,) = _lines(steps, "back_to_sol", "Ignoring the newest version of the saved state at file:///")
+    assert said.endswith(
+        ": it was saved for other metric definitions (another catalogue or --chain-unit: give each its own "
+        "state location, --state); refreshing from the version before it"
+    ), said
+    # Each time from the same version (the new one goes into the damaged slot): a day more each time.
+    for added, (name, reason) in enumerate(
+        [
+            ("manifest_not_json", "its manifest is not JSON"),
+            ("manifest_null", "its manifest is not a JSON object (NoneType)"),
+            ("manifest_no_fields", "its manifest has no 'data', 'catalogue_key', 'engine', 'metrics_kit', 'tables'"),
+        ],
+        start=1,
+    ):
+        assert steps[name]["meta"]["build"] == "incremental", (name, steps[name])
+        changes = f"{added} file{'s' if added > 1 else ''} added, 0 changed, 0 removed"
+        assert steps[name]["meta"]["changes"] == changes, (name, steps[name])
+        (said,) = _lines(steps, name, "Ignoring")
+        assert said.startswith("Ignoring slot ") and said.endswith(f": {reason}"), said
+
+
+def test_any_spelling_of_the_url_and_any_file_name_refresh_the_same_state(scenario):
+    """The folder's URL as ``Path.as_uri()`` writes it (its space as %20), as Spark prints it
+    (``file:/x``) and through ``..``: one data location, one state; a part named with Spark's glob
+    characters is read by its name."""
+    _work, steps = scenario
+    assert steps["glob_name"]["meta"]["changes"] == "1 file added, 0 changed, 0 removed"
+    for name in ("spelt_file_colon", "spelt_dot_dot"):
+        assert steps[name]["meta"]["build"] == "incremental", (name, steps[name])
+        assert steps[name]["meta"]["changes"] == "0 files added, 0 changed, 0 removed", (name, steps[name])
+        assert not _lines(steps, name, "Ignoring"), steps[name]["log"]
+
+
+def test_a_state_that_cannot_be_written_is_said_with_spark_s_reason_and_what_the_next_build_does(scenario):
+    _work, steps = scenario
+    (said,) = _lines(steps, "slot_unwritable", "Could not save the state at file:///")
+    assert "An error occurred while calling" not in said, said
+    assert said.endswith("; the aggregates are built, and the next build refreshes from the version saved before")
+    assert steps["after_unwritable"]["meta"]["changes"] == "1 file added, 0 changed, 0 removed"
+    (said,) = _lines(steps, "state_under_a_file", "Could not save the state at file:///")
+    assert "a-file/state: Parent path is not a directory: file:/" in said, said
+    assert said.endswith("; the aggregates are built, and the next build will be a full one"), said
+    refused = steps["state_unknown_scheme"]
+    assert refused["argument"] == "state" and refused["error"].startswith(
+        "state=nosuchfs://bucket/metrics/state: Spark has no file system for this scheme "
+        '(No FileSystem for scheme "nosuchfs")'
+    ), refused
+
+
+def test_spark_s_log_holds_no_warning_and_no_stack_trace(scenario):
+    """A run of builds (refreshes, a failed one, names with glob characters, a state that cannot be
+    written) on a driver the build started: Spark's log says only errors, each in a line."""
+    work, _steps = scenario
+    stderr = (work / "stderr.txt").read_text()
+    for noise in ("\tat ", " WARN ", "Traceback", "Exception:", "Setting default log level"):
+        assert noise not in stderr, stderr[-6000:]
+
+
 def test_the_state_flag_places_the_state_and_is_for_a_url_only(tmp_path):
     """``--state`` puts the state where it says (the same command run again refreshes); a data
     folder's build refuses it."""
@@ -194,3 +317,18 @@ def test_the_state_flag_places_the_state_and_is_for_a_url_only(tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == ["commit-a", "values-a"]
     assert not Path(str(folder) + ".metrics-kit-state").exists()
+
+
+def test_a_url_with_nothing_there_is_one_line_and_nothing_of_spark_s(tmp_path):
+    """A --data URL that does not exist (a typo): the one-line error, and before it only the JVM's
+    own line from its start; Spark's log (its warnings, their stack traces) says nothing."""
+    missing = (tmp_path / "no such events").as_uri()
+    done = run_cli(
+        "build", "--data", missing, "--engine", "spark", "--spark-master", "local[1]", "--out", tmp_path / "a.parquet"
+    )
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("WARNING: Using incubator modules")]
+    assert lines == [
+        f"metrics-kit: error: --data file://{tmp_path}/no such events: cannot be listed: [PATH_NOT_FOUND] Path "
+        f"does not exist: file:{tmp_path}/no such events. SQLSTATE: 42K03"
+    ], done.stderr

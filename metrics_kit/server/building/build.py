@@ -37,7 +37,7 @@ import pandas as pd
 
 from metrics_kit import files
 from metrics_kit.errors import ConfigurationError
-from metrics_kit.server.building import increments, refresh
+from metrics_kit.server.building import exports, increments, refresh
 from metrics_kit.server.building.compute import compute_nothing, sparse_values
 from metrics_kit.server.building.engines import DuckDB, Engine, EngineKind
 from metrics_kit.server.building.spark import Spark
@@ -316,7 +316,8 @@ ENGINES: dict[str, EngineKind] = {"duckdb": DuckDB, "spark": Spark}
 
 
 def is_url(data: str | os.PathLike) -> bool:
-    return "://" in str(data)
+    """Whether ``data`` is a URL (``s3a://bucket/events``, ``file:/data/events``), not a local folder."""
+    return exports.is_url(data)
 
 
 def build_on_engine(
@@ -337,7 +338,10 @@ def build_on_engine(
     when a saved build of it applies; Spark then reads what it computes as the normalised layout.
     For Spark, ``data`` may also be the URL (or a path the cluster reads) of raw exports, refreshed
     from the state saved at ``state`` (default: beside the data; ``refresh``) where it fits, else
-    built in full; or of a normalised layout written before, which is built in full."""
+    built in full; or of a normalised layout written before, which is built in full. The URL is
+    read as ``exports.normalised`` writes it (``file:/x``, ``..``, a ``file:`` URL's ``%20``), and
+    ``state`` is refused before Spark starts when it is relative or inside the data
+    (``refresh.checked_state``)."""
     kind = ENGINES.get(engine)
     if kind is None:
         raise ConfigurationError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}", argument="engine")
@@ -349,13 +353,16 @@ def build_on_engine(
             argument="state",
         )
     if is_url(data):
+        # Checked before Spark starts: the URL as it is read and kept, the state's location.
+        url = exports.normalised(str(data))
+        state = refresh.checked_state(url, state)
         with kind.started_for_url(
-            str(data), spark_master=spark_master, spark_stall_timeout=spark_stall_timeout, log=log
+            url, spark_master=spark_master, spark_stall_timeout=spark_stall_timeout, log=log
         ) as reader:
             started = time.perf_counter()
-            refreshed = refresh.refresh(reader, str(data), catalogue, state=state, rebuild=rebuild, log=log)
+            refreshed = refresh.refresh(reader, url, catalogue, state=state, rebuild=rebuild, log=log)
             if refreshed is None:  # a normalised layout: built in full, as it is
-                events, per_day = reader.open_url(str(data), log)
+                events, per_day = reader.open_url(url, log)
                 why = "a normalised layout is built in full"
                 aggregates = build_in_full(
                     events, catalogue, engine=reader, transactions_per_day=per_day, started=started, why=why

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import hashlib
+import posixpath
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -50,6 +51,8 @@ from metrics_kit.server.serving.completeness import WATERMARK_FILE, parse_declar
 
 _SHOWN_ROWS = 5
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+# A URL: a scheme of two characters or more (not a drive letter), a colon and a slash.
+_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):/")
 _IBIS_TYPE = {
     "str": datatypes.string,
     "float": datatypes.float64,
@@ -147,9 +150,63 @@ class Exports:
     rows_per_day: pd.DataFrame | None  # the transactions' rows per (day, project, action, pool_type)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+def one_line(exc: BaseException) -> str:
+    """Why a Spark call failed, in one line: for an error of the JVM (py4j's ``Py4JJavaError``,
+    whose own first line only names the call), the message of the innermost exception that has
+    one (Hadoop's ``Parent path is not a directory: ...``, not ``An error occurred while calling
+    o540.parquet.``); else the error's first line."""
+    java = getattr(exc, "java_exception", None)
+    found = None
+    try:
+        for _ in range(_CAUSES):  # a cause chain is short; bounded all the same
+            if java is None:
+                break
+            message = java.getMessage()
+            if message is not None and str(message).strip():
+                found = str(message).strip()
+            java = java.getCause()
+    except Exception:  # the JVM is gone (a stopped session): what was found, else the text
+        pass
+    text = found or str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+_CAUSES = 20  # the causes of a JVM error looked through for its reason
+
+
+def is_url(data: object) -> bool:
+    """Whether ``data`` is a URL (``s3a://bucket/events``, ``file:///data/events``, ``file:/data/events``
+    as Spark prints it) rather than a local path."""
+    return _URL.match(str(data)) is not None
+
+
+def normalised(url: str) -> str:
+    """``url`` as the build reads it and keeps it (the data location in the state's manifest):
+    ``SCHEME://AUTHORITY/PATH`` without ``.`` or ``..`` segments, doubled or trailing slashes
+    (``file:/x``, as Spark prints a path, is ``file:///x``). A ``file:`` URL is read as the URI it
+    is: its escapes decoded (``%20`` a space, as ``Path.as_uri()`` writes one, ``%25`` a ``%``),
+    since Spark would take ``%20`` as part of the name. Any other scheme goes to Spark as given
+    (Hadoop reads its path as it is written). A path without a scheme is normalised alike."""
+    match = _URL.match(url)
+    if match is None:
+        return _path(url)
+    scheme, rest = match["scheme"], url[match.end("scheme") + 1 :]
+    authority = ""
+    if rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        rest = slash + path
+    if scheme.lower() == "file":
+        rest = unquote(rest)
+    path = _path(rest) if rest else ""
+    return f"{scheme}://{authority}{'' if path == '/' else path}"
+
+
+def _path(path: str) -> str:
+    """A path without ``.`` or ``..`` segments, doubled or trailing slashes (as a URI's dot-segments
+    are removed: by the text, not through symbolic links)."""
+    if not path.startswith("/"):
+        return posixpath.normpath(path)
+    return "/" + posixpath.normpath(path).lstrip("/")
 
 
 def _plain(path: str) -> str:
@@ -175,7 +232,14 @@ def _sources(
     found: dict[str, list[tuple[str, str, int, str, bool]]] = {}
     unnamed: list[tuple[str, str, int]] = []  # files of table folders without a part's ending
     for path, size, _mtime in sorted(listing):
-        relative = PurePosixPath(_plain(path)).relative_to(base)
+        try:
+            relative = PurePosixPath(_plain(path)).relative_to(base)
+        except ValueError:  # a path that reaches the folder another way (a link on the way to it)
+            raise DataFormatError(
+                f"data={location}: Spark lists its files as {path}, not under this path; give the folder's "
+                "own path (without symbolic links on the way)",
+                argument="data",
+            ) from None
         folder = len(relative.parts) > 1
         fmt = part_format(relative.name)
         if any(map(skipped, relative.parts)) or (fmt is None and not folder):
@@ -197,10 +261,7 @@ def _sources(
         files.sort()
         kinds = {(fmt, folder) for *_, fmt, folder in files}
         if len(kinds) > 1:
-            raise DataFormatError(
-                f"{location}: table {table!r} is given more than once or in two formats: "
-                + ", ".join(name for _p, name, *_ in files[:_SHOWN_ROWS])
-            )
+            raise _given_twice(location, table, files)
         ((fmt, folder),) = kinds
         if not folder and len(files) > 1:
             raise DataFormatError(f"{location}: table {table!r} is given more than once")
@@ -211,6 +272,31 @@ def _sources(
             f"{location}: no projects table (projects.parquet, projects.csv or projects/); see docs/data-format.md"
         )
     return sources
+
+
+def _given_twice(location: str, table: str, files: list[tuple[str, str, int, str, bool]]) -> DataFormatError:
+    """A table given as a file and a folder (or as two files), or as a folder of parts of both
+    formats, said as DuckDB says it of a local folder; the parts of the less common format named."""
+    ways: dict[tuple[str, bool], list[str]] = {}
+    for _path, name, _size, fmt, folder in files:
+        ways.setdefault((fmt, folder), []).append(name)
+    if all(folder for _fmt, folder in ways):  # one folder, parts of both formats
+        (odd_fmt, _), (usual_fmt, _) = sorted(ways, key=lambda way: (len(ways[way]), way[0] == "csv"))
+        odd, usual = ways[odd_fmt, True], ways[usual_fmt, True]
+        return DataFormatError(
+            f"{location}: {table}/ mixes Parquet and CSV parts ({_names(odd)}, among {len(usual)} "
+            f"{usual_fmt.upper()} part{'s' if len(usual) > 1 else ''}); use one format per table"
+        )
+    labels = [
+        f"{table}/ ({len(names)} {fmt} file{'s' if len(names) > 1 else ''})" if folder else ", ".join(names)
+        for (fmt, folder), names in sorted(ways.items(), key=lambda way: (way[0][1], way[0][0]))
+    ]
+    return DataFormatError(f"{location}: table {table!r} is given more than once: {', '.join(labels)}")
+
+
+def _names(names: list[str]) -> str:
+    more = len(names) - _SHOWN_ROWS
+    return ", ".join(names[:_SHOWN_ROWS]) + (f" and {more} more" if more > 0 else "")
 
 
 def _add(found: dict, location: str, path: str, relative: PurePosixPath, size: int, fmt: str) -> None:
@@ -309,7 +395,7 @@ def _parts(engine: Cluster, source: _Source) -> list[_Part]:
     for (path, name), schema in zip(listed, found, strict=True):
         if isinstance(schema, Exception):
             raise engine.unreadable(name, path, schema) or DataFormatError(
-                f"{name}: cannot be read as {source.fmt.upper()}: {_first_line(schema)}"
+                f"{name}: cannot be read as {source.fmt.upper()}: {one_line(schema)}"
             ) from None
         own = {field.name: field.dataType for field in schema.fields}
         try:
@@ -402,7 +488,7 @@ def _check(engine: Cluster, source: _Source, projects: list[str], validate: bool
         raw, read = engine.raw(f"_metrics_kit_raw_{source.table}", source.fmt, groups, types)
         problem = rules.type_problem(source.table, raw.schema())
     except Exception as exc:
-        raise DataFormatError(f"{source.label}: cannot be read as {source.fmt.upper()}: {_first_line(exc)}") from None
+        raise DataFormatError(f"{source.label}: cannot be read as {source.fmt.upper()}: {one_line(exc)}") from None
     _all_read(source, map(_from_uri, read))
     if validate and source.fmt == "csv":
         _utf8(engine, source, parts)
@@ -416,7 +502,7 @@ def _check(engine: Cluster, source: _Source, projects: list[str], validate: bool
         counts = rows.aggregate(**{f"bad_{i}": rows.count(where=c.bad(rows)) for i, c in enumerate(checks)})
         found = counts.to_pyarrow().to_pylist()[0] if checks else {}
     except Exception as exc:  # a malformed CSV line, a file that changed under the scan
-        raise DataFormatError(f"{source.label}: cannot be read: {_first_line(exc)}") from None
+        raise DataFormatError(f"{source.label}: cannot be read: {one_line(exc)}") from None
     for i, check in enumerate(checks):
         count = found[f"bad_{i}"]
         if not count:
@@ -444,7 +530,7 @@ def declared(engine: Cluster, location: str) -> dt.datetime | None:
     try:
         content = engine.small_file(where)
     except Exception as exc:
-        raise DataFormatError(f"{where}: cannot be read: {_first_line(exc)}") from None
+        raise DataFormatError(f"{where}: cannot be read: {one_line(exc)}") from None
     if content is None:
         return None
     try:
@@ -504,7 +590,7 @@ def list_exports(engine: Cluster, location: str) -> Listed | None:
         listing = engine.listing(root)
     except Exception as exc:
         raise engine.unreadable(location, location, exc) or DataFormatError(
-            f"data={location}: cannot be listed: {_first_line(exc)}"
+            f"data={location}: cannot be listed: {one_line(exc)}", argument="data"
         ) from None
     if any(PurePosixPath(_plain(path)).name == store.LAYOUT_FILE for path, _s, _m in listing):
         return None

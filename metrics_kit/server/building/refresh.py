@@ -9,19 +9,27 @@ it). It holds, as the local build's state does, the *manifest* (every file of ev
 size and modification time from Spark's listing, the days its rows fall on and the time of its
 last row) and the *sparse* values (periods with events only).
 
+**Where.** ``--state`` is a URL or an absolute path (a relative one would be a folder of the
+machine that runs the build), outside the data folder (whose listing would read the state's files
+as data); both are refused before Spark starts (:func:`checked_state`).
+
 **Two slots, in turn.** A build writes its version into the slot (``a`` or ``b``) that does not
-hold the newest whole one: ``values-S/`` (the sparse values, each row marked with the version's
-number and the build's own random token) and then ``commit-S/`` (one row: the version's number,
-the token, the manifest, the number of values). A version counts only when its commit is read
-whole and its values are all there, each marked with its number and token; so a build interrupted
-or failed at any point, even while it overwrites a slot, leaves the newest whole version as it
-was, and the next build reads that one. Two builds run at once write the same slot under the same
-number, but never the same token: a slot they leave mixed is not whole, and is not read. The state
-never holds more than two versions, and needs no file removed (Spark Connect has no way to).
+hold the version it started from (else the newest whole one): ``values-S/`` (the sparse values,
+each row marked with the version's number and the build's own random token) and then
+``commit-S/`` (one row: the version's number, the token, the manifest, the number of values). A
+version counts only when its commit is read whole, with a manifest of every field, and its values
+are all there, each marked with its number and token; so a build interrupted or failed at any
+point, even while it overwrites a slot, leaves the version it started from as it was, and the
+next build reads that one. A slot that holds a commit but is not whole is said in a line and
+ignored. Two builds run at once write the same slot under the same number, but never the same
+token: a slot they leave mixed is not whole, and is not read. The state never holds more than two
+versions, and needs no file removed (Spark Connect has no way to).
 
 **A state that does not fit** (saved for another data location, other metric definitions, another
-engine or another version of metrics-kit, whose rules may differ) is ignored with one line, and
-the build runs in full and saves its own.
+engine or another version of metrics-kit, whose rules may differ) is ignored with one line: the
+build refreshes from the other slot's version when that one fits (two catalogues sharing a state
+location), else runs in full, and saves its own. A state that cannot be written is said in a line,
+with Spark's reason; the build's values stand.
 """
 
 from __future__ import annotations
@@ -55,9 +63,51 @@ _SPARSE_SCHEMA = (
 _COMMIT_SCHEMA = "number BIGINT, token STRING, manifest STRING, sparse_rows BIGINT"
 
 
+def checked_state(data: str, given: str | None) -> str | None:
+    """``given`` (``--state``) as the build keeps the state there (:func:`exports.normalised`), checked
+    before Spark starts: a location every machine of the job reaches (a URL or an absolute path),
+    outside the data at ``data`` (a normalised URL), whose listing would read the state's files as
+    data."""
+    if given is None:
+        return None
+    if not exports.is_url(given) and not given.startswith("/"):
+        raise ConfigurationError(
+            f"state={given}: a relative path is a folder of the machine that runs the build (in its current "
+            "folder), which the next run, on another machine or in another folder, does not find; give a "
+            "location every machine of the job reaches: a URL (s3a://bucket/metrics/state) or an absolute path "
+            "on a file system they share",
+            argument="state",
+        )
+    state = exports.normalised(given)
+    if _within(state, data):
+        raise ConfigurationError(
+            f"state={given}: {'this is' if _parts(state) == _parts(data) else 'inside'} the data folder "
+            f"{data}, whose every file is read as data: give a folder outside it (the default is beside it, "
+            f"{data}{STATE_SUFFIX})",
+            argument="state",
+        )
+    return state
+
+
+def _parts(location: str) -> tuple[str, str, tuple[str, ...]]:
+    """(scheme, authority, path's names) of a normalised location; an absolute path is taken for
+    one of this machine's (``file``), as a local master's Spark reads it."""
+    scheme, sep, rest = location.partition("://")
+    if not sep:
+        return ("file", "", tuple(n for n in location.split("/") if n))
+    authority, _slash, path = rest.partition("/")
+    return (scheme.lower(), authority, tuple(n for n in path.split("/") if n))
+
+
+def _within(inner: str, outer: str) -> bool:
+    """Whether the location ``inner`` is ``outer`` or inside it (both normalised)."""
+    (scheme, authority, names), (o_scheme, o_authority, o_names) = _parts(inner), _parts(outer)
+    return (scheme, authority) == (o_scheme, o_authority) and names[: len(o_names)] == o_names
+
+
 def state_location(data: str, given: str | None) -> str:
-    """Where the refresh state of the exports at ``data`` is kept: ``given`` (``--state``), else
-    beside the data folder."""
+    """Where the refresh state of the exports at ``data`` is kept: ``given`` (``--state``, from
+    :func:`checked_state`), else beside the data folder."""
     if given:
         return given.rstrip("/")
     root = data.rstrip("/")
@@ -98,12 +148,26 @@ def _identity(location: str, catalogue: Catalogue, engine_name: str) -> dict:
     }
 
 
+_OTHER_DEFINITIONS = "it was saved for other metric definitions"
+_OTHER_DATA = "it was saved for other data"
+
+
+def _hint(misfit: str) -> str:
+    """What to do about a state that two builds share: each its own state location, which keeps both
+    (two slots hold one build's version and the one before it, not two builds' versions)."""
+    if misfit == _OTHER_DEFINITIONS:
+        return " (another catalogue or --chain-unit: give each its own state location, --state)"
+    if misfit.startswith(_OTHER_DATA):
+        return " (give each data set its own state location, --state)"
+    return ""
+
+
 def _misfit(manifest: dict, identity: dict) -> str | None:
     """Why a saved state does not fit this build (None: it fits)."""
     reasons = {
         "state": "it is of another format",
-        "data": f"it was saved for other data ({manifest.get('data')})",
-        "catalogue_key": "it was saved for other metric definitions",
+        "data": f"{_OTHER_DATA} ({manifest.get('data')})",
+        "catalogue_key": _OTHER_DEFINITIONS,
         "engine": f"it was saved by another engine ({manifest.get('engine')})",
         "metrics_kit": f"it was saved by metrics-kit {manifest.get('metrics_kit')} (the rules may differ)",
     }
@@ -113,35 +177,55 @@ def _misfit(manifest: dict, identity: dict) -> str | None:
 def refresh(
     engine: Any, location: str, catalogue: Catalogue, *, state: str | None, rebuild: bool, log: Callable[[str], Any]
 ) -> Refreshed | None:
-    """Build the raw exports at ``location`` on ``engine`` (a ``spark.Spark``): from the saved state
-    at ``state`` (default: :func:`state_location`) where it fits, else in full; then save the new
-    state. None when ``location`` holds the normalised layout (built in full, without a state)."""
+    """Build the raw exports at ``location`` (a normalised URL) on ``engine`` (a ``spark.Spark``):
+    from the newest version of the saved state at ``state`` (from :func:`checked_state`; default:
+    :func:`state_location`) that fits, else in full; then save the new state. None when
+    ``location`` holds the normalised layout (built in full, without a state)."""
     declared = exports.declared(engine, location)  # before the files are listed
     listed = exports.list_exports(engine, location)
     if listed is None:
         return None
     where = state_location(location, state)
     identity = _identity(listed.location, catalogue, engine.name)
-    saved = read(engine, where)  # with --rebuild too: the new version is written beside it, not over it
+    # Read with --rebuild too: the new version is written beside the newest, not over it.
+    versions, damaged = read(engine, where, log)
+    misfits = [_misfit(saved.manifest, identity) for saved in versions]
+    base = next((saved for saved, misfit in zip(versions, misfits, strict=True) if misfit is None), None)
+    newest_misfit = misfits[0] if misfits else None
     todo: increments.Plan | str
     if rebuild:
         todo = "--rebuild"
-    elif saved is None:
-        todo = f"no saved state at {where}"
-    elif (misfit := _misfit(saved.manifest, identity)) is not None:
-        log(f"Ignoring the saved state at {where}: {misfit}; building in full")
-        todo = misfit
+    elif not versions:
+        todo = f"no {'whole ' if damaged else ''}saved state at {where}"
+    elif newest_misfit is not None and base is None:
+        log(f"Ignoring the saved state at {where}: {newest_misfit}{_hint(newest_misfit)}; building in full")
+        todo = newest_misfit
     else:
-        todo = increments.compare(saved.manifest["tables"], listed.tables())
+        assert base is not None
+        if newest_misfit is not None:
+            log(
+                f"Ignoring the newest version of the saved state at {where}: {newest_misfit}"
+                f"{_hint(newest_misfit)}; refreshing from the version before it"
+            )
+        todo = increments.compare(base.manifest["tables"], listed.tables())
     projects = exports.projects_of(engine, listed)
     if isinstance(todo, increments.Plan):
-        assert saved is not None
-        sparse, manifest, how = _incremental(engine, listed, projects, catalogue, todo, saved, identity)
+        assert base is not None
+        sparse, manifest, how = _incremental(engine, listed, projects, catalogue, todo, base, identity)
     else:
         sparse, manifest = _full(engine, listed, projects, catalogue, identity)
         how = {"build": "full", "why": todo}
+        base = None
     log(f"Validated {location} on Spark")
-    _save(engine, where, saved, manifest, sparse, log)
+    # The version kept while the new one is written: the one this build started from, else the newest.
+    keep = base or (versions[0] if versions else None)
+    after = (
+        "the next build refreshes from the version saved before"
+        if keep is not None and _misfit(keep.manifest, identity) is None
+        else "the next build will be a full one"
+    )
+    number = max((saved.number for saved in versions), default=0) + 1
+    _save(engine, where, keep, number, manifest, sparse, log, after)
     last = increments.last_event(manifest)
     meta = {
         "engine": engine.name,
@@ -234,60 +318,130 @@ def _manifest(identity: dict, listed: exports.Listed, days: dict, previous: dict
 # -- the state, where Spark reads and writes it -----------------------------------------------------
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _folder(root: str, slot: str, commit: bool = False) -> str:
     return f"{root}/{'commit' if commit else 'values'}-{slot}"
 
 
-def _read_slot(engine: Any, root: str, slot: str) -> Saved | None:
-    """The version in ``slot`` if it is whole: its commit read, and every one of its values there
-    and written by that commit's build (a write cut short, or two builds' writes crossed, leave a
-    slot that is not)."""
+_TABLE_FIELDS = {"folder": bool, "fmt": str, "files": dict}
+_FILE_FIELDS = {"size": int, "mtime": int, "days": list}
+
+
+def _manifest_problem(manifest: Any) -> str | None:
+    """What is wrong with a manifest read from a commit (None: it has every field a refresh reads,
+    of its type); one of another format is left to :func:`_misfit` to say."""
+    if not isinstance(manifest, dict):
+        return f"its manifest is not a JSON object ({type(manifest).__name__})"
+    if manifest.get("state") != STATE_VERSION:
+        return None
+    missing = [key for key in ("data", "catalogue_key", "engine", "metrics_kit", "tables") if key not in manifest]
+    if missing:
+        return f"its manifest has no {', '.join(map(repr, missing))}"
+    tables = manifest["tables"]
+    if not isinstance(tables, dict) or not all(isinstance(entry, dict) for entry in tables.values()):
+        return "its manifest's tables are not JSON objects"
+    for table, entry in tables.items():
+        if not all(isinstance(entry.get(key), kind) for key, kind in _TABLE_FIELDS.items()):
+            return f"its manifest's table {table!r} lacks {', '.join(_TABLE_FIELDS)}"
+        for name, file in entry["files"].items():
+            fields = isinstance(file, dict) and all(isinstance(file.get(k), t) for k, t in _FILE_FIELDS.items())
+            if not fields or not _dates(file["days"]) or not isinstance(file.get("last"), str | None):
+                return f"its manifest's entry of {table} file {name!r} is damaged"
+    return None
+
+
+def _dates(runs: list) -> bool:
+    """Whether ``runs`` are a manifest's runs of days, ``[[first, last], ...]`` in ISO dates."""
+    try:
+        return all(dt.date.fromisoformat(lo) <= dt.date.fromisoformat(hi) for lo, hi in runs)
+    except (TypeError, ValueError):
+        return False
+
+
+def _read_slot(engine: Any, root: str, slot: str) -> Saved | str | None:
+    """The version in ``slot`` if it is whole: its commit read, with a manifest of every field, and
+    every one of its values there and written by that commit's build (a write cut short, or two
+    builds' writes crossed, leave a slot that is not). Else why it is not (a str), or None when the
+    slot has no commit (none written yet)."""
     session = engine.session
     try:
         # Given twice: of a single path that does not exist, Spark first looks for a streaming
         # sink's metadata in it and logs not finding it with a stack trace.
         commit_path = _folder(root, slot, commit=True)
-        (commit,) = session.read.parquet(commit_path, commit_path).limit(1).collect()
-        values = session.read.parquet(_folder(root, slot)).toPandas()
-    except Exception:  # none there, or not whole
-        return None
+        commits = session.read.schema(_COMMIT_SCHEMA).parquet(commit_path, commit_path).limit(1).collect()
+    except Exception as exc:
+        if engine.by_interrupt(exc):
+            raise KeyboardInterrupt from None
+        reason = exports.one_line(exc)
+        if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in reason:
+            return None
+        if "No FileSystem for scheme" in reason:
+            raise ConfigurationError(
+                f"state={root}: Spark has no file system for this scheme ({reason}); give a location Spark reads "
+                "and writes (s3a://bucket/metrics/state, hdfs://..., file:///...)",
+                argument="state",
+            ) from None
+        return f"its commit cannot be read ({reason})"
+    if not commits:
+        return "its commit is empty"
+    (commit,) = commits
+    try:
+        manifest = json.loads(commit["manifest"])
+    except (TypeError, ValueError):
+        return "its manifest is not JSON"
+    problem = _manifest_problem(manifest)
+    if problem is not None:
+        return problem
+    try:
+        # By the schema: a part without one of its columns reads as nulls there, not as ours.
+        values = session.read.schema(_SPARSE_SCHEMA).parquet(_folder(root, slot)).toPandas()
+    except Exception as exc:
+        if engine.by_interrupt(exc):
+            raise KeyboardInterrupt from None
+        return f"its values cannot be read ({exports.one_line(exc)})"
     number = commit["number"]
     ours = (values["number"] == number) & (values["token"] == commit["token"])
     if len(values) != commit["sparse_rows"] or not ours.all():
-        return None
-    manifest = json.loads(commit["manifest"])
+        return "its values are not all its commit's (a write stopped before its end, or two builds at once)"
     return Saved(number, manifest, increments.normalise(values.drop(columns=["number", "token"])), slot)
 
 
-def read(engine: Any, root: str) -> Saved | None:
-    """The newest whole version of the state at ``root``; None when there is none."""
-    found = [saved for saved in (_read_slot(engine, root, slot) for slot in _SLOTS) if saved is not None]
-    return max(found, key=lambda saved: saved.number, default=None)
+def read(engine: Any, root: str, log: Callable[[str], Any]) -> tuple[list[Saved], bool]:
+    """The whole versions of the state at ``root``, the newest first, and whether a slot holds a
+    commit but is not whole (said in a line, and ignored)."""
+    found, damaged = [], False
+    with engine.quiet("OFF"):  # a slot that cannot be read is said here, in a line
+        for slot in _SLOTS:
+            saved = _read_slot(engine, root, slot)
+            if isinstance(saved, str):
+                log(f"Ignoring slot {slot} of the saved state at {root}: {saved}")
+                damaged = True
+            elif saved is not None:
+                found.append(saved)
+    return sorted(found, key=lambda saved: saved.number, reverse=True), damaged
 
 
-def _save(engine: Any, root: str, saved: Saved | None, manifest: dict, sparse: pd.DataFrame, log) -> None:
-    """Write the new state into the slot that does not hold ``saved`` (the newest whole version):
-    its values, each row marked with the version's number and this build's token, then its commit.
-    A state that cannot be written is said; the build's values stand (and the next build is then a
-    full one)."""
+def _save(
+    engine: Any, root: str, keep: Saved | None, number: int, manifest: dict, sparse: pd.DataFrame, log, after: str
+) -> None:
+    """Write the new state, version ``number``, into the slot that does not hold ``keep`` (the
+    version this build started from, or the newest): its values, each row marked with the version's
+    number and this build's token, then its commit. A state that cannot be written is said, with
+    Spark's reason and ``after`` (what the next build does); the build's values stand."""
     session = engine.session
-    slot = _SLOTS[1] if saved is not None and saved.slot == _SLOTS[0] else _SLOTS[0]
-    number = (saved.number if saved is not None else 0) + 1
+    slot = _SLOTS[1] if keep is not None and keep.slot == _SLOTS[0] else _SLOTS[0]
     token = uuid.uuid4().hex
     try:
-        frame = sparse[increments.SPARSE_COLUMNS].assign(
-            period_start=sparse["period_start"].dt.strftime("%Y-%m-%d"), number=number, token=token
-        )
-        # Plain object columns: pyspark's Arrow conversion does not take pandas' Arrow-backed strings.
-        frame = frame.astype({c: object for c in [*increments.SPARSE_COLUMNS, "token"] if c != "value"})
-        session.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")  # the frame goes over as Arrow
-        session.createDataFrame(frame, _SPARSE_SCHEMA).write.mode("overwrite").parquet(_folder(root, slot))
-        commit = session.createDataFrame([(number, token, json.dumps(manifest), len(frame))], _COMMIT_SCHEMA)
-        commit.coalesce(1).write.mode("overwrite").parquet(_folder(root, slot, commit=True))
+        with engine.quiet("OFF"):  # a write that fails is said here, in a line
+            frame = sparse[increments.SPARSE_COLUMNS].assign(
+                period_start=sparse["period_start"].dt.strftime("%Y-%m-%d"), number=number, token=token
+            )
+            # Plain object columns: pyspark's Arrow conversion does not take pandas' Arrow-backed strings.
+            frame = frame.astype({c: object for c in [*increments.SPARSE_COLUMNS, "token"] if c != "value"})
+            session.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")  # the frame goes over as Arrow
+            session.createDataFrame(frame, _SPARSE_SCHEMA).write.mode("overwrite").parquet(_folder(root, slot))
+            commit = session.createDataFrame([(number, token, json.dumps(manifest), len(frame))], _COMMIT_SCHEMA)
+            commit.coalesce(1).write.mode("overwrite").parquet(_folder(root, slot, commit=True))
     except Exception as exc:
-        log(f"Could not save the state at {root} ({_first_line(exc)}): the next build will be a full one")
+        if engine.by_interrupt(exc):  # Ctrl-C: Spark was stopped under the write
+            raise KeyboardInterrupt from None
+        log(f"Could not save the state at {root}: {exports.one_line(exc)}; the aggregates are built, and {after}")

@@ -9,8 +9,10 @@ pyspark reads it); else spark-submit's master, else ``local[*]``. A Spark Connec
 (``sc://HOST[:PORT][/;param=value;...]``) is checked before anything is started, and its
 ``token`` is never shown: every message and log line carries the URL masked (:func:`masked`).
 
-Ctrl-C during a build (:func:`_interrupts`) stops Spark's jobs and the session, and leaves the
-build as a ``KeyboardInterrupt``, with nothing of Spark's said about it.
+Ctrl-C during a build, from the session's start to its stop (:class:`_Interrupts`), stops Spark's
+jobs and the session, and leaves the build as a ``KeyboardInterrupt``, with nothing of Spark's
+said about it. A driver the build starts itself logs errors only, in a line each
+(:func:`log_settings`).
 """
 
 from __future__ import annotations
@@ -121,8 +123,7 @@ def local_master(master: str, given_as: str = "spark_master=") -> str:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return masked(text.splitlines()[0]) if text else type(exc).__name__
+    return masked(exports.one_line(exc))
 
 
 # Retries of the first call to a Spark Connect server, few and short, backing off:
@@ -178,12 +179,7 @@ def user_configuration(environ: Mapping[str, str] = os.environ) -> dict[str, str
     starts its JVM: ``spark-defaults.conf`` (in ``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``), then
     ``--conf KEY=VALUE`` and ``--master`` in ``PYSPARK_SUBMIT_ARGS``, which win."""
     found: dict[str, str] = {}
-    home = environ.get("SPARK_HOME")
-    if home is None:
-        import pyspark
-
-        home = str(Path(pyspark.__file__).parent)
-    defaults = Path(environ.get("SPARK_CONF_DIR") or Path(home, "conf")) / "spark-defaults.conf"
+    defaults = _conf_folder(environ) / "spark-defaults.conf"
     with contextlib.suppress(OSError, UnicodeDecodeError):
         for line in defaults.read_text(encoding="utf-8").splitlines():
             # A Java properties line: KEY VALUE, KEY=VALUE or KEY: VALUE.
@@ -198,6 +194,8 @@ def user_configuration(environ: Mapping[str, str] = os.environ) -> dict[str, str
     def given(flag: str, value: str) -> None:
         if flag == "--master":
             found["spark.master"] = value
+        elif flag == "--driver-java-options":
+            found["spark.driver.extraJavaOptions"] = value
         elif "=" in value:
             key, _sep, setting = value.partition("=")
             found[key] = setting
@@ -207,12 +205,46 @@ def user_configuration(environ: Mapping[str, str] = os.environ) -> dict[str, str
         if pending is not None:
             given(pending, word)
             pending = None
-        elif word in ("--conf", "-c", "--master"):
+        elif word in ("--conf", "-c", "--master", "--driver-java-options"):
             pending = word
-        elif word.startswith(("--conf=", "--master=")):
+        elif word.startswith(("--conf=", "--master=", "--driver-java-options=")):
             flag, _sep, value = word.partition("=")
             given(flag, value)
     return found
+
+
+def _conf_folder(environ: Mapping[str, str]) -> Path:
+    """Where spark-submit reads the user's Spark configuration: ``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``."""
+    home = environ.get("SPARK_HOME")
+    if home is None:
+        import pyspark
+
+        home = str(Path(pyspark.__file__).parent)
+    return Path(environ.get("SPARK_CONF_DIR") or Path(home, "conf"))
+
+
+# The log of a driver the build starts itself: errors only, in one line each (the file says why).
+LOG_CONFIGURATION = Path(__file__).with_name("spark-log4j2.properties")
+_LOG_LEVEL = "ERROR"  # the file's, which the build returns to after quieting Spark's log further
+
+
+def log_settings(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """What a build sets on a Spark driver it starts itself for its log (:data:`LOG_CONFIGURATION`),
+    unless the user's Spark configuration says how that driver logs: a log4j2 file in its
+    configuration folder, ``spark.driver.extraJavaOptions`` (or ``--driver-java-options``) or
+    ``spark.log.level``. Nothing under spark-submit, which has started the JVM already."""
+    if "PYSPARK_GATEWAY_PORT" in environ:
+        return {}
+    user = user_configuration(environ)
+    if {"spark.driver.extraJavaOptions", "spark.log.level"} & user.keys():
+        return {}
+    with contextlib.suppress(OSError):
+        if any(_conf_folder(environ).glob("log4j2*")):
+            return {}
+    return {"spark.driver.extraJavaOptions": _LOG_OPTION}
+
+
+_LOG_OPTION = f"-Dlog4j2.configurationFile={LOG_CONFIGURATION.as_uri()}"
 
 
 def runs_here(master: str | None, environ: Mapping[str, str] = os.environ) -> bool:
@@ -256,7 +288,7 @@ def _local_session(master: str | None):
         .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    for key, value in local_settings(master).items():
+    for key, value in {**local_settings(master), **log_settings()}.items():
         builder = builder.config(key, value)
     loopback = runs_here(master) and _LOCAL_IP_ENV not in os.environ
     try:
@@ -291,12 +323,13 @@ def where(master: str | None) -> tuple[str | None, str]:
     return None, "spark_master="
 
 
-# Where this process waits for Spark: py4j's socket to a session's JVM, gRPC's channel to a Spark
-# Connect server. A KeyboardInterrupt raised in there would leave the socket with an answer
-# unread, which the next call (the session's stop) would take for its own.
+# Where this process waits for Spark: pyspark's calls, py4j's socket to a session's JVM (and the
+# socket pyspark reads a result's rows from), gRPC's channel to a Spark Connect server. A
+# KeyboardInterrupt raised in there would leave a socket with an answer unread, which the next
+# call (the session's stop) would take for its own, or close it under the JVM's writing.
 def _client_folders() -> tuple[str, ...]:
     folders = []
-    for name in ("py4j", "grpc"):
+    for name in ("pyspark", "py4j", "grpc"):
         module = sys.modules.get(name)
         if module is not None and module.__file__:
             folders.append(str(Path(module.__file__).parent) + os.sep)
@@ -311,21 +344,86 @@ def _waiting_for_spark(frame: FrameType | None, folders: tuple[str, ...]) -> boo
     return False
 
 
-@contextlib.contextmanager
-def _interrupts(session: Any, remote: bool, before: Any) -> Iterator[None]:
-    """Ctrl-C during the build, as one ``KeyboardInterrupt``. When it comes while this process
-    waits for Spark, the wait is not broken: another thread quiets Spark's log, stops its jobs and
-    the session, and the call waited for returns with an error, which leaves as the interrupt.
-    Anywhere else (DuckDB's validation, pandas) it is the handler that was there before, as
-    without Spark. pyspark's own handler is not used: it calls the JVM from inside the waiting
-    call (a reentrant call on the same socket) and lets the build go on."""
-    interrupted = threading.Event()
-    folders = _client_folders()
-    stopper: list[threading.Thread] = []
+# After Ctrl-C during Spark's start, how long the build waits for the start to end, so that it
+# can stop the session it started (the JVM also ends with this process in any case).
+_START_WAIT_SECONDS = 120.0
 
-    def stop() -> None:
+
+class _Interrupts:
+    """Ctrl-C from the start of a Spark session to its stop, as one ``KeyboardInterrupt``.
+
+    The session is started in a thread of its own, while this one waits: pyspark then installs no
+    SIGINT handler of its own (it does so only on the main thread; its handler calls the JVM from
+    inside the call it interrupts, and lets the build go on), and Ctrl-C during the start breaks the
+    wait, not a call to the JVM; the session is stopped once it has started.
+
+    Once the session runs, Ctrl-C stops Spark from another thread (its log quieted, its jobs
+    cancelled or, on Spark Connect, its operations interrupted, the session stopped). When it comes
+    while this process waits for Spark (:func:`_waiting_for_spark`), the wait is not broken: the
+    call waited for returns with an error, which leaves as the interrupt. Anywhere else (DuckDB's
+    validation, pandas) the handler that was there before runs too, as without Spark. Every error
+    after the interrupt leaves as the interrupt (:attr:`interrupted`, which the build also asks,
+    ``Spark.by_interrupt``, where it catches Spark's errors)."""
+
+    def __init__(self, remote: bool, before: Any) -> None:
+        self.remote = remote
+        self.before = before
+        self.interrupted = threading.Event()
+        self.session: Any = None
+        self._stopper: threading.Thread | None = None
+        self._installed = False
+
+    def __enter__(self) -> _Interrupts:
+        self._installed = threading.current_thread() is threading.main_thread()
+        if self._installed:
+            signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, kind: Any, error: BaseException | None, _traceback: Any) -> None:
+        try:
+            if error is not None and (self.interrupted.is_set() or _by_interrupt(error)):
+                self._stop_in_thread()
+                self._join()
+                raise KeyboardInterrupt from None
+            if error is None and self.interrupted.is_set():  # the build ended as the interrupt came
+                self._join()
+                raise KeyboardInterrupt
+        finally:
+            if self._installed:
+                before = self.before
+                signal.signal(signal.SIGINT, before if before is not None else signal.default_int_handler)
+
+    def starting(self, start: Callable[[], Any]) -> Any:
+        """The session ``start()`` gives, started in a thread of its own (the class's docstring)."""
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["session"] = start()
+            except BaseException as error:  # given to the waiting thread
+                box["error"] = error
+
+        thread = threading.Thread(target=run, name="metrics-kit spark start", daemon=True)
+        thread.start()
+        try:
+            thread.join()
+            if "error" in box:
+                raise box.pop("error")
+            self.session = box["session"]
+            return self.session
+        except KeyboardInterrupt:
+            thread.join(_START_WAIT_SECONDS)
+            session = box.get("session")
+            if session is not None:
+                self.session = session
+                self._stop_in_thread()
+                self._join()
+            raise
+
+    def _stop(self) -> None:
+        session = self.session
         with contextlib.suppress(Exception):  # the session may be stopping already
-            if remote:
+            if self.remote:
                 session.interruptAll()
             else:
                 session.sparkContext.setLogLevel("OFF")
@@ -333,39 +431,53 @@ def _interrupts(session: Any, remote: bool, before: Any) -> Iterator[None]:
         with contextlib.suppress(Exception):
             session.stop()
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if interrupted.is_set() or before == signal.SIG_IGN:
-            return  # a second Ctrl-C, while the first is acted on; or a process that ignores them
-        if not _waiting_for_spark(frame, folders):
-            if callable(before):
-                before(signum, frame)
-            raise KeyboardInterrupt
-        interrupted.set()
-        stopper.append(threading.Thread(target=stop, name="metrics-kit spark stop", daemon=True))
-        stopper[0].start()
+    def _stop_in_thread(self) -> None:
+        if self._stopper is None and self.session is not None:
+            self._stopper = threading.Thread(target=self._stop, name="metrics-kit spark stop", daemon=True)
+            self._stopper.start()
 
-    installed = threading.current_thread() is threading.main_thread()
-    if installed:
-        signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    except BaseException:
-        if interrupted.is_set():
-            raise KeyboardInterrupt from None
-        raise
-    else:
-        if interrupted.is_set():  # the build ended as the interrupt came: it was still asked to stop
-            raise KeyboardInterrupt
-    finally:
-        if installed:
-            signal.signal(signal.SIGINT, before if before is not None else signal.default_int_handler)
-        for thread in stopper:
-            thread.join()
+    def _join(self) -> None:
+        if self._stopper is not None:
+            self._stopper.join()
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.interrupted.is_set() or self.before == signal.SIG_IGN:
+            return  # a second Ctrl-C, while the first is acted on; or a process that ignores them
+        self.interrupted.set()
+        if self.session is not None and _waiting_for_spark(frame, _client_folders()):
+            self._stop_in_thread()
+            return
+        if self.session is not None:
+            if not self.remote:
+                # Here, not in the thread: quiet before the interrupt closes anything under the JVM.
+                with contextlib.suppress(Exception):
+                    self.session.sparkContext.setLogLevel("OFF")
+            self._stop_in_thread()
+        if callable(self.before):
+            self.before(signum, frame)
+        raise KeyboardInterrupt
+
+
+def _by_interrupt(error: BaseException) -> bool:
+    """Whether ``error`` is a KeyboardInterrupt or carries one as its cause or context (py4j and
+    pyspark raise errors of their own from one)."""
+    seen: BaseException | None = error
+    for _ in range(_CHAIN):
+        if seen is None:
+            return False
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+_CHAIN = 50  # the causes of an error looked through for a KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def start(master: str | None = None) -> Iterator[Spark]:
-    """The Spark engine: an Ibis PySpark backend on a new (or spark-submit's) session, stopped on leaving."""
+    """The Spark engine: an Ibis PySpark backend on a new (or spark-submit's) session, stopped on
+    leaving; Ctrl-C from its start to its stop leaves as one KeyboardInterrupt (:class:`_Interrupts`)."""
     master, given_as = where(master)
     remote_url = master if master and (master.startswith("sc:") or given_as == REMOTE_ENV) else None
     # The master is checked first: a typo is told as such whether pyspark is installed or not.
@@ -378,7 +490,6 @@ def start(master: str | None = None) -> Iterator[Spark]:
     except ImportError:
         raise ConfigurationError(f"engine='spark' needs pyspark; {INSTALL_HINT}") from None
 
-    # The handler in place before pyspark's session replaces it with its own (see _interrupts).
     before: Callable[..., Any] | int | None = None
     if threading.current_thread() is threading.main_thread():
         before = signal.getsignal(signal.SIGINT)
@@ -386,20 +497,25 @@ def start(master: str | None = None) -> Iterator[Spark]:
     if remote_url is not None:
         # Spark Connect: the cluster runs the JVM, this process only a gRPC client.
         remote = masked(remote_url)
-        session = _remote_session(remote_url, given_as)
-    else:
-        if os.environ.get(REMOTE_ENV):
-            # pyspark itself would take SPARK_REMOTE over the master given here.
-            os.environ.pop(REMOTE_ENV)
-        session = _local_session(master)
-    try:
-        with _interrupts(session, remote is not None, before), warnings.catch_warnings():
-            # Ibis's in-memory tables ask for verifySchema, which a Connect session ignores, with a warning.
-            warnings.filterwarnings("ignore", message="'verifySchema' is ignored", category=UserWarning)
-            # Ibis also sets the session's time zone to UTC: periods are UTC days, weeks and months.
-            yield Spark(ibis.pyspark.connect(session), remote=remote, session=session)
-    finally:
-        session.stop()
+    elif os.environ.get(REMOTE_ENV):
+        # pyspark itself would take SPARK_REMOTE over the master given here.
+        os.environ.pop(REMOTE_ENV)
+    with _Interrupts(remote is not None, before) as interrupts:
+        if remote_url is not None:
+            session = interrupts.starting(lambda: _remote_session(remote_url, given_as))
+        else:
+            session = interrupts.starting(lambda: _local_session(master))
+        try:
+            with warnings.catch_warnings():
+                # Ibis's in-memory tables ask for verifySchema, which a Connect session ignores, with a warning.
+                warnings.filterwarnings("ignore", message="'verifySchema' is ignored", category=UserWarning)
+                # Ibis also sets the session's time zone to UTC: periods are UTC days, weeks and months.
+                yield Spark(
+                    ibis.pyspark.connect(session), remote=remote, session=session, interrupted=interrupts.interrupted
+                )
+        finally:
+            with contextlib.suppress(Exception) if interrupts.interrupted.is_set() else contextlib.nullcontext():
+                session.stop()
 
 
 # -- the engine ------------------------------------------------------------------------------------
@@ -431,6 +547,8 @@ class Spark:
     backend: Any  # ibis.backends.pyspark.Backend
     remote: str | None = None
     session: Any = None  # the pyspark session ``backend`` runs on
+    # Set on Ctrl-C, when the build stops Spark (``_Interrupts``): every error after it is the interrupt's.
+    interrupted: threading.Event = dataclasses.field(default_factory=threading.Event)
     hash64: Hash64 = _xxhash64
     # A global sort may run on one worker; a grouping by the hash spreads over all of them.
     repeats_by_sorting: bool = False
@@ -439,6 +557,12 @@ class Spark:
     default = False  # a build asked of Spark is computed by Spark, never taken from the cache
     reads_urls = True
     options = frozenset({"spark_master", "spark_stall_timeout"})
+
+    def by_interrupt(self, error: BaseException) -> bool:
+        """Whether ``error``, of a call to Spark, came of Ctrl-C: the build stopped Spark for one
+        (the call then ends with an error of its own), or the error carries a KeyboardInterrupt.
+        Code that catches Spark's errors (``except Exception``) asks this and raises the interrupt."""
+        return self.interrupted.is_set() or _by_interrupt(error)
 
     @staticmethod
     def check(*, spark_master: str | None, spark_stall_timeout: float | None) -> None:
@@ -592,15 +716,18 @@ class Spark:
 
         if len(paths) == 1:
             return [one(paths[0])]
-        with ThreadPoolExecutor(min(_SCHEMA_THREADS, len(paths)), thread_name_prefix="metrics-kit schema") as pool:
+        pool = ThreadPoolExecutor(min(_SCHEMA_THREADS, len(paths)), thread_name_prefix="metrics-kit schema")
+        try:
             return list(pool.map(one, paths))
+        finally:  # on Ctrl-C, the files not read yet are not read
+            pool.shutdown(cancel_futures=True)
 
     def parquet_files(self, paths: Sequence[str]) -> list[bool]:
         """Which of ``paths`` (files of table folders whose names end otherwise than .parquet or
         .csv) are Parquet, by Spark's reading of their footers: a file in which Spark finds no
         Parquet footer is not; one it cannot read for another reason is taken for one, and named
         with that reason when its columns are read."""
-        with self._quiet("OFF"):  # Spark logs each file that is not Parquet with a stack trace
+        with self.quiet("OFF"):  # Spark logs each file that is not Parquet with a stack trace
             found = self.schemas("parquet", paths)
         return [not (isinstance(schema, Exception) and _NOT_PARQUET.search(str(schema))) for schema in found]
 
@@ -617,14 +744,16 @@ class Spark:
             .parquet(*map(_pattern, paths))
         )
         counted = frame.groupBy(frame["_metadata.file_path"].alias("file")).agg({column: "count"})
-        with self._quiet():  # each timestamp file is logged as corrupt, with a stack trace
+        with self.quiet():  # each timestamp file is logged as corrupt, with a stack trace
             plain = {_listed(row["file"]) for row in counted.collect()}
         return {path for path in paths if path not in plain}
 
     @contextlib.contextmanager
-    def _quiet(self, level: str = "ERROR") -> Iterator[None]:
+    def quiet(self, level: str = "ERROR") -> Iterator[None]:
         """Spark's log below ``level`` left out while it runs, in a session of this process (a Spark
-        Connect server logs on its own machine)."""
+        Connect server logs on its own machine); then at the session's level again (its
+        ``spark.log.level``; else ERROR where the build set the driver's log, :func:`log_settings`;
+        else Spark's WARN), unless Ctrl-C has silenced it for good."""
         if self.remote is not None:
             yield
             return
@@ -633,7 +762,10 @@ class Spark:
         try:
             yield
         finally:
-            context.setLogLevel(context.getConf().get("spark.log.level", "WARN"))
+            if not self.interrupted.is_set():
+                conf = context.getConf()
+                ours = _LOG_OPTION in conf.get("spark.driver.extraJavaOptions", "")
+                context.setLogLevel(conf.get("spark.log.level", _LOG_LEVEL if ours else "WARN"))
 
     def raw(
         self, name: str, fmt: str, groups: Sequence[PartGroup], types: dict[str, str]
